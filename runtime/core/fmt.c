@@ -1,0 +1,71 @@
+/* Async-signal-safe text output: everything here uses only write(2) and the caller's buffer,
+ * so the rank writer can run from a fatal-signal handler as well as from MPI_Finalize. */
+#include "pathscope.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+void ps_fmt_flush(ps_fmt_t *f)
+{
+    size_t off = 0;
+    if (f->fd < 0) return;
+    while (off < f->len) {
+        ssize_t n = write(f->fd, f->buf + off, f->len - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) { f->failed = 1; break; }
+        off += (size_t)n;
+    }
+    f->len = 0;
+}
+
+void ps_fmt_char(ps_fmt_t *f, char c)
+{
+    if (f->len == f->cap) {
+        if (f->fd < 0) { f->failed = 1; return; }
+        ps_fmt_flush(f);
+    }
+    f->buf[f->len++] = c;
+}
+
+void ps_fmt_str(ps_fmt_t *f, const char *s)
+{
+    while (*s) ps_fmt_char(f, *s++);
+}
+
+void ps_fmt_tsv(ps_fmt_t *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\t') { ps_fmt_char(f, '\\'); ps_fmt_char(f, 't'); }
+        else if (*s == '\n') { ps_fmt_char(f, '\\'); ps_fmt_char(f, 'n'); }
+        else if (*s == '\\') { ps_fmt_char(f, '\\'); ps_fmt_char(f, '\\'); }
+        else ps_fmt_char(f, *s);
+    }
+}
+
+void ps_fmt_u64(ps_fmt_t *f, uint64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    do { tmp[n++] = (char)('0' + v % 10); v /= 10; } while (v);
+    while (n) ps_fmt_char(f, tmp[--n]);
+}
+
+void ps_fmt_i64(ps_fmt_t *f, int64_t v)
+{
+    if (v < 0) { ps_fmt_char(f, '-'); ps_fmt_u64(f, (uint64_t)(-(v + 1)) + 1); }
+    else ps_fmt_u64(f, (uint64_t)v);
+}
+
+void ps_fmt_ranges(ps_fmt_t *f, const int *v, int n)
+{
+    int i = 0;
+    if (n == 0) { ps_fmt_char(f, '-'); return; }
+    while (i < n) {
+        int j = i;
+        while (j + 1 < n && v[j + 1] == v[j] + 1) j++;
+        if (i) ps_fmt_char(f, ',');
+        ps_fmt_i64(f, v[i]);
+        if (j > i) { ps_fmt_char(f, '-'); ps_fmt_i64(f, v[j]); }
+        i = j + 1;
+    }
+}

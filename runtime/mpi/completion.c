@@ -1,0 +1,312 @@
+/* Hand-written wrappers of the request completion family (Wait*, Test*, Start*, Request_free):
+ * they need the request handles as they were before the call (MPI overwrites completed ones
+ * with MPI_REQUEST_NULL) and real statuses even when the caller passes MPI_STATUS(ES)_IGNORE,
+ * so that received bytes come from the completed status.
+ *
+ * Time of a completion call goes to the communicator of the first request in the list that
+ * pathscope knows (docs/format.md); bytes of completed receives go to the (communicator,
+ * operation that created the request) pair, e.g. (cart, MPI_Irecv).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpi_internal.h"
+#include "wrap.h"
+
+#define LOCAL_N 64 /* requests handled without allocation */
+
+typedef struct {
+    MPI_Request before_local[LOCAL_N], *before;
+    MPI_Status status_local[LOCAL_N], *statuses;
+} batch_t;
+
+static int batch_open(batch_t *b, int n, const MPI_Request *reqs, MPI_Status **user_statuses)
+{
+    b->before = n <= LOCAL_N ? b->before_local : malloc(sizeof(MPI_Request) * (size_t)n);
+    b->statuses = NULL;
+    if (!b->before) return -1;
+    if (n > 0) memcpy(b->before, reqs, sizeof(MPI_Request) * (size_t)n);
+    if (*user_statuses == MPI_STATUSES_IGNORE) {
+        b->statuses = n <= LOCAL_N ? b->status_local : malloc(sizeof(MPI_Status) * (size_t)(n ? n : 1));
+        if (!b->statuses) {
+            if (b->before != b->before_local) free(b->before);
+            return -1;
+        }
+        *user_statuses = b->statuses;
+    }
+    return 0;
+}
+
+static void batch_close(batch_t *b)
+{
+    if (b->before != b->before_local) free(b->before);
+    if (b->statuses && b->statuses != b->status_local) free(b->statuses);
+}
+
+/* comm id of the first known request: where the call's time goes */
+static int first_comm(const MPI_Request *reqs, int n)
+{
+    int id = PS_COMM_NONE;
+    ps_lock();
+    for (int i = 0; i < n; i++) {
+        if (reqs[i] == MPI_REQUEST_NULL) continue;
+        ps_req_t *r = ps_req_find(reqs[i]);
+        if (r) { id = r->comm_id; break; }
+    }
+    ps_unlock();
+    return id;
+}
+
+void ps_complete_one(MPI_Request before, const MPI_Status *status, int *unused)
+{
+    (void)unused;
+    if (before == MPI_REQUEST_NULL) return;
+    ps_lock();
+    ps_req_t *r = ps_req_find(before);
+    if (!r) {
+        ps_unlock();
+        atomic_fetch_add(&ps_counters.unknown_requests, 1);
+        return;
+    }
+    ps_req_t copy = *r;
+    int persistent = r->kind == PS_REQ_PSEND || r->kind == PS_REQ_PRECV || r->kind == PS_REQ_PCOLL;
+    if (!persistent) ps_req_remove(before);
+    ps_unlock();
+    if (copy.kind == PS_REQ_RECV || copy.kind == PS_REQ_PRECV) {
+        uint64_t bytes = ps_received(copy.comm_id, status);
+        ps_add_bytes(copy.comm_id, copy.op, bytes);
+    } else if (copy.kind == PS_REQ_IDUP) {
+        ps_idup_complete(&copy);
+    }
+}
+
+int MPI_Wait(MPI_Request *request, MPI_Status *status)
+{
+    if (!ps_wrap_enter()) return PMPI_Wait(request, status);
+    MPI_Request before = *request;
+    MPI_Status st;
+    if (status == MPI_STATUS_IGNORE) status = &st;
+    int comm = first_comm(&before, 1);
+    uint64_t t0 = ps_now();
+    int rc = PMPI_Wait(request, status);
+    uint64_t dt = ps_now() - t0;
+    if (rc == MPI_SUCCESS) ps_complete_one(before, status, NULL);
+    ps_record(comm, PS_OP_MPI_Wait, dt, 0, 0);
+    ps_wrap_leave();
+    return rc;
+}
+
+int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
+{
+    if (!ps_wrap_enter()) return PMPI_Test(request, flag, status);
+    MPI_Request before = *request;
+    MPI_Status st;
+    if (status == MPI_STATUS_IGNORE) status = &st;
+    int comm = first_comm(&before, 1);
+    uint64_t t0 = ps_now();
+    int rc = PMPI_Test(request, flag, status);
+    uint64_t dt = ps_now() - t0;
+    if (rc == MPI_SUCCESS && *flag) ps_complete_one(before, status, NULL);
+    ps_record(comm, PS_OP_MPI_Test, dt, 0, 0);
+    ps_wrap_leave();
+    return rc;
+}
+
+int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[])
+{
+    batch_t b;
+    if (!ps_wrap_enter()) return PMPI_Waitall(count, array_of_requests, array_of_statuses);
+    if (batch_open(&b, count, array_of_requests, &array_of_statuses)) {
+        ps_wrap_leave();
+        atomic_fetch_add(&ps_counters.alloc_failures, 1);
+        return PMPI_Waitall(count, array_of_requests, array_of_statuses);
+    }
+    int comm = first_comm(b.before, count);
+    uint64_t t0 = ps_now();
+    int rc = PMPI_Waitall(count, array_of_requests, array_of_statuses);
+    uint64_t dt = ps_now() - t0;
+    if (rc == MPI_SUCCESS)
+        for (int i = 0; i < count; i++) ps_complete_one(b.before[i], &array_of_statuses[i], NULL);
+    ps_record(comm, PS_OP_MPI_Waitall, dt, 0, 0);
+    batch_close(&b);
+    ps_wrap_leave();
+    return rc;
+}
+
+int MPI_Testall(int count, MPI_Request array_of_requests[], int *flag,
+                MPI_Status array_of_statuses[])
+{
+    batch_t b;
+    if (!ps_wrap_enter()) return PMPI_Testall(count, array_of_requests, flag, array_of_statuses);
+    if (batch_open(&b, count, array_of_requests, &array_of_statuses)) {
+        ps_wrap_leave();
+        atomic_fetch_add(&ps_counters.alloc_failures, 1);
+        return PMPI_Testall(count, array_of_requests, flag, array_of_statuses);
+    }
+    int comm = first_comm(b.before, count);
+    uint64_t t0 = ps_now();
+    int rc = PMPI_Testall(count, array_of_requests, flag, array_of_statuses);
+    uint64_t dt = ps_now() - t0;
+    if (rc == MPI_SUCCESS && *flag)
+        for (int i = 0; i < count; i++) ps_complete_one(b.before[i], &array_of_statuses[i], NULL);
+    ps_record(comm, PS_OP_MPI_Testall, dt, 0, 0);
+    batch_close(&b);
+    ps_wrap_leave();
+    return rc;
+}
+
+int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index, MPI_Status *status)
+{
+    batch_t b;
+    MPI_Status *none = MPI_STATUSES_IGNORE;
+    MPI_Status st;
+    if (!ps_wrap_enter()) return PMPI_Waitany(count, array_of_requests, index, status);
+    if (batch_open(&b, count, array_of_requests, &none)) {
+        ps_wrap_leave();
+        atomic_fetch_add(&ps_counters.alloc_failures, 1);
+        return PMPI_Waitany(count, array_of_requests, index, status);
+    }
+    if (status == MPI_STATUS_IGNORE) status = &st;
+    int comm = first_comm(b.before, count);
+    uint64_t t0 = ps_now();
+    int rc = PMPI_Waitany(count, array_of_requests, index, status);
+    uint64_t dt = ps_now() - t0;
+    if (rc == MPI_SUCCESS && *index != MPI_UNDEFINED) ps_complete_one(b.before[*index], status, NULL);
+    ps_record(comm, PS_OP_MPI_Waitany, dt, 0, 0);
+    batch_close(&b);
+    ps_wrap_leave();
+    return rc;
+}
+
+int MPI_Testany(int count, MPI_Request array_of_requests[], int *index, int *flag,
+                MPI_Status *status)
+{
+    batch_t b;
+    MPI_Status *none = MPI_STATUSES_IGNORE;
+    MPI_Status st;
+    if (!ps_wrap_enter()) return PMPI_Testany(count, array_of_requests, index, flag, status);
+    if (batch_open(&b, count, array_of_requests, &none)) {
+        ps_wrap_leave();
+        atomic_fetch_add(&ps_counters.alloc_failures, 1);
+        return PMPI_Testany(count, array_of_requests, index, flag, status);
+    }
+    if (status == MPI_STATUS_IGNORE) status = &st;
+    int comm = first_comm(b.before, count);
+    uint64_t t0 = ps_now();
+    int rc = PMPI_Testany(count, array_of_requests, index, flag, status);
+    uint64_t dt = ps_now() - t0;
+    if (rc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED)
+        ps_complete_one(b.before[*index], status, NULL);
+    ps_record(comm, PS_OP_MPI_Testany, dt, 0, 0);
+    batch_close(&b);
+    ps_wrap_leave();
+    return rc;
+}
+
+static int some(int test, int incount, MPI_Request reqs[], int *outcount, int indices[],
+                MPI_Status statuses[])
+{
+    batch_t b;
+    if (batch_open(&b, incount, reqs, &statuses)) {
+        atomic_fetch_add(&ps_counters.alloc_failures, 1);
+        return test ? PMPI_Testsome(incount, reqs, outcount, indices, statuses)
+                    : PMPI_Waitsome(incount, reqs, outcount, indices, statuses);
+    }
+    int comm = first_comm(b.before, incount);
+    uint64_t t0 = ps_now();
+    int rc = test ? PMPI_Testsome(incount, reqs, outcount, indices, statuses)
+                  : PMPI_Waitsome(incount, reqs, outcount, indices, statuses);
+    uint64_t dt = ps_now() - t0;
+    if (rc == MPI_SUCCESS && *outcount != MPI_UNDEFINED)
+        for (int k = 0; k < *outcount; k++) ps_complete_one(b.before[indices[k]], &statuses[k], NULL);
+    ps_record(comm, test ? PS_OP_MPI_Testsome : PS_OP_MPI_Waitsome, dt, 0, 0);
+    batch_close(&b);
+    return rc;
+}
+
+int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
+                 int array_of_indices[], MPI_Status array_of_statuses[])
+{
+    if (!ps_wrap_enter())
+        return PMPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
+    int rc = some(0, incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
+    ps_wrap_leave();
+    return rc;
+}
+
+int MPI_Testsome(int incount, MPI_Request array_of_requests[], int *outcount,
+                 int array_of_indices[], MPI_Status array_of_statuses[])
+{
+    if (!ps_wrap_enter())
+        return PMPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
+    int rc = some(1, incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
+    ps_wrap_leave();
+    return rc;
+}
+
+/* Persistent requests: a start moves the bytes fixed at *_init time. Sends and collectives
+ * count their bytes on the (communicator, MPI_Start/MPI_Startall) row; receives at completion. */
+static void started(MPI_Request req, int op)
+{
+    ps_lock();
+    ps_req_t *r = ps_req_find(req);
+    ps_req_t copy = r ? *r : (ps_req_t){0};
+    ps_unlock();
+    if (!r) {
+        atomic_fetch_add(&ps_counters.unknown_requests, 1);
+        return;
+    }
+    if (copy.kind == PS_REQ_PSEND) {
+        uint64_t bytes = copy.bytes == UINT64_MAX ? 0 : copy.bytes;
+        ps_add_bytes(copy.comm_id, op, bytes);
+        ps_sent(copy.comm_id, copy.bytes == UINT64_MAX ? MPI_PROC_NULL : 0, bytes);
+    } else if (copy.kind == PS_REQ_PCOLL) {
+        ps_add_bytes(copy.comm_id, op, copy.bytes);
+    }
+}
+
+int MPI_Start(MPI_Request *request)
+{
+    if (!ps_wrap_enter()) return PMPI_Start(request);
+    MPI_Request before = *request;
+    int comm = first_comm(&before, 1);
+    uint64_t t0 = ps_now();
+    int rc = PMPI_Start(request);
+    uint64_t dt = ps_now() - t0;
+    ps_record(comm, PS_OP_MPI_Start, dt, 0, 0);
+    if (rc == MPI_SUCCESS) started(before, PS_OP_MPI_Start);
+    ps_wrap_leave();
+    return rc;
+}
+
+int MPI_Startall(int count, MPI_Request array_of_requests[])
+{
+    if (!ps_wrap_enter()) return PMPI_Startall(count, array_of_requests);
+    int comm = first_comm(array_of_requests, count);
+    uint64_t t0 = ps_now();
+    int rc = PMPI_Startall(count, array_of_requests);
+    uint64_t dt = ps_now() - t0;
+    ps_record(comm, PS_OP_MPI_Startall, dt, 0, 0);
+    if (rc == MPI_SUCCESS)
+        for (int i = 0; i < count; i++) started(array_of_requests[i], PS_OP_MPI_Startall);
+    ps_wrap_leave();
+    return rc;
+}
+
+int MPI_Request_free(MPI_Request *request)
+{
+    if (!ps_wrap_enter()) return PMPI_Request_free(request);
+    MPI_Request before = *request;
+    int comm = first_comm(&before, 1);
+    uint64_t t0 = ps_now();
+    int rc = PMPI_Request_free(request);
+    uint64_t dt = ps_now() - t0;
+    ps_record(comm, PS_OP_MPI_Request_free, dt, 0, 0);
+    if (rc == MPI_SUCCESS && before != MPI_REQUEST_NULL) {
+        ps_lock();
+        ps_req_remove(before);
+        ps_unlock();
+    }
+    ps_wrap_leave();
+    return rc;
+}

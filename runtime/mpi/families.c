@@ -1,0 +1,250 @@
+/* Hooks for the operation families of mpi_semantics.py: what one completed MPI call adds to
+ * the statistics of its communicator.
+ *
+ * Point-to-point bytes are what was actually sent (count x type size at the send) and
+ * received (MPI_Get_count on the completed status, never the posted buffer size).  Messages to
+ * or from MPI_PROC_NULL move nothing and are not counted as messages.  Every send and receive
+ * also updates the communicator's sent/received message and byte totals, which the report
+ * checks for consistency (sum over ranks of sent == sum of received).
+ */
+#include "mpi_internal.h"
+
+uint64_t ps_type_bytes(MPI_Datatype type, MPI_Count count)
+{
+    if (type == MPI_DATATYPE_NULL || count <= 0) return 0;
+#if MPI_VERSION >= 4
+    MPI_Count size = 0;
+    if (PMPI_Type_size_c(type, &size) != MPI_SUCCESS || size < 0) return 0;
+#else
+    int size = 0;
+    if (PMPI_Type_size(type, &size) != MPI_SUCCESS || size < 0) return 0;
+#endif
+    return (uint64_t)size * (uint64_t)count;
+}
+
+static uint64_t status_bytes(const MPI_Status *status)
+{
+#if MPI_VERSION >= 4
+    MPI_Count n = 0;
+    PMPI_Get_count_c(status, MPI_BYTE, &n);
+#else
+    int n = 0;
+    PMPI_Get_count(status, MPI_BYTE, &n);
+#endif
+    return n > 0 ? (uint64_t)n : 0;
+}
+
+static void count_sent(int comm_id, uint64_t bytes)
+{
+    ps_comm_t *c = ps_comms[comm_id];
+    ps_lock();
+    c->sent_msgs++;
+    c->sent_bytes += bytes;
+    ps_unlock();
+}
+
+static void count_received(int comm_id, uint64_t bytes)
+{
+    ps_comm_t *c = ps_comms[comm_id];
+    ps_lock();
+    c->recv_msgs++;
+    c->recv_bytes += bytes;
+    ps_unlock();
+}
+
+/* A completed receive: the status tells the source and the byte count. */
+uint64_t ps_received(int comm_id, const MPI_Status *status)
+{
+    if (status->MPI_SOURCE == MPI_PROC_NULL) return 0;
+    int cancelled = 0;
+    PMPI_Test_cancelled(status, &cancelled);
+    if (cancelled) return 0;
+    uint64_t bytes = status_bytes(status);
+    if (!ps_paused) count_received(comm_id, bytes);
+    return bytes;
+}
+
+void ps_sent(int comm_id, int dest, uint64_t bytes)
+{
+    if (dest != MPI_PROC_NULL && !ps_paused) count_sent(comm_id, bytes);
+}
+
+void ps_add_bytes(int comm_id, int op, uint64_t bytes)
+{
+    if (ps_paused) return;
+    ps_lock();
+    ps_stat_t *s = ps_stat_slot(comm_id, op);
+    if (s) {
+        s->bytes += bytes;
+        s->hist[ps_hist_bin(bytes)]++;
+    }
+    ps_unlock();
+}
+
+void ps_on_none(int op, uint64_t dt) { ps_record(PS_COMM_NONE, op, dt, 0, 0); }
+void ps_on_comm(int op, uint64_t dt, MPI_Comm comm) { ps_record(ps_comm_lookup(comm), op, dt, 0, 0); }
+void ps_on_win(int op, uint64_t dt, MPI_Win win) { ps_record(ps_win_lookup(win), op, dt, 0, 0); }
+void ps_on_file(int op, uint64_t dt, MPI_File file) { ps_record(ps_file_lookup(file), op, dt, 0, 0); }
+
+void ps_on_send(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, int dest, MPI_Comm comm)
+{
+    int id = ps_comm_lookup(comm);
+    uint64_t bytes = dest == MPI_PROC_NULL ? 0 : ps_type_bytes(type, count);
+    ps_record(id, op, dt, bytes, 1);
+    ps_sent(id, dest, bytes);
+}
+
+void ps_on_isend(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, int dest, MPI_Comm comm,
+                 MPI_Request req)
+{
+    ps_on_send(op, dt, count, type, dest, comm);
+    ps_req_add(req, ps_comm_lookup(comm), op, PS_REQ_SEND, 0, NULL);
+}
+
+void ps_on_send_init(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, int dest,
+                     MPI_Comm comm, MPI_Request req)
+{
+    int id = ps_comm_lookup(comm);
+    uint64_t bytes = dest == MPI_PROC_NULL ? 0 : ps_type_bytes(type, count);
+    ps_record(id, op, dt, 0, 0);
+    /* a persistent send to MPI_PROC_NULL is marked with bytes = UINT64_MAX: no message */
+    ps_req_add(req, id, op, PS_REQ_PSEND, dest == MPI_PROC_NULL ? UINT64_MAX : bytes, NULL);
+}
+
+void ps_on_recv(int op, uint64_t dt, MPI_Comm comm, const MPI_Status *status)
+{
+    int id = ps_comm_lookup(comm);
+    ps_record(id, op, dt, ps_received(id, status), 1);
+}
+
+/* Matched probes: the message handle remembers its communicator until it is received. */
+void ps_on_mprobe(int op, uint64_t dt, MPI_Comm comm, MPI_Message msg)
+{
+    int id = ps_comm_lookup(comm);
+    ps_record(id, op, dt, 0, 0);
+    if (msg != MPI_MESSAGE_NULL && msg != MPI_MESSAGE_NO_PROC)
+        ps_req_add((MPI_Request)(uintptr_t)msg, id, op, PS_REQ_OTHER, 0, NULL);
+}
+
+static int message_comm(MPI_Message msg)
+{
+    if (msg == MPI_MESSAGE_NULL || msg == MPI_MESSAGE_NO_PROC) return PS_COMM_NONE;
+    MPI_Request key = (MPI_Request)(uintptr_t)msg;
+    ps_lock();
+    ps_req_t *r = ps_req_find(key);
+    int id = r ? r->comm_id : PS_COMM_NONE;
+    if (r) ps_req_remove(key);
+    ps_unlock();
+    return id;
+}
+
+void ps_on_mrecv(int op, uint64_t dt, MPI_Message msg_before, const MPI_Status *status)
+{
+    int id = message_comm(msg_before);
+    ps_record(id, op, dt, ps_received(id, status), 1);
+}
+
+void ps_on_irecv(int op, uint64_t dt, MPI_Comm comm, MPI_Request req)
+{
+    int id = ps_comm_lookup(comm);
+    ps_record(id, op, dt, 0, 0);
+    ps_req_add(req, id, op, PS_REQ_RECV, 0, NULL);
+}
+
+void ps_on_imrecv(int op, uint64_t dt, MPI_Message msg_before, MPI_Request req)
+{
+    int id = message_comm(msg_before);
+    ps_record(id, op, dt, 0, 0);
+    ps_req_add(req, id, op, PS_REQ_RECV, 0, NULL);
+}
+
+void ps_on_recv_init(int op, uint64_t dt, MPI_Comm comm, MPI_Request req)
+{
+    int id = ps_comm_lookup(comm);
+    ps_record(id, op, dt, 0, 0);
+    ps_req_add(req, id, op, PS_REQ_PRECV, 0, NULL);
+}
+
+void ps_on_sendrecv(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, int dest,
+                    MPI_Comm comm, const MPI_Status *status)
+{
+    int id = ps_comm_lookup(comm);
+    uint64_t out = dest == MPI_PROC_NULL ? 0 : ps_type_bytes(type, count);
+    uint64_t in = ps_received(id, status);
+    ps_sent(id, dest, out);
+    ps_record(id, op, dt, out + in, 1);
+}
+
+void ps_on_isendrecv(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, int dest,
+                     MPI_Comm comm, MPI_Request req)
+{
+    int id = ps_comm_lookup(comm);
+    uint64_t out = dest == MPI_PROC_NULL ? 0 : ps_type_bytes(type, count);
+    ps_sent(id, dest, out);
+    ps_record(id, op, dt, out, 1);
+    ps_req_add(req, id, op, PS_REQ_RECV, 0, NULL); /* received part counted at completion */
+}
+
+void ps_on_coll(int op, uint64_t dt, MPI_Comm comm, uint64_t bytes)
+{
+    ps_record(ps_comm_lookup(comm), op, dt, bytes, 1);
+}
+
+void ps_on_icoll(int op, uint64_t dt, MPI_Comm comm, uint64_t bytes, MPI_Request req)
+{
+    int id = ps_comm_lookup(comm);
+    ps_record(id, op, dt, bytes, 1);
+    ps_req_add(req, id, op, PS_REQ_COLL, 0, NULL);
+}
+
+void ps_on_coll_init(int op, uint64_t dt, MPI_Comm comm, uint64_t bytes, MPI_Request req)
+{
+    int id = ps_comm_lookup(comm);
+    ps_record(id, op, dt, 0, 0);
+    ps_req_add(req, id, op, PS_REQ_PCOLL, bytes, NULL);
+}
+
+void ps_on_rma(int op, uint64_t dt, MPI_Win win, MPI_Count count, MPI_Datatype type)
+{
+    ps_record(ps_win_lookup(win), op, dt, ps_type_bytes(type, count), 1);
+}
+
+void ps_on_rma_req(int op, uint64_t dt, MPI_Win win, MPI_Count count, MPI_Datatype type,
+                   MPI_Request req)
+{
+    int id = ps_win_lookup(win);
+    ps_record(id, op, dt, ps_type_bytes(type, count), 1);
+    ps_req_add(req, id, op, PS_REQ_OTHER, 0, NULL);
+}
+
+void ps_on_win_create(int op, uint64_t dt, MPI_Comm comm, MPI_Win win)
+{
+    int id = ps_comm_lookup(comm);
+    ps_record(id, op, dt, 0, 0);
+    ps_win_register(win, id);
+}
+
+void ps_on_win_free(int op, uint64_t dt, MPI_Win win_before)
+{
+    ps_record(ps_win_lookup(win_before), op, dt, 0, 0);
+    ps_win_forget(win_before);
+}
+
+void ps_on_file_open(int op, uint64_t dt, MPI_Comm comm, MPI_File file)
+{
+    int id = ps_comm_lookup(comm);
+    ps_record(id, op, dt, 0, 0);
+    ps_file_register(file, id);
+}
+
+void ps_on_file_close(int op, uint64_t dt, MPI_File file_before)
+{
+    ps_record(ps_file_lookup(file_before), op, dt, 0, 0);
+    ps_file_forget(file_before);
+}
+
+void ps_on_comm_free(int op, uint64_t dt, MPI_Comm comm_before)
+{
+    ps_record(ps_comm_lookup(comm_before), op, dt, 0, 0);
+    ps_comm_forget(comm_before);
+}

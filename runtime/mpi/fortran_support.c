@@ -1,0 +1,1 @@
+#include "mpi_internal.h"

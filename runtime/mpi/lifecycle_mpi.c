@@ -1,0 +1,146 @@
+/* MPI lifecycle: the hand-written MPI_Init, MPI_Init_thread, MPI_Finalize, MPI_Abort and
+ * MPI_Pcontrol wrappers, and the path that notices MPI initialised without our wrappers
+ * (e.g. a Fortran binding calling PMPI_Init directly).
+ *
+ * Start: MPI_COMM_WORLD and MPI_COMM_SELF are registered, rank 0 chooses the profile
+ * directory and broadcasts it (collective, safe inside MPI_Init where every rank is).
+ * End: inside MPI_Finalize, before PMPI_Finalize, each rank writes its own file, then the
+ * ranks reduce their data over a private duplicate of MPI_COMM_WORLD and rank 0 writes the
+ * run's profile.tsv.  Finalize called from an atexit handler works the same way.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mpi_internal.h"
+#include "wrap.h"
+
+void *ps_f_in_place;
+void ps_rank_file_host(void);
+void ps_mark_final_written(void);
+void ps_reduce_and_write(void);
+
+static void default_outdir(int agree_over_world)
+{
+    char dir[PS_PATH_MAX] = "";
+    if (ps_world_rank == 0 || !agree_over_world) {
+        char stamp[32];
+        time_t now = time(NULL);
+        struct tm tm;
+        localtime_r(&now, &tm);
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+        if (agree_over_world) {
+            snprintf(dir, sizeof dir, "pathscope-%s-%s", ps_program_name(), stamp);
+            struct stat st;
+            for (int i = 1; stat(dir, &st) == 0; i++)
+                snprintf(dir, sizeof dir, "pathscope-%s-%s.%d", ps_program_name(), stamp, i);
+        } else {
+            /* no collective possible: use the launcher's job id so that all ranks agree */
+            const char *job = getenv("PMIX_NAMESPACE");
+            if (!job) job = getenv("SLURM_JOB_ID");
+            if (!job) job = stamp;
+            snprintf(dir, sizeof dir, "pathscope-%s-%s", ps_program_name(), job);
+        }
+    }
+    if (agree_over_world) PMPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+    char err[PS_PATH_MAX + 128];
+    if (ps_prepare_outdir(dir, err, sizeof err) == 0) ps_set_outdir(dir);
+    else atomic_fetch_add(&ps_counters.write_errors, 1);
+}
+
+static void resolve_fortran_sentinels(void)
+{
+    static const char *names[] = {"mpi_fortran_in_place_", "MPIR_F_MPI_IN_PLACE"};
+    void *p = dlsym(RTLD_DEFAULT, names[0]);
+    if (p) { ps_f_in_place = p; return; }
+    void **pp = dlsym(RTLD_DEFAULT, names[1]); /* MPICH keeps a pointer to the common block */
+    if (pp && *pp) ps_f_in_place = *pp;
+}
+
+static void mpi_start(int provided, int agree_over_world)
+{
+    if (!ps_option_on(ps_options.mpi)) { ps_state = PS_RUN_FINISHED; return; }
+    ps_in_wrapper = 1;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &ps_world_rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &ps_world_size);
+    ps_threaded = provided == MPI_THREAD_MULTIPLE;
+    ps_rank_file_host();
+    ps_registry_init();
+    if (!ps_outdir[0]) default_outdir(agree_over_world);
+    resolve_fortran_sentinels();
+    ps_in_wrapper = 0;
+    ps_state = PS_RUN_MPI;
+}
+
+void ps_mpi_after_init(int provided) { mpi_start(provided, 1); }
+
+int ps_wrap_enter_slow(void)
+{
+    if (ps_state != PS_RUN_STARTED) return 0;
+    int init = 0, fin = 0;
+    PMPI_Initialized(&init);
+    PMPI_Finalized(&fin);
+    if (!init || fin) return 0;
+    int provided = MPI_THREAD_SINGLE;
+    PMPI_Query_thread(&provided);
+    mpi_start(provided, 0);
+    return ps_state == PS_RUN_MPI;
+}
+
+int MPI_Init(int *argc, char ***argv)
+{
+    int rc = PMPI_Init(argc, argv);
+    if (rc == MPI_SUCCESS && ps_state == PS_RUN_STARTED) {
+        int provided = MPI_THREAD_SINGLE;
+        PMPI_Query_thread(&provided);
+        ps_mpi_after_init(provided);
+    }
+    return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    int rc = PMPI_Init_thread(argc, argv, required, provided);
+    if (rc == MPI_SUCCESS && ps_state == PS_RUN_STARTED) ps_mpi_after_init(*provided);
+    return rc;
+}
+
+int MPI_Finalize(void)
+{
+    if (ps_state == PS_RUN_STARTED) ps_wrap_enter_slow();
+    if (ps_state == PS_RUN_MPI && !ps_in_wrapper) {
+        ps_in_wrapper = 1;
+        ps_state = PS_RUN_FINISHED; /* calls made by our reduction are not recorded */
+        ps_write_rank_file("complete");
+        ps_mark_final_written();
+        ps_reduce_and_write();
+        ps_in_wrapper = 0;
+    }
+    return PMPI_Finalize();
+}
+
+int MPI_Abort(MPI_Comm comm, int errorcode)
+{
+    if (ps_state == PS_RUN_MPI) {
+        char status[48];
+        snprintf(status, sizeof status, "abort %d", errorcode);
+        ps_state = PS_RUN_FINISHED;
+        ps_write_rank_file(status);
+        ps_mark_final_written();
+    }
+    return PMPI_Abort(comm, errorcode);
+}
+
+/* MPI_Pcontrol(0) pauses recording, any other level resumes it.  Communicator creation and
+ * request tracking continue while paused, so names and waits stay right afterwards. */
+int MPI_Pcontrol(const int level, ...)
+{
+    ps_paused = level == 0;
+    PMPI_Pcontrol(level);
+    if (ps_state == PS_RUN_MPI) ps_record(PS_COMM_NONE, PS_OP_MPI_Pcontrol, 0, 0, 0);
+    return MPI_SUCCESS;
+}

@@ -1,0 +1,217 @@
+/* pathscope MPI source: communicator registry, request table, per-(communicator, operation)
+ * statistics and the hooks the generated wrappers call.
+ *
+ * Contract: the hooks run in the application's thread, after the PMPI call returned, with
+ * ps_in_wrapper set (so MPI calls made here do not recurse into our wrappers).  They may
+ * allocate (never from a signal handler).  When MPI_THREAD_MULTIPLE was granted every
+ * update of shared state happens under ps_lock().  Nothing here prints or exits.
+ */
+#ifndef PS_MPI_INTERNAL_H
+#define PS_MPI_INTERNAL_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "pathscope.h"
+#include "ps_ops.h" /* generated: enum of every wrapped operation, PS_NUM_OPS, ps_op_names[] */
+
+#define PS_NAME_MAX 200
+#define PS_TOPO_MAX 160
+#define PS_HIST_BINS 48 /* bin 0: 0 bytes; bin k>0: [2^(k-1), 2^k) bytes; last bin open-ended */
+#define PS_MAX_COMMS 65536
+#define PS_COMM_NONE 0 /* pseudo communicator "-": operations bound to no communicator */
+
+typedef struct {
+    uint64_t calls, ticks, bytes;
+    uint64_t hist[PS_HIST_BINS];
+} ps_stat_t;
+
+typedef struct {
+    char name[PS_NAME_MAX];
+    char topo[PS_TOPO_MAX]; /* topology constructor details, "" if none */
+    int id, parent_id, creator_op;
+    int size, remote_size, is_inter;
+    int my_rank;            /* this process's rank in the communicator */
+    int *members;           /* world ranks: local group, then remote group for intercomms */
+    int freed;
+    uint64_t sent_msgs, sent_bytes, recv_msgs, recv_bytes; /* point-to-point, for the check */
+    ps_stat_t *ops[PS_NUM_OPS];
+} ps_comm_t;
+
+extern ps_comm_t *ps_comms[PS_MAX_COMMS];
+extern int ps_ncomms;
+extern int ps_comm_counter; /* communicators this process belongs to (mpisee's count) */
+
+/* ---- locking (only when MPI_THREAD_MULTIPLE) ------------------------------------------- */
+extern atomic_flag ps_big_lock;
+static inline void ps_lock(void)
+{
+    if (ps_threaded)
+        while (atomic_flag_test_and_set_explicit(&ps_big_lock, memory_order_acquire)) { }
+}
+static inline void ps_unlock(void)
+{
+    if (ps_threaded) atomic_flag_clear_explicit(&ps_big_lock, memory_order_release);
+}
+
+/* ---- registry (registry.c) ------------------------------------------------------------- */
+int ps_comm_lookup(MPI_Comm comm);        /* id, registering an unknown communicator */
+int ps_win_lookup(MPI_Win win);           /* id of the window's communicator */
+int ps_file_lookup(MPI_File file);        /* id of the file's communicator */
+void ps_comm_forget(MPI_Comm comm);       /* MPI_Comm_free/disconnect: keep data, drop handle */
+void ps_win_register(MPI_Win win, int comm_id);
+void ps_win_forget(MPI_Win win);
+void ps_file_register(MPI_File file, int comm_id);
+void ps_file_forget(MPI_File file);
+/* Registers newcomm under a name (mpisee scheme, naming.c) and returns its id. */
+int ps_comm_register(MPI_Comm newcomm, const char *name, int parent_id, int creator_op,
+                     const char *topo);
+void ps_registry_init(void); /* W, S.<rank>, parent intercomm of spawned jobs */
+
+ps_stat_t *ps_stat_slot(int comm_id, int op); /* allocates on first use, NULL if out of memory */
+
+static inline int ps_hist_bin(uint64_t bytes)
+{
+    if (!bytes) return 0;
+    int b = 64 - __builtin_clzll(bytes);
+    return b < PS_HIST_BINS ? b : PS_HIST_BINS - 1;
+}
+
+/* The one recording primitive: one call of op on the communicator, dt ticks, bytes moved. */
+static inline void ps_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_bytes)
+{
+    if (ps_paused) return;
+    ps_lock();
+    ps_stat_t *s = ps_stat_slot(comm_id, op);
+    if (s) {
+        s->calls++;
+        s->ticks += dt;
+        if (count_bytes) {
+            s->bytes += bytes;
+            s->hist[ps_hist_bin(bytes)]++;
+        }
+    }
+    ps_unlock();
+}
+
+/* ---- requests (requests.c) ------------------------------------------------------------- */
+typedef enum {
+    PS_REQ_SEND = 1,   /* bytes counted at post */
+    PS_REQ_RECV,       /* bytes counted at completion from the status */
+    PS_REQ_COLL,       /* nonblocking collective: bytes counted at post */
+    PS_REQ_PSEND,      /* persistent send: bytes counted at each start */
+    PS_REQ_PRECV,      /* persistent receive: bytes at each completion */
+    PS_REQ_PCOLL,      /* persistent collective: bytes at each start */
+    PS_REQ_IDUP,       /* MPI_Comm_idup: name the new communicator at completion */
+    PS_REQ_OTHER,      /* anything else on a communicator (e.g. Ibarrier-like, RMA R*) */
+} ps_req_kind;
+
+typedef struct {
+    uintptr_t key;
+    int comm_id, op, kind, active;
+    uint64_t bytes; /* persistent send/collective: bytes per start */
+    void *idup;     /* PS_REQ_IDUP: naming state (naming.c) */
+} ps_req_t;
+
+void ps_req_add(MPI_Request req, int comm_id, int op, int kind, uint64_t bytes, void *idup);
+ps_req_t *ps_req_find(MPI_Request req);
+void ps_req_remove(MPI_Request req);
+
+/* ---- hooks called by the generated wrappers (families.c) ------------------------------- */
+uint64_t ps_type_bytes(MPI_Datatype type, MPI_Count count);
+void ps_on_comm(int op, uint64_t dt, MPI_Comm comm);
+void ps_on_none(int op, uint64_t dt);
+void ps_on_win(int op, uint64_t dt, MPI_Win win);
+void ps_on_file(int op, uint64_t dt, MPI_File file);
+void ps_on_send(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, int dest, MPI_Comm comm);
+void ps_on_isend(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, int dest, MPI_Comm comm,
+                 MPI_Request req);
+void ps_on_send_init(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, int dest,
+                     MPI_Comm comm, MPI_Request req);
+void ps_on_recv(int op, uint64_t dt, MPI_Comm comm, const MPI_Status *status);
+void ps_on_mrecv(int op, uint64_t dt, MPI_Message msg_before, const MPI_Status *status);
+void ps_on_irecv(int op, uint64_t dt, MPI_Comm comm, MPI_Request req);
+void ps_on_imrecv(int op, uint64_t dt, MPI_Message msg_before, MPI_Request req);
+void ps_on_recv_init(int op, uint64_t dt, MPI_Comm comm, MPI_Request req);
+void ps_on_sendrecv(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, int dest,
+                    MPI_Comm comm, const MPI_Status *status);
+void ps_on_isendrecv(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, int dest,
+                     MPI_Comm comm, MPI_Request req);
+void ps_on_mprobe(int op, uint64_t dt, MPI_Comm comm, MPI_Message msg);
+void ps_on_coll(int op, uint64_t dt, MPI_Comm comm, uint64_t bytes);
+void ps_on_icoll(int op, uint64_t dt, MPI_Comm comm, uint64_t bytes, MPI_Request req);
+void ps_on_coll_init(int op, uint64_t dt, MPI_Comm comm, uint64_t bytes, MPI_Request req);
+void ps_on_rma(int op, uint64_t dt, MPI_Win win, MPI_Count count, MPI_Datatype type);
+void ps_on_rma_req(int op, uint64_t dt, MPI_Win win, MPI_Count count, MPI_Datatype type,
+                   MPI_Request req);
+void ps_on_win_create(int op, uint64_t dt, MPI_Comm comm, MPI_Win win);
+void ps_on_win_free(int op, uint64_t dt, MPI_Win win_before);
+void ps_on_file_open(int op, uint64_t dt, MPI_Comm comm, MPI_File file);
+void ps_on_file_close(int op, uint64_t dt, MPI_File file_before);
+void ps_on_comm_free(int op, uint64_t dt, MPI_Comm comm_before);
+void ps_on_request_free(int op, uint64_t dt, MPI_Request req_before);
+
+/* Collective volume rules (volume.c): this rank's contribution to the lower-bound volume.
+ * 'large' selects MPI_Count/MPI_Aint arrays (the MPI-4 _c functions) over int arrays. */
+uint64_t ps_vol_bcast(MPI_Count count, MPI_Datatype type, int root, MPI_Comm comm);
+uint64_t ps_vol_gather(const void *sendbuf, MPI_Count scount, MPI_Datatype stype,
+                       MPI_Count rcount, MPI_Datatype rtype, int root, MPI_Comm comm);
+uint64_t ps_vol_scatter(MPI_Count scount, MPI_Datatype stype, const void *recvbuf,
+                        MPI_Count rcount, MPI_Datatype rtype, int root, MPI_Comm comm);
+uint64_t ps_vol_gatherv(const void *sendbuf, MPI_Count scount, MPI_Datatype stype,
+                        const void *rcounts, MPI_Datatype rtype, int root, MPI_Comm comm, int large);
+uint64_t ps_vol_scatterv(const void *scounts, MPI_Datatype stype, const void *recvbuf,
+                         MPI_Count rcount, MPI_Datatype rtype, int root, MPI_Comm comm, int large);
+uint64_t ps_vol_allgather(const void *sendbuf, MPI_Count scount, MPI_Datatype stype,
+                          MPI_Count rcount, MPI_Datatype rtype, MPI_Comm comm);
+uint64_t ps_vol_allgatherv(const void *sendbuf, MPI_Count scount, MPI_Datatype stype,
+                           const void *rcounts, MPI_Datatype rtype, MPI_Comm comm, int large);
+uint64_t ps_vol_alltoall(const void *sendbuf, MPI_Count scount, MPI_Datatype stype,
+                         MPI_Count rcount, MPI_Datatype rtype, MPI_Comm comm);
+uint64_t ps_vol_alltoallv(const void *sendbuf, const void *scounts, MPI_Datatype stype,
+                          const void *rcounts, MPI_Datatype rtype, MPI_Comm comm, int large);
+uint64_t ps_vol_alltoallw(const void *sendbuf, const void *scounts, const MPI_Datatype *stypes,
+                          const void *rcounts, const MPI_Datatype *rtypes, MPI_Comm comm, int large);
+uint64_t ps_vol_reduce(MPI_Count count, MPI_Datatype type, MPI_Comm comm);
+uint64_t ps_vol_reduce_scatter_block(MPI_Count rcount, MPI_Datatype type, MPI_Comm comm);
+uint64_t ps_vol_reduce_scatter(const void *rcounts, MPI_Datatype type, MPI_Comm comm, int large);
+uint64_t ps_vol_scan(MPI_Count count, MPI_Datatype type, MPI_Comm comm);
+uint64_t ps_vol_neighbor(MPI_Count scount, MPI_Datatype stype, MPI_Comm comm);
+uint64_t ps_vol_neighbor_v(const void *scounts, MPI_Datatype stype, MPI_Comm comm, int large);
+uint64_t ps_vol_neighbor_w(const void *scounts, const MPI_Datatype *stypes, MPI_Comm comm,
+                           int large);
+
+/* ---- communicator creation (naming.c) -------------------------------------------------- */
+/* letter: the creating operation's letter (docs/format.md); multi: may create several
+ * communicators at once (adds '.' + lowest parent rank); collective_over_parent: 0 only for
+ * MPI_Comm_create_group, whose counter maximum is taken over the new communicator. */
+void ps_on_comm_create(int op, uint64_t dt, MPI_Comm parent, MPI_Comm newcomm, char letter,
+                       int multi, int collective_over_parent, const char *topo);
+void ps_on_cart_create(int op, uint64_t dt, MPI_Comm parent, int ndims, const int dims[],
+                       const int periods[], int reorder, MPI_Comm newcomm);
+void ps_on_graph_create(int op, uint64_t dt, MPI_Comm parent, int nnodes, int reorder,
+                        MPI_Comm newcomm);
+void ps_on_dist_graph_create(int op, uint64_t dt, MPI_Comm parent, int reorder, MPI_Comm newcomm,
+                             char letter);
+void ps_on_intercomm_create(int op, uint64_t dt, MPI_Comm local_comm, int local_leader,
+                            MPI_Comm peer_comm, MPI_Comm newcomm);
+void ps_on_comm_idup(int op, uint64_t dt, MPI_Comm parent, MPI_Comm *newcomm, MPI_Request req);
+void ps_on_comm_from_group(int op, uint64_t dt, MPI_Comm newcomm, char letter);
+void ps_on_comm_dpm(int op, uint64_t dt, MPI_Comm parent, MPI_Comm newcomm, char letter);
+void ps_idup_complete(ps_req_t *r); /* called by the completion wrappers */
+
+uint64_t ps_received(int comm_id, const MPI_Status *status); /* also counts the message */
+void ps_sent(int comm_id, int dest, uint64_t bytes);
+void ps_add_bytes(int comm_id, int op, uint64_t bytes); /* bytes + histogram, no call */
+
+/* Completion of requests (completion.c) */
+void ps_complete_one(MPI_Request before, const MPI_Status *status, int *first_comm);
+
+/* Fortran sentinel addresses (fortran.c), resolved at init */
+extern void *ps_f_in_place;
+
+/* End of run (output/) */
+void ps_mpi_finish(void);          /* inside MPI_Finalize, before PMPI_Finalize */
+void ps_mpi_after_init(int provided);
+
+#endif

@@ -1,0 +1,137 @@
+"""What each MPI operation means to pathscope: the one declarative table the wrapper
+generator (gen_wrappers.py) applies.
+
+Parameter names are the MPI standard's (as carried by pympistandard); the generator renames
+the parameters of every wrapper to them, so the hook expressions below can use them whatever
+the installed mpi.h calls them.
+
+In hook expressions: OP is the operation's id, DT the ticks spent in the PMPI call, LARGE is 1
+for the MPI-4 large-count "_c" variant and 0 otherwise.  A family entry is
+  (pre-statements, hook-expression)
+pre-statements run before the PMPI call (e.g. remembering a handle the call overwrites, or
+substituting our own status for MPI_STATUS_IGNORE so that received bytes are known).
+Functions absent from this table get the default family chosen from their parameters: the
+first input communicator, else window, else file, else no communicator ("-").
+"""
+
+STATUS = "MPI_Status ps_status; if (status == MPI_STATUS_IGNORE) status = &ps_status;"
+MSG_BEFORE = "MPI_Message ps_msg_before = *message;"
+
+# Operations whose wrappers are written by hand (runtime/mpi/lifecycle_mpi.c, completion.c).
+HAND_WRITTEN = {
+    "MPI_Init", "MPI_Init_thread", "MPI_Finalize", "MPI_Abort", "MPI_Pcontrol",
+    "MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome",
+    "MPI_Test", "MPI_Testall", "MPI_Testany", "MPI_Testsome",
+    "MPI_Start", "MPI_Startall", "MPI_Request_free",
+}
+
+# Never wrapped: pure handle conversions and address arithmetic that pathscope itself uses and
+# that cost more to wrap than they do to run.  They are still listed (as "not wrapped") in the
+# build's coverage report.
+NOT_WRAPPED_PREFIXES = ("MPI_Aint_add", "MPI_Aint_diff")
+NOT_WRAPPED_SUFFIXES = ("_f2c", "_c2f", "_f2f08", "_f082f", "_c2f08", "_f082c")
+
+
+def _coll(vol):
+    return vol
+
+
+# Collective volume rules: expression giving this rank's contribution (runtime/mpi/volume.c
+# documents each rule next to its code).
+COLLECTIVE_VOLUME = {
+    "Barrier": "0",
+    "Bcast": "ps_vol_bcast(count, datatype, root, comm)",
+    "Gather": "ps_vol_gather(sendbuf, sendcount, sendtype, recvcount, recvtype, root, comm)",
+    "Scatter": "ps_vol_scatter(sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)",
+    "Gatherv": "ps_vol_gatherv(sendbuf, sendcount, sendtype, recvcounts, recvtype, root, comm, LARGE)",
+    "Scatterv": "ps_vol_scatterv(sendcounts, sendtype, recvbuf, recvcount, recvtype, root, comm, LARGE)",
+    "Allgather": "ps_vol_allgather(sendbuf, sendcount, sendtype, recvcount, recvtype, comm)",
+    "Allgatherv": "ps_vol_allgatherv(sendbuf, sendcount, sendtype, recvcounts, recvtype, comm, LARGE)",
+    "Alltoall": "ps_vol_alltoall(sendbuf, sendcount, sendtype, recvcount, recvtype, comm)",
+    "Alltoallv": "ps_vol_alltoallv(sendbuf, sendcounts, sendtype, recvcounts, recvtype, comm, LARGE)",
+    "Alltoallw": "ps_vol_alltoallw(sendbuf, sendcounts, sendtypes, recvcounts, recvtypes, comm, LARGE)",
+    "Reduce": "ps_vol_reduce(count, datatype, comm)",
+    "Allreduce": "ps_vol_reduce(count, datatype, comm)",
+    "Reduce_scatter_block": "ps_vol_reduce_scatter_block(recvcount, datatype, comm)",
+    "Reduce_scatter": "ps_vol_reduce_scatter(recvcounts, datatype, comm, LARGE)",
+    "Scan": "ps_vol_scan(count, datatype, comm)",
+    "Exscan": "ps_vol_scan(count, datatype, comm)",
+    "Neighbor_allgather": "ps_vol_neighbor(sendcount, sendtype, comm)",
+    "Neighbor_allgatherv": "ps_vol_neighbor(sendcount, sendtype, comm)",
+    "Neighbor_alltoall": "ps_vol_neighbor(sendcount, sendtype, comm)",
+    "Neighbor_alltoallv": "ps_vol_neighbor_v(sendcounts, sendtype, comm, LARGE)",
+    "Neighbor_alltoallw": "ps_vol_neighbor_w(sendcounts, sendtypes, comm, LARGE)",
+}
+
+
+def _build_families():
+    fam = {}
+    for name in ("MPI_Send", "MPI_Bsend", "MPI_Ssend", "MPI_Rsend"):
+        fam[name] = ("", "ps_on_send(OP, DT, count, datatype, dest, comm)")
+    for name in ("MPI_Isend", "MPI_Ibsend", "MPI_Issend", "MPI_Irsend"):
+        fam[name] = ("", "ps_on_isend(OP, DT, count, datatype, dest, comm, *request)")
+    for name in ("MPI_Send_init", "MPI_Bsend_init", "MPI_Ssend_init", "MPI_Rsend_init"):
+        fam[name] = ("", "ps_on_send_init(OP, DT, count, datatype, dest, comm, *request)")
+    fam["MPI_Recv"] = (STATUS, "ps_on_recv(OP, DT, comm, status)")
+    fam["MPI_Mrecv"] = (MSG_BEFORE + " " + STATUS, "ps_on_mrecv(OP, DT, ps_msg_before, status)")
+    fam["MPI_Irecv"] = ("", "ps_on_irecv(OP, DT, comm, *request)")
+    fam["MPI_Imrecv"] = (MSG_BEFORE, "ps_on_imrecv(OP, DT, ps_msg_before, *request)")
+    fam["MPI_Recv_init"] = ("", "ps_on_recv_init(OP, DT, comm, *request)")
+    fam["MPI_Sendrecv"] = (STATUS, "ps_on_sendrecv(OP, DT, sendcount, sendtype, dest, comm, status)")
+    fam["MPI_Sendrecv_replace"] = (STATUS, "ps_on_sendrecv(OP, DT, count, datatype, dest, comm, status)")
+    fam["MPI_Isendrecv"] = ("", "ps_on_isendrecv(OP, DT, sendcount, sendtype, dest, comm, *request)")
+    fam["MPI_Isendrecv_replace"] = ("", "ps_on_isendrecv(OP, DT, count, datatype, dest, comm, *request)")
+    fam["MPI_Mprobe"] = ("", "ps_on_mprobe(OP, DT, comm, *message)")
+    fam["MPI_Improbe"] = ("", "ps_on_mprobe(OP, DT, comm, *flag ? *message : MPI_MESSAGE_NULL)")
+
+    for base, vol in COLLECTIVE_VOLUME.items():
+        fam["MPI_" + base] = ("", f"ps_on_coll(OP, DT, comm, {vol})")
+        fam["MPI_I" + base[0].lower() + base[1:]] = ("", f"ps_on_icoll(OP, DT, comm, {vol}, *request)")
+        fam["MPI_" + base + "_init"] = ("", f"ps_on_coll_init(OP, DT, comm, {vol}, *request)")
+
+    # Communicator creation: letters are documented in docs/format.md.
+    fam["MPI_Comm_dup"] = ("", "ps_on_comm_create(OP, DT, comm, *newcomm, 'd', 0, 1, \"\")")
+    fam["MPI_Comm_dup_with_info"] = ("", "ps_on_comm_create(OP, DT, comm, *newcomm, 'e', 0, 1, \"\")")
+    fam["MPI_Comm_idup"] = ("", "ps_on_comm_idup(OP, DT, comm, newcomm, *request)")
+    fam["MPI_Comm_idup_with_info"] = ("", "ps_on_comm_idup(OP, DT, comm, newcomm, *request)")
+    fam["MPI_Comm_split"] = ("", "ps_on_comm_create(OP, DT, comm, *newcomm, 's', 1, 1, \"\")")
+    fam["MPI_Comm_split_type"] = ("", "ps_on_comm_create(OP, DT, comm, *newcomm, 't', 1, 1, \"\")")
+    fam["MPI_Comm_create"] = ("", "ps_on_comm_create(OP, DT, comm, *newcomm, 'c', 1, 1, \"\")")
+    fam["MPI_Comm_create_group"] = ("", "ps_on_comm_create(OP, DT, comm, *newcomm, 'g', 1, 0, \"\")")
+    fam["MPI_Cart_create"] = ("", "ps_on_cart_create(OP, DT, comm_old, ndims, dims, periods, reorder, *comm_cart)")
+    fam["MPI_Cart_sub"] = ("", "ps_on_comm_create(OP, DT, comm, *newcomm, 'b', 1, 1, \"\")")
+    fam["MPI_Graph_create"] = ("", "ps_on_graph_create(OP, DT, comm_old, nnodes, reorder, *comm_graph)")
+    fam["MPI_Dist_graph_create"] = ("", "ps_on_dist_graph_create(OP, DT, comm_old, reorder, *comm_dist_graph, 'x')")
+    fam["MPI_Dist_graph_create_adjacent"] = ("", "ps_on_dist_graph_create(OP, DT, comm_old, reorder, *comm_dist_graph, 'y')")
+    fam["MPI_Intercomm_create"] = ("", "ps_on_intercomm_create(OP, DT, local_comm, local_leader, peer_comm, *newintercomm)")
+    fam["MPI_Intercomm_merge"] = ("", "ps_on_comm_create(OP, DT, intercomm, *newintracomm, 'm', 0, 1, \"\")")
+    fam["MPI_Comm_create_from_group"] = ("", "ps_on_comm_from_group(OP, DT, *newcomm, 'f')")
+    fam["MPI_Intercomm_create_from_groups"] = ("", "ps_on_comm_from_group(OP, DT, *newintercomm, 'k')")
+    fam["MPI_Comm_spawn"] = ("", "ps_on_comm_dpm(OP, DT, comm, *intercomm, 'p')")
+    fam["MPI_Comm_spawn_multiple"] = ("", "ps_on_comm_dpm(OP, DT, comm, *intercomm, 'p')")
+    fam["MPI_Comm_connect"] = ("", "ps_on_comm_dpm(OP, DT, comm, *newcomm, 'o')")
+    fam["MPI_Comm_accept"] = ("", "ps_on_comm_dpm(OP, DT, comm, *newcomm, 'q')")
+    fam["MPI_Comm_join"] = ("", "ps_on_comm_dpm(OP, DT, MPI_COMM_NULL, *intercomm, 'j')")
+    fam["MPI_Comm_free"] = ("MPI_Comm ps_before = *comm;", "ps_on_comm_free(OP, DT, ps_before)")
+    fam["MPI_Comm_disconnect"] = ("MPI_Comm ps_before = *comm;", "ps_on_comm_free(OP, DT, ps_before)")
+
+    # One-sided: windows remember their communicator.
+    fam["MPI_Win_create"] = ("", "ps_on_win_create(OP, DT, comm, *win)")
+    fam["MPI_Win_allocate"] = ("", "ps_on_win_create(OP, DT, comm, *win)")
+    fam["MPI_Win_allocate_shared"] = ("", "ps_on_win_create(OP, DT, comm, *win)")
+    fam["MPI_Win_create_dynamic"] = ("", "ps_on_win_create(OP, DT, comm, *win)")
+    fam["MPI_Win_free"] = ("MPI_Win ps_before = *win;", "ps_on_win_free(OP, DT, ps_before)")
+    for name in ("MPI_Put", "MPI_Get", "MPI_Accumulate", "MPI_Get_accumulate"):
+        fam[name] = ("", "ps_on_rma(OP, DT, win, origin_count, origin_datatype)")
+    for name in ("MPI_Rput", "MPI_Rget", "MPI_Raccumulate", "MPI_Rget_accumulate"):
+        fam[name] = ("", "ps_on_rma_req(OP, DT, win, origin_count, origin_datatype, *request)")
+    fam["MPI_Fetch_and_op"] = ("", "ps_on_rma(OP, DT, win, 1, datatype)")
+    fam["MPI_Compare_and_swap"] = ("", "ps_on_rma(OP, DT, win, 1, datatype)")
+
+    # MPI-IO: files remember their communicator.
+    fam["MPI_File_open"] = ("", "ps_on_file_open(OP, DT, comm, *fh)")
+    fam["MPI_File_close"] = ("MPI_File ps_before = *fh;", "ps_on_file_close(OP, DT, ps_before)")
+    return fam
+
+
+FAMILIES = _build_families()

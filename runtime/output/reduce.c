@@ -1,0 +1,297 @@
+/* End-of-run reduction inside the job, over a private duplicate of MPI_COMM_WORLD:
+ * a binomial tree (ceil(log2 p) rounds) merges per-(communicator name, operation) records, so
+ * what reaches rank 0 grows with the number of distinct communicators and operations, not
+ * with the number of ranks.  Merging: calls and bytes add up; per-rank times give sum, min,
+ * max and the ranks at min and max.  Communicator descriptions are de-duplicated by name and
+ * their point-to-point counters add up.  The pseudo communicator "*" carries each rank's
+ * per-operation total over all communicators (the classic mpiP view).
+ * Rank 0 then writes profile.tsv (docs/format.md). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../mpi/mpi_internal.h"
+
+#define MEMBERS_MAX 2048
+
+typedef struct {
+    char comm[PS_NAME_MAX];
+    int32_t op, nranks, rank_min, rank_max;
+    uint64_t calls, bytes, t_sum, t_min, t_max;
+    uint64_t hist[PS_HIST_BINS];
+} op_rec_t;
+
+typedef struct {
+    char name[PS_NAME_MAX], parent[PS_NAME_MAX], topo[PS_TOPO_MAX], members[MEMBERS_MAX];
+    int32_t size, remote_size, creator_op, freed_all;
+    uint64_t sent_msgs, sent_bytes, recv_msgs, recv_bytes;
+} comm_rec_t;
+
+typedef struct { op_rec_t *ops; int nops; comm_rec_t *comms; int ncomms; } set_t;
+
+static int cmp_op(const void *a, const void *b)
+{
+    const op_rec_t *x = a, *y = b;
+    int c = strcmp(x->comm, y->comm);
+    return c ? c : (x->op > y->op) - (x->op < y->op);
+}
+
+static int cmp_comm(const void *a, const void *b)
+{
+    return strcmp(((const comm_rec_t *)a)->name, ((const comm_rec_t *)b)->name);
+}
+
+static void merge_op(op_rec_t *into, const op_rec_t *r)
+{
+    into->calls += r->calls;
+    into->bytes += r->bytes;
+    into->t_sum += r->t_sum;
+    if (r->t_min < into->t_min || (r->t_min == into->t_min && r->rank_min < into->rank_min)) {
+        into->t_min = r->t_min;
+        into->rank_min = r->rank_min;
+    }
+    if (r->t_max > into->t_max || (r->t_max == into->t_max && r->rank_max < into->rank_max)) {
+        into->t_max = r->t_max;
+        into->rank_max = r->rank_max;
+    }
+    into->nranks += r->nranks;
+    for (int b = 0; b < PS_HIST_BINS; b++) into->hist[b] += r->hist[b];
+}
+
+static void merge_comm(comm_rec_t *into, const comm_rec_t *r)
+{
+    into->sent_msgs += r->sent_msgs;
+    into->sent_bytes += r->sent_bytes;
+    into->recv_msgs += r->recv_msgs;
+    into->recv_bytes += r->recv_bytes;
+    into->freed_all = into->freed_all && r->freed_all;
+}
+
+/* sort + combine equal keys in place */
+static void normalise(set_t *s)
+{
+    int n = 0;
+    qsort(s->ops, (size_t)s->nops, sizeof *s->ops, cmp_op);
+    for (int i = 0; i < s->nops; i++) {
+        if (n && cmp_op(&s->ops[n - 1], &s->ops[i]) == 0) merge_op(&s->ops[n - 1], &s->ops[i]);
+        else s->ops[n++] = s->ops[i];
+    }
+    s->nops = n;
+    n = 0;
+    qsort(s->comms, (size_t)s->ncomms, sizeof *s->comms, cmp_comm);
+    for (int i = 0; i < s->ncomms; i++) {
+        if (n && cmp_comm(&s->comms[n - 1], &s->comms[i]) == 0) merge_comm(&s->comms[n - 1], &s->comms[i]);
+        else s->comms[n++] = s->comms[i];
+    }
+    s->ncomms = n;
+}
+
+static void members_string(char *out, size_t cap, const ps_comm_t *c)
+{
+    char buf[MEMBERS_MAX + 8];
+    ps_fmt_t f = {buf, 0, MEMBERS_MAX - 4, -1, 0};
+    if (!c->members) ps_fmt_char(&f, '-');
+    else {
+        ps_fmt_ranges(&f, c->members, c->size);
+        if (c->is_inter) { ps_fmt_char(&f, '|'); ps_fmt_ranges(&f, c->members + c->size, c->remote_size); }
+    }
+    buf[f.len] = 0;
+    snprintf(out, cap, "%s%s", buf, f.failed ? "..." : "");
+}
+
+static set_t collect_local(void)
+{
+    set_t s = {0};
+    s.ops = calloc((size_t)ps_ncomms * 8 + PS_NUM_OPS + 1, sizeof *s.ops);
+    s.comms = calloc((size_t)ps_ncomms + 1, sizeof *s.comms);
+    int cap = ps_ncomms * 8 + PS_NUM_OPS + 1;
+    uint64_t *total = calloc(PS_NUM_OPS, sizeof *total), *calls = calloc(PS_NUM_OPS, sizeof *calls),
+             *bytes = calloc(PS_NUM_OPS, sizeof *bytes);
+    int *seen = calloc(PS_NUM_OPS, sizeof *seen);
+    for (int c = 0; c < ps_ncomms; c++) {
+        ps_comm_t *cm = ps_comms[c];
+        comm_rec_t *cr = &s.comms[s.ncomms++];
+        snprintf(cr->name, sizeof cr->name, "%s", cm->name);
+        snprintf(cr->parent, sizeof cr->parent, "%s", cm->parent_id >= 0 ? ps_comms[cm->parent_id]->name : "-");
+        snprintf(cr->topo, sizeof cr->topo, "%s", cm->topo[0] ? cm->topo : "-");
+        members_string(cr->members, sizeof cr->members, cm);
+        cr->size = cm->size;
+        cr->remote_size = cm->remote_size;
+        cr->creator_op = cm->creator_op;
+        cr->freed_all = cm->freed;
+        cr->sent_msgs = cm->sent_msgs;
+        cr->sent_bytes = cm->sent_bytes;
+        cr->recv_msgs = cm->recv_msgs;
+        cr->recv_bytes = cm->recv_bytes;
+        for (int op = 0; op < PS_NUM_OPS; op++) {
+            ps_stat_t *st = cm->ops[op];
+            if (!st) continue;
+            if (s.nops + 1 >= cap) {
+                cap *= 2;
+                s.ops = realloc(s.ops, sizeof *s.ops * (size_t)cap);
+            }
+            op_rec_t *r = &s.ops[s.nops++];
+            memset(r, 0, sizeof *r);
+            snprintf(r->comm, sizeof r->comm, "%s", cm->name);
+            r->op = op;
+            r->nranks = 1;
+            r->rank_min = r->rank_max = ps_world_rank;
+            r->calls = st->calls;
+            r->bytes = st->bytes;
+            r->t_sum = r->t_min = r->t_max = ps_ticks_to_ns(st->ticks);
+            memcpy(r->hist, st->hist, sizeof r->hist);
+            total[op] += r->t_sum;
+            calls[op] += st->calls;
+            bytes[op] += st->bytes;
+            seen[op] = 1;
+        }
+    }
+    for (int op = 0; op < PS_NUM_OPS; op++) {
+        if (!seen[op]) continue;
+        if (s.nops + 1 >= cap) {
+            cap *= 2;
+            s.ops = realloc(s.ops, sizeof *s.ops * (size_t)cap);
+        }
+        op_rec_t *r = &s.ops[s.nops++];
+        memset(r, 0, sizeof *r);
+        strcpy(r->comm, "*");
+        r->op = op;
+        r->nranks = 1;
+        r->rank_min = r->rank_max = ps_world_rank;
+        r->calls = calls[op];
+        r->bytes = bytes[op];
+        r->t_sum = r->t_min = r->t_max = total[op];
+        for (int c = 0; c < ps_ncomms; c++)
+            if (ps_comms[c]->ops[op])
+                for (int b = 0; b < PS_HIST_BINS; b++) r->hist[b] += ps_comms[c]->ops[op]->hist[b];
+    }
+    free(total); free(calls); free(bytes); free(seen);
+    normalise(&s);
+    return s;
+}
+
+static void send_set(const set_t *s, int to, MPI_Comm comm)
+{
+    int n[2] = {s->nops, s->ncomms};
+    PMPI_Send(n, 2, MPI_INT, to, 1, comm);
+    PMPI_Send(s->ops, (int)(sizeof *s->ops) * s->nops, MPI_BYTE, to, 2, comm);
+    PMPI_Send(s->comms, (int)(sizeof *s->comms) * s->ncomms, MPI_BYTE, to, 3, comm);
+}
+
+static void recv_merge(set_t *s, int from, MPI_Comm comm)
+{
+    int n[2];
+    PMPI_Recv(n, 2, MPI_INT, from, 1, comm, MPI_STATUS_IGNORE);
+    s->ops = realloc(s->ops, sizeof *s->ops * (size_t)(s->nops + n[0] + 1));
+    s->comms = realloc(s->comms, sizeof *s->comms * (size_t)(s->ncomms + n[1] + 1));
+    PMPI_Recv(s->ops + s->nops, (int)(sizeof *s->ops) * n[0], MPI_BYTE, from, 2, comm, MPI_STATUS_IGNORE);
+    PMPI_Recv(s->comms + s->ncomms, (int)(sizeof *s->comms) * n[1], MPI_BYTE, from, 3, comm,
+              MPI_STATUS_IGNORE);
+    s->nops += n[0];
+    s->ncomms += n[1];
+    normalise(s);
+}
+
+static void tsv(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\t') fputs("\\t", f);
+        else if (*s == '\n') fputs("\\n", f);
+        else if (*s == '\\') fputs("\\\\", f);
+        else fputc(*s, f);
+    }
+}
+
+static void write_profile(const set_t *s, const char *hosts, const uint64_t *times, int nhost)
+{
+    char path[PS_PATH_MAX + 32], tmp[PS_PATH_MAX + 40];
+    snprintf(path, sizeof path, "%s/profile.tsv", ps_outdir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        atomic_fetch_add(&ps_counters.write_errors, 1);
+        return;
+    }
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int len = 0;
+    PMPI_Get_library_version(lib, &len);
+    lib[strcspn(lib, "\n")] = 0;
+    fprintf(f, "pathscope-profile\t%s\n", PS_FORMAT_VERSION);
+    fprintf(f, "tool_version\t%s\n", PS_VERSION);
+    fputs("program\t", f); tsv(f, ps_program_name()); fputc('\n', f);
+    fputs("command\t", f); tsv(f, ps_options.command[0] ? ps_options.command : ps_program_name()); fputc('\n', f);
+    fputs("mpi_library\t", f); tsv(f, lib); fputc('\n', f);
+    fprintf(f, "nranks\t%d\n", ps_world_size);
+    fprintf(f, "start_unix_ns\t%llu\n", (unsigned long long)ps_start_realtime_ns);
+    for (int r = 0; r < nhost; r++) {
+        fprintf(f, "rank\t%d\t", r);
+        tsv(f, hosts + (size_t)r * 64);
+        fprintf(f, "\t%llu\t%llu\n", (unsigned long long)times[2 * r], (unsigned long long)times[2 * r + 1]);
+    }
+    for (int i = 0; i < s->ncomms; i++) {
+        const comm_rec_t *c = &s->comms[i];
+        fputs("comm\t", f); tsv(f, c->name);
+        fprintf(f, "\t%d\t%d\t", c->size, c->remote_size);
+        tsv(f, c->parent);
+        fprintf(f, "\t%s\t%d\t%s\t", c->creator_op >= 0 ? ps_op_names[c->creator_op] : "-", c->freed_all,
+                c->members);
+        tsv(f, c->topo);
+        fprintf(f, "\t%llu\t%llu\t%llu\t%llu\n", (unsigned long long)c->sent_msgs,
+                (unsigned long long)c->sent_bytes, (unsigned long long)c->recv_msgs,
+                (unsigned long long)c->recv_bytes);
+    }
+    for (int i = 0; i < s->nops; i++) {
+        const op_rec_t *r = &s->ops[i];
+        fputs("op\t", f); tsv(f, r->comm);
+        fprintf(f, "\t%s\t%llu\t%llu\t%llu\t%llu\t%d\t%llu\t%d\t%d\t", ps_op_names[r->op],
+                (unsigned long long)r->calls, (unsigned long long)r->bytes,
+                (unsigned long long)r->t_sum, (unsigned long long)r->t_min, r->rank_min,
+                (unsigned long long)r->t_max, r->rank_max, r->nranks);
+        int first = 1;
+        for (int b = 0; b < PS_HIST_BINS; b++) {
+            if (!r->hist[b]) continue;
+            fprintf(f, "%s%d:%llu", first ? "" : ",", b, (unsigned long long)r->hist[b]);
+            first = 0;
+        }
+        fputs(first ? "-\n" : "\n", f);
+    }
+    fputs("end\n", f);
+    if (fclose(f)) atomic_fetch_add(&ps_counters.write_errors, 1);
+    else rename(tmp, path);
+}
+
+void ps_reduce_and_write(void)
+{
+    MPI_Comm comm;
+    if (PMPI_Comm_dup(MPI_COMM_WORLD, &comm) != MPI_SUCCESS) return;
+    PMPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    set_t s = collect_local();
+    int rank = ps_world_rank, size = ps_world_size;
+    for (int mask = 1; mask < size; mask <<= 1) {
+        if (rank & mask) {
+            send_set(&s, rank - mask, comm);
+            break;
+        }
+        if (rank + mask < size) recv_merge(&s, rank + mask, comm);
+    }
+    char host[64] = "";
+    gethostname(host, sizeof host - 1);
+    char *hosts = rank == 0 ? calloc((size_t)size, 64) : NULL;
+    uint64_t mine[2] = {ps_clock_monotonic_ns() - ps_start_ns, 0};
+    extern uint64_t ps_rank_mpi_ticks(void);
+    mine[1] = ps_ticks_to_ns(ps_rank_mpi_ticks());
+    uint64_t *times = rank == 0 ? calloc((size_t)size * 2, sizeof(uint64_t)) : NULL;
+    PMPI_Gather(host, 64, MPI_CHAR, hosts, 64, MPI_CHAR, 0, comm);
+    PMPI_Gather(mine, 2, MPI_UINT64_T, times, 2, MPI_UINT64_T, 0, comm);
+    if (rank == 0) {
+        write_profile(&s, hosts, times, size);
+        if (!ps_option_on(ps_options.quiet))
+            fprintf(stderr, "pathscope: profile written to %s (view: pathscope report %s)\n", ps_outdir, ps_outdir);
+    }
+    free(hosts);
+    free(times);
+    free(s.ops);
+    free(s.comms);
+    PMPI_Comm_free(&comm);
+}
