@@ -96,8 +96,8 @@ void ps_write_rank_body(ps_fmt_t *f, const char *status)
             ps_fmt_tsv(f, cm->name); ps_fmt_char(f, '\t');
             ps_fmt_str(f, ps_op_names[op]); ps_fmt_char(f, '\t');
             ps_fmt_u64(f, s->calls); ps_fmt_char(f, '\t');
-            ps_fmt_u64(f, ps_ticks_to_ns(s->ticks)); ps_fmt_char(f, '\t');
             ps_fmt_u64(f, s->bytes); ps_fmt_char(f, '\t');
+            ps_fmt_u64(f, ps_ticks_to_ns(s->ticks)); ps_fmt_char(f, '\t');
             int first = 1;
             for (int b = 0; b < PS_HIST_BINS; b++) {
                 if (!s->hist[b]) continue;

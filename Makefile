@@ -1,0 +1,52 @@
+# pathscope — the README's two commands: `make demo` and `make test`.
+#   make build [MPI=openmpi|mpich]   set up (apt + venv) and build the runtime for one MPI
+#   make demo                        build, run the stencil demo on 4 ranks, print the report
+#   make test                        build for both MPIs and run every test tier
+MPI ?= openmpi
+ifeq ($(MPI),openmpi)
+  MPICC = mpicc.openmpi
+  MPIFORT = mpifort.openmpi
+  MPIRUN = mpirun.openmpi --allow-run-as-root --oversubscribe
+else ifeq ($(MPI),mpich)
+  MPICC = mpicc.mpich
+  MPIFORT = mpifort.mpich
+  MPIRUN = mpirun.mpich
+else
+  $(error MPI must be openmpi or mpich, not '$(MPI)')
+endif
+BUILD = build/$(MPI)
+PY = .venv/bin/python
+JOBS ?= 2
+
+.PHONY: all setup build build-all demo test test-unit test-e2e test-mpi4py bench clean
+
+all: build
+
+setup:
+	@scripts/setup.sh
+
+build: setup
+	@cmake -S . -B $(BUILD) -DPS_MPICC=$(MPICC) -DPS_MPIFORT=$(MPIFORT) \
+	  -DPS_PYTHON=$(CURDIR)/$(PY) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS) 2>&1 | grep -v '^\[' || true
+	@test -f $(BUILD)/libpathscope.so
+	@echo "pathscope: built $(BUILD)/libpathscope.so; CLI: bin/pathscope"
+
+build-all:
+	@$(MAKE) --no-print-directory build MPI=openmpi
+	@$(MAKE) --no-print-directory build MPI=mpich
+
+demo: build
+	@rm -rf $(BUILD)/demo-profile
+	$(MPIRUN) -np 4 bin/pathscope run -o $(BUILD)/demo-profile -- $(BUILD)/stencil 512 200
+	bin/pathscope report $(BUILD)/demo-profile
+
+test: build-all
+	@cd build/openmpi && ctest --output-on-failure -j $(JOBS)
+	@$(PY) -m pytest -q tests
+
+test-mpi4py: build-all
+	@$(PY) -m pytest -q tests/transparency
+
+clean:
+	rm -rf build

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what pathscope needs on Debian 12: system packages (apt-get, as root) and the Python
+# virtual environment .venv (pympistandard for the wrapper generator, pytest for the tests).
+# Without root and with something missing, prints the exact command to run and stops.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Build and test dependencies.  The real applications (lammps, hpcc) and the peers (perf) are
+# only needed by bench/ and are installed by `make bench-deps`.
+PACKAGES=(build-essential cmake pkg-config python3 python3-venv python3-dev
+          openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran
+          libunwind-dev libdw-dev libelf-dev python3-mpi4py)
+if [ "${1:-}" = "--bench" ]; then
+  PACKAGES+=(lammps hpcc netpipe-openmpi linux-perf strace hyperfine)
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "pathscope: missing system packages: ${missing[*]}" >&2
+    echo "pathscope: install them with: sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "pathscope: installing ${missing[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Python environment (Debian's python3: the one mpi4py is built for).
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import pympistandard, pytest" 2>/dev/null; then
+  /usr/bin/python3 -m venv --system-site-packages .venv
+  .venv/bin/pip install -q --disable-pip-version-check pympistandard==0.2.0 pytest
+fi
