@@ -29,8 +29,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# Python environment (Debian's python3: the one mpi4py is built for).
+# Python environment (Debian's python3: the one mpi4py is built for).  Serialised with a lock:
+# several builds may run this at once.
+exec 9>.setup.lock
+flock 9
 if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import pympistandard, pytest" 2>/dev/null; then
+  rm -rf .venv
   /usr/bin/python3 -m venv --system-site-packages .venv
   .venv/bin/pip install -q --disable-pip-version-check pympistandard==0.2.0 pytest
 fi

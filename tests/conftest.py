@@ -1,0 +1,84 @@
+"""Shared test fixtures: real MPI launchers for both MPI libraries, profile loading."""
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+
+MPI_LAUNCHERS = {
+    "openmpi": ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe"],
+    "mpich": ["mpirun.mpich"],
+}
+MPI_ENV = {"openmpi": {"OMPI_MCA_rmaps_base_oversubscribe": "1"}, "mpich": {}}
+
+
+@dataclass
+class Mpi:
+    name: str
+    build: Path
+    launcher: list = field(default_factory=list)
+
+    @property
+    def lib(self) -> Path:
+        return self.build / "libpathscope.so"
+
+    def prog(self, name: str) -> Path:
+        return self.build / name
+
+    def run(self, np, argv, outdir=None, mode="cli", env=None, timeout=120, check=True,
+            pathscope_args=(), launcher_args=()):
+        """Runs argv on np ranks under pathscope.  mode: 'cli' (bin/pathscope run per rank),
+        'env' (LD_PRELOAD + PATHSCOPE_* variables), or 'none' (no pathscope)."""
+        e = dict(os.environ)
+        e.update(MPI_ENV[self.name])
+        e.update(env or {})
+        argv = [str(a) for a in argv]
+        cmd = list(self.launcher) + list(launcher_args) + ["-np", str(np)]
+        if mode == "cli":
+            cmd += [str(ROOT / "bin" / "pathscope"), "run"]
+            if outdir is not None:
+                cmd += ["-o", str(outdir)]
+            cmd += list(pathscope_args) + ["--"] + argv
+        elif mode == "env":
+            if self.name == "openmpi":
+                cmd += ["-x", f"LD_PRELOAD={self.lib}"]
+                if outdir is not None:
+                    cmd += ["-x", f"PATHSCOPE_OUTPUT={outdir}"]
+            else:
+                cmd += ["-genv", "LD_PRELOAD", str(self.lib)]
+                if outdir is not None:
+                    cmd += ["-genv", "PATHSCOPE_OUTPUT", str(outdir)]
+            cmd += argv
+        else:
+            cmd += argv
+        p = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=timeout)
+        if check and p.returncode != 0:
+            raise AssertionError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+        return p
+
+
+def _mpi(name):
+    build = ROOT / "build" / name
+    if not (build / "libpathscope.so").exists():
+        pytest.skip(f"{name} build missing: run make build MPI={name}")
+    return Mpi(name, build, MPI_LAUNCHERS[name])
+
+
+@pytest.fixture(params=["openmpi", "mpich"])
+def mpi(request):
+    return _mpi(request.param)
+
+
+@pytest.fixture
+def openmpi():
+    return _mpi("openmpi")
+
+
+@pytest.fixture
+def mpich():
+    return _mpi("mpich")
