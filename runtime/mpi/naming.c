@@ -135,7 +135,11 @@ void ps_on_intercomm_create(int op, uint64_t dt, MPI_Comm local_comm, int local_
     if (rank == local_leader) snprintf(peer, sizeof peer, "%s", ps_comms[ps_comm_lookup(peer_comm)]->name);
     PMPI_Bcast(peer, PS_NAME_MAX, MPI_CHAR, local_leader, local_comm);
     int max = max_over(newcomm, ps_comm_counter);
-    int id = name_and_register(newcomm, lid, peer, op, 'n', max, -1, "");
+    /* the name derives from the peer communicator, so that is the recorded parent */
+    int parent_id = lid;
+    for (int i = 0; i < ps_ncomms; i++)
+        if (strcmp(ps_comms[i]->name, peer) == 0) { parent_id = i; break; }
+    int id = name_and_register(newcomm, parent_id, peer, op, 'n', max, -1, "");
     if (id < 0) return;
     ps_comm_t *c = ps_comms[id];
     int low = -1;

@@ -87,14 +87,29 @@ static void normalise(set_t *s)
     s->ncomms = n;
 }
 
+static int lowest(const int *v, int n)
+{
+    int low = v[0];
+    for (int i = 1; i < n; i++) if (v[i] < low) low = v[i];
+    return low;
+}
+
 static void members_string(char *out, size_t cap, const ps_comm_t *c)
 {
     char buf[MEMBERS_MAX + 8];
     ps_fmt_t f = {buf, 0, MEMBERS_MAX - 4, -1, 0};
     if (!c->members) ps_fmt_char(&f, '-');
     else {
-        ps_fmt_ranges(&f, c->members, c->size);
-        if (c->is_inter) { ps_fmt_char(&f, '|'); ps_fmt_ranges(&f, c->members + c->size, c->remote_size); }
+        /* intercommunicators: the group holding the lowest world rank first, so that both
+         * sides describe the communicator the same way */
+        const int *a = c->members, *b = c->members + c->size;
+        int na = c->size, nb = c->remote_size;
+        if (c->is_inter && nb > 0 && (na == 0 || lowest(b, nb) < lowest(a, na))) {
+            const int *t = a; a = b; b = t;
+            int tn = na; na = nb; nb = tn;
+        }
+        ps_fmt_ranges(&f, a, na);
+        if (c->is_inter) { ps_fmt_char(&f, '|'); ps_fmt_ranges(&f, b, nb); }
     }
     buf[f.len] = 0;
     snprintf(out, cap, "%s%s", buf, f.failed ? "..." : "");

@@ -1,0 +1,29 @@
+"""The exceptions of the pathscope package.
+
+Library code raises these and never exits; the CLI (pathscope.cli.main) turns each into one
+line `pathscope: <message>` on stderr and exit status 2.  Messages are complete sentences
+without the `pathscope: ` prefix."""
+
+
+class PathscopeError(Exception):
+    """Base class of every error pathscope reports to the user."""
+
+
+class ProfileError(PathscopeError):
+    """A profile directory is missing, unreadable or malformed."""
+
+
+class FormatVersionError(ProfileError):
+    """A profile was written in a newer major format version than this reader understands."""
+
+
+class OptionError(PathscopeError):
+    """A PATHSCOPE_* variable is unknown or has a value its option does not accept."""
+
+
+class LaunchError(PathscopeError):
+    """`pathscope run` cannot start the program (output directory, program, runtime library)."""
+
+
+class OutputError(PathscopeError):
+    """A result file cannot be written."""

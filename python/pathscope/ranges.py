@@ -1,0 +1,92 @@
+"""Rank ranges and host lists, compressed and expanded.
+
+Rank lists use the format of docs/format.md: comma-separated integers and `a-b` ranges
+(`0-3,6,8-9`), `-` for an empty list, negative numbers allowed (`-32766` is MPI_UNDEFINED,
+a member from another job).  Intercommunicator member lists hold two such lists joined by
+`|` (local group, remote group)."""
+import re
+from typing import Iterable
+
+TRUNCATION_MARK = "..."
+_TOKEN = re.compile(r"^(-?\d+)(?:-(-?\d+))?$")
+_HOST = re.compile(r"^(.*?)(\d+)$")
+
+
+def expand(text: str) -> list[int]:
+    """`0-3,6` -> [0, 1, 2, 3, 6]; `0-1|4-5` -> [0, 1, 4, 5]; `-` -> [].
+
+    A list cut short in profile.tsv (ending in `...`) expands to the ranks before the cut;
+    its last, possibly partial, item is dropped.  Raises ValueError on anything else."""
+    text = text.strip()
+    truncated = text.endswith(TRUNCATION_MARK)
+    if truncated:
+        text = text[: -len(TRUNCATION_MARK)]
+    ranks: list[int] = []
+    groups = text.split("|")
+    for index, group in enumerate(groups):
+        if group in ("-", ""):
+            continue
+        tokens = group.split(",")
+        if truncated and index == len(groups) - 1:
+            tokens = tokens[:-1]
+        for token in tokens:
+            match = _TOKEN.match(token)
+            if not match:
+                raise ValueError(f"malformed rank list '{text}' at '{token}'")
+            first = int(match.group(1))
+            last = int(match.group(2)) if match.group(2) is not None else first
+            if last < first:
+                raise ValueError(f"malformed rank list '{text}': range {token} goes down")
+            ranks.extend(range(first, last + 1))
+    return ranks
+
+
+def compress(ranks: Iterable[int]) -> str:
+    """[0, 1, 2, 3, 6] -> `0-3,6`, keeping the given order (sort first for a set); [] -> `-`."""
+    values = list(ranks)
+    if not values:
+        return "-"
+    parts = []
+    start = prev = values[0]
+    for value in values[1:] + [None]:
+        if value is not None and value == prev + 1:
+            prev = value
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if value is not None:
+            start = prev = value
+    return ",".join(parts)
+
+
+def compress_hosts(hosts: Iterable[str]) -> str:
+    """Distinct host names, numbered ones folded: {vm0, vm1, vm2, vm3, login} -> `login,vm[0-3]`.
+
+    Numbers keep their width (node01..node03 -> node[01-03]); names without a trailing number
+    are listed as they are.  Empty input -> `-`."""
+    by_prefix: dict[tuple[str, int], list[str]] = {}
+    plain: list[str] = []
+    for host in sorted(set(hosts)):
+        match = _HOST.match(host)
+        if not match:
+            plain.append(host)
+            continue
+        prefix, digits = match.groups()
+        width = len(digits) if digits.startswith("0") and len(digits) > 1 else 0
+        by_prefix.setdefault((prefix, width), []).append(digits)
+    parts = list(plain)
+    for (prefix, _width), numbers in by_prefix.items():
+        numbers.sort(key=int)
+        if len(numbers) == 1:
+            parts.append(prefix + numbers[0])
+            continue
+        spans = []
+        first = prev = numbers[0]
+        for number in numbers[1:] + [None]:
+            if number is not None and int(number) == int(prev) + 1:
+                prev = number
+                continue
+            spans.append(first if first == prev else f"{first}-{prev}")
+            if number is not None:
+                first = prev = number
+        parts.append(f"{prefix}[{','.join(spans)}]")
+    return ",".join(sorted(parts)) if parts else "-"
