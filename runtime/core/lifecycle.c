@@ -27,6 +27,7 @@ ps_counters_t ps_counters;
 __thread int ps_in_wrapper __attribute__((tls_model("initial-exec")));
 
 static char program_name[256] = "program";
+static int launcher_rank = -1; /* the rank the launcher told us, before MPI_Init */
 static volatile sig_atomic_t rank_file_written_final;
 
 typedef struct {
@@ -157,16 +158,28 @@ static struct sigaction previous_action[N_FATAL];
 
 static void on_fatal_signal(int sig)
 {
-    static volatile sig_atomic_t busy;
-    if (!busy) {
-        busy = 1;
-        if (ps_state == PS_RUN_MPI && !rank_file_written_final) {
-            char status[32] = "signal ";
-            ps_fmt_t f = {status + 7, 0, 20, -1, 0};
+    /* One thread writes; a second fatal signal (another thread, or the launcher repeating
+     * itself) waits for that write to finish instead of killing the process half-way. */
+    static atomic_int writer; /* 0 idle, 1 writing, 2 written */
+    int idle = 0;
+    if (atomic_compare_exchange_strong(&writer, &idle, 1)) {
+        int before_init = ps_state == PS_RUN_STARTED && launcher_rank >= 0 && ps_outdir[0];
+        if ((ps_state == PS_RUN_MPI || before_init) && !rank_file_written_final) {
+            static char status[64] = "signal ";
+            ps_fmt_t f = {status + 7, 0, 40, -1, 0};
             ps_fmt_u64(&f, (uint64_t)sig);
+            if (before_init) {
+                ps_fmt_str(&f, " before-init"); /* MPI_Init had not returned: no data yet */
+                ps_world_rank = launcher_rank;
+            }
             status[7 + f.len] = 0;
             ps_write_rank_file(status);
+            ps_notify_peers(sig != SIGTERM && sig != SIGINT && sig != SIGQUIT);
         }
+        atomic_store(&writer, 2);
+    } else {
+        struct timespec ms = {0, 1000000};
+        for (int i = 0; i < 3000 && atomic_load(&writer) == 1; i++) nanosleep(&ms, NULL);
     }
     /* hand the signal on: to the application's previous handler, else the default action */
     for (size_t i = 0; i < N_FATAL; i++) {
@@ -188,7 +201,8 @@ static void install_signal_handlers(void)
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_fatal_signal;
         sigemptyset(&sa.sa_mask);
-        sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+        for (size_t j = 0; j < N_FATAL; j++) sigaddset(&sa.sa_mask, fatal_signals[j]);
+        sa.sa_flags = 0; /* stays installed: a second signal in another thread must wait */
         sigaction(fatal_signals[i], NULL, &previous_action[i]);
         if (previous_action[i].sa_handler == SIG_IGN) continue; /* respect nohup-style ignores */
         sigaction(fatal_signals[i], &sa, NULL);
@@ -211,6 +225,9 @@ __attribute__((constructor)) static void pathscope_init(void)
     ps_start_realtime_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     read_program_name();
     options_load();
+    static const char *rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof rank_vars / sizeof *rank_vars && launcher_rank < 0; i++)
+        if (getenv(rank_vars[i])) launcher_rank = atoi(getenv(rank_vars[i]));
     if (ps_options.output[0]) {
         char err[PS_PATH_MAX + 128];
         if (ps_prepare_outdir(ps_options.output, err, sizeof err)) die_config("%s%s", err, "");

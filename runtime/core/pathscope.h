@@ -85,6 +85,10 @@ const char *ps_program_name(void);
 /* Writes this rank's file; status is "complete", "abort", "signal N", "exit-without-finalize".
  * [signal-safe] */
 void ps_write_rank_file(const char *status);
+/* Before this rank dies: wait (at most 3 s) until the other ranks on this node have written
+ * their files, so that our death does not make the launcher SIGKILL them half-way; with
+ * send_signal (a crash or MPI_Abort here) first ask them with SIGTERM. [signal-safe] */
+void ps_notify_peers(int send_signal);
 void ps_set_outdir(const char *dir); /* choose the profile directory (not signal-safe) */
 int ps_prepare_outdir(const char *dir, char *err, size_t errlen);
 

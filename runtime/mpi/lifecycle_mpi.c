@@ -23,6 +23,7 @@ void *ps_f_in_place;
 void ps_rank_file_host(void);
 void ps_mark_final_written(void);
 void ps_reduce_and_write(void);
+void ps_peers_init(void);
 
 static void default_outdir(int agree_over_world)
 {
@@ -71,6 +72,7 @@ static void mpi_start(int provided, int agree_over_world)
     ps_rank_file_host();
     ps_registry_init();
     if (!ps_outdir[0]) default_outdir(agree_over_world);
+    if (agree_over_world) ps_peers_init();
     resolve_fortran_sentinels();
     ps_in_wrapper = 0;
     ps_state = PS_RUN_MPI;
@@ -109,7 +111,9 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
     return rc;
 }
 
-int MPI_Finalize(void)
+/* The end of the run, before PMPI_Finalize: shared by MPI_Finalize and the Fortran
+ * mpi_finalize_ wrapper (fortran_support.c). */
+void ps_mpi_finalize_begin(void)
 {
     if (ps_state == PS_RUN_STARTED) ps_wrap_enter_slow();
     if (ps_state == PS_RUN_MPI && !ps_in_wrapper) {
@@ -120,10 +124,16 @@ int MPI_Finalize(void)
         ps_reduce_and_write();
         ps_in_wrapper = 0;
     }
+}
+
+int MPI_Finalize(void)
+{
+    ps_mpi_finalize_begin();
     return PMPI_Finalize();
 }
 
-int MPI_Abort(MPI_Comm comm, int errorcode)
+/* Before PMPI_Abort: shared by MPI_Abort and the Fortran mpi_abort_ wrapper. */
+void ps_mpi_abort_begin(int errorcode)
 {
     if (ps_state == PS_RUN_MPI) {
         char status[48];
@@ -131,7 +141,13 @@ int MPI_Abort(MPI_Comm comm, int errorcode)
         ps_state = PS_RUN_FINISHED;
         ps_write_rank_file(status);
         ps_mark_final_written();
+        ps_notify_peers(1);
     }
+}
+
+int MPI_Abort(MPI_Comm comm, int errorcode)
+{
+    ps_mpi_abort_begin(errorcode);
     return PMPI_Abort(comm, errorcode);
 }
 
