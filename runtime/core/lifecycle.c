@@ -22,7 +22,9 @@ volatile int ps_paused;
 int ps_threaded;
 int ps_world_rank = -1, ps_world_size = 0;
 char ps_outdir[PS_PATH_MAX];
-uint64_t ps_start_ns, ps_start_realtime_ns;
+uint64_t ps_start_ns, ps_start_realtime_ns, ps_end_ns;
+
+uint64_t ps_wall_ns(void) { return (ps_end_ns ? ps_end_ns : ps_clock_monotonic_ns()) - ps_start_ns; }
 ps_counters_t ps_counters;
 __thread int ps_in_wrapper __attribute__((tls_model("initial-exec")));
 
@@ -156,11 +158,12 @@ static const int fatal_signals[] = {SIGTERM, SIGINT, SIGSEGV, SIGBUS, SIGFPE, SI
 #define N_FATAL (sizeof fatal_signals / sizeof fatal_signals[0])
 static struct sigaction previous_action[N_FATAL];
 
-static void on_fatal_signal(int sig)
+static void on_fatal_signal(int sig, siginfo_t *info, void *context)
 {
     /* One thread writes; a second fatal signal (another thread, or the launcher repeating
      * itself) waits for that write to finish instead of killing the process half-way. */
     static atomic_int writer; /* 0 idle, 1 writing, 2 written */
+    static volatile sig_atomic_t passes[65];
     int idle = 0;
     if (atomic_compare_exchange_strong(&writer, &idle, 1)) {
         int before_init = ps_state == PS_RUN_STARTED && launcher_rank >= 0 && ps_outdir[0];
@@ -181,11 +184,17 @@ static void on_fatal_signal(int sig)
         struct timespec ms = {0, 1000000};
         for (int i = 0; i < 3000 && atomic_load(&writer) == 1; i++) nanosleep(&ms, NULL);
     }
-    /* hand the signal on: to the application's previous handler, else the default action */
+    /* Hand the signal on to the handler that was there before us (the application's or the
+     * MPI library's).  If it returns we return too (a graceful-shutdown handler), except for
+     * a fault that comes back: then the default action. */
+    int synchronous = sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE;
     for (size_t i = 0; i < N_FATAL; i++) {
         if (fatal_signals[i] != sig) continue;
         struct sigaction *old = &previous_action[i];
-        if (!(old->sa_flags & SA_SIGINFO) && old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
+        if (synchronous && passes[sig]++) break;
+        if (old->sa_flags & SA_SIGINFO) {
+            if (old->sa_sigaction) { old->sa_sigaction(sig, info, context); return; }
+        } else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
             old->sa_handler(sig);
             return;
         }
@@ -194,17 +203,22 @@ static void on_fatal_signal(int sig)
     raise(sig);
 }
 
-static void install_signal_handlers(void)
+/* Installs our handler in front of whatever is there; called at load time and again after
+ * MPI_Init (MPI libraries install their own crash handlers, which we then chain to). */
+void ps_signals_install(void)
 {
+    if (!ps_option_on(ps_options.signals)) return;
     for (size_t i = 0; i < N_FATAL; i++) {
-        struct sigaction sa;
+        struct sigaction sa, cur;
+        sigaction(fatal_signals[i], NULL, &cur);
+        if (cur.sa_flags & SA_SIGINFO && cur.sa_sigaction == on_fatal_signal) continue;
+        if (!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_IGN) continue; /* nohup */
         memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_fatal_signal;
+        sa.sa_sigaction = on_fatal_signal;
         sigemptyset(&sa.sa_mask);
         for (size_t j = 0; j < N_FATAL; j++) sigaddset(&sa.sa_mask, fatal_signals[j]);
-        sa.sa_flags = 0; /* stays installed: a second signal in another thread must wait */
-        sigaction(fatal_signals[i], NULL, &previous_action[i]);
-        if (previous_action[i].sa_handler == SIG_IGN) continue; /* respect nohup-style ignores */
+        sa.sa_flags = SA_SIGINFO; /* stays installed: a second signal in another thread waits */
+        previous_action[i] = cur;
         sigaction(fatal_signals[i], &sa, NULL);
     }
 }
@@ -213,7 +227,11 @@ static void install_signal_handlers(void)
  * MPI_Finalize called from the application's atexit handler has already been seen. */
 __attribute__((destructor)) static void pathscope_fini(void)
 {
-    if (ps_state == PS_RUN_MPI && !rank_file_written_final) ps_write_rank_file("exit-without-finalize");
+    if (ps_state == PS_RUN_MPI && !rank_file_written_final) {
+        ps_write_rank_file("exit-without-finalize");
+        /* a rank leaving without MPI_Finalize makes some launchers kill the others */
+        ps_notify_peers(0);
+    }
 }
 
 __attribute__((constructor)) static void pathscope_init(void)
@@ -236,7 +254,7 @@ __attribute__((constructor)) static void pathscope_init(void)
         die_config("cannot write the profile to the working directory: %s (set PATHSCOPE_OUTPUT or "
                    "pathscope run -o DIR)%s", strerror(errno), "");
     }
-    if (ps_option_on(ps_options.signals)) install_signal_handlers();
+    ps_signals_install();
 }
 
 void ps_mark_final_written(void) { rank_file_written_final = 1; }

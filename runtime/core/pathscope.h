@@ -63,6 +63,8 @@ extern int ps_threaded;         /* MPI_THREAD_MULTIPLE was granted: take the loc
 extern int ps_world_rank, ps_world_size;
 extern char ps_outdir[PS_PATH_MAX];
 extern uint64_t ps_start_ns, ps_start_realtime_ns;
+extern uint64_t ps_end_ns; /* monotonic time at MPI_Finalize entry, 0 before */
+uint64_t ps_wall_ns(void); /* library load to MPI_Finalize entry (or now) [signal-safe] */
 
 /* Problems counted instead of printed; the writer reports them. */
 typedef struct {
@@ -89,6 +91,7 @@ void ps_write_rank_file(const char *status);
  * their files, so that our death does not make the launcher SIGKILL them half-way; with
  * send_signal (a crash or MPI_Abort here) first ask them with SIGTERM. [signal-safe] */
 void ps_notify_peers(int send_signal);
+void ps_signals_install(void); /* (re)install the fatal-signal handlers in front */
 void ps_set_outdir(const char *dir); /* choose the profile directory (not signal-safe) */
 int ps_prepare_outdir(const char *dir, char *err, size_t errlen);
 

@@ -73,6 +73,7 @@ static void mpi_start(int provided, int agree_over_world)
     ps_registry_init();
     if (!ps_outdir[0]) default_outdir(agree_over_world);
     if (agree_over_world) ps_peers_init();
+    ps_signals_install();
     resolve_fortran_sentinels();
     ps_in_wrapper = 0;
     ps_state = PS_RUN_MPI;
@@ -119,6 +120,7 @@ void ps_mpi_finalize_begin(void)
     if (ps_state == PS_RUN_MPI && !ps_in_wrapper) {
         ps_in_wrapper = 1;
         ps_state = PS_RUN_FINISHED; /* calls made by our reduction are not recorded */
+        ps_end_ns = ps_clock_monotonic_ns();
         ps_write_rank_file("complete");
         ps_mark_final_written();
         ps_reduce_and_write();

@@ -66,7 +66,7 @@ void ps_write_rank_body(ps_fmt_t *f, const char *status)
     kv(f, "pid", (uint64_t)getpid());
     ps_fmt_str(f, "program\t"); ps_fmt_tsv(f, ps_program_name()); ps_fmt_char(f, '\n');
     kv(f, "start_unix_ns", ps_start_realtime_ns);
-    kv(f, "wall_ns", ps_clock_monotonic_ns() - ps_start_ns);
+    kv(f, "wall_ns", ps_wall_ns());
     kv(f, "mpi_ns", ps_ticks_to_ns(ps_rank_mpi_ticks()));
     kv(f, "thread_multiple", (uint64_t)ps_threaded);
     kv(f, "counter_unknown_requests", atomic_load(&ps_counters.unknown_requests));

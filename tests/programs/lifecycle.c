@@ -1,0 +1,66 @@
+/* How runs start and end: lifecycle <mode>.  Every mode first does the same known traffic:
+ * one MPI_Bcast of 4 ints from rank 0 and one MPI_Barrier on MPI_COMM_WORLD, so that every
+ * rank has data to lose.
+ *   normal        MPI_Finalize, ranks finishing at different times (rank r sleeps r x 150 ms)
+ *   init_thread   MPI_Init_thread(MPI_THREAD_MULTIPLE)
+ *   atexit        MPI_Finalize called from an atexit handler registered before MPI_Init,
+ *                 after one more MPI_Allreduce made from that handler
+ *   nofinalize    returns from main without MPI_Finalize (rank files only)
+ *   abort         rank 1 calls MPI_Abort(MPI_COMM_WORLD, 7), the others wait in a barrier
+ *   segv          rank 2 dereferences a null pointer, the others wait in a barrier
+ *   hang          every rank sleeps (the test sends SIGTERM/SIGINT to the launcher)
+ */
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void late_finalize(void)
+{
+    int one = 1, sum = 0;
+    MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Finalize();
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "normal";
+    int rank, provided, v[4] = {1, 2, 3, 4};
+    if (strcmp(mode, "atexit") == 0) atexit(late_finalize);
+    if (strcmp(mode, "init_thread") == 0) {
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+        if (provided != MPI_THREAD_MULTIPLE) fprintf(stderr, "lifecycle: provided %d\n", provided);
+    } else {
+        MPI_Init(&argc, &argv);
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Bcast(v, 4, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    if (strcmp(mode, "normal") == 0 || strcmp(mode, "init_thread") == 0) {
+        usleep((useconds_t)rank * 150000);
+        MPI_Finalize();
+    } else if (strcmp(mode, "atexit") == 0) {
+        return 0;
+    } else if (strcmp(mode, "nofinalize") == 0) {
+        return 0;
+    } else if (strcmp(mode, "abort") == 0) {
+        if (rank == 1) MPI_Abort(MPI_COMM_WORLD, 7);
+        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Finalize();
+    } else if (strcmp(mode, "segv") == 0) {
+        if (rank == 2) {
+            volatile int *p = NULL;
+            *p = 1;
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Finalize();
+    } else if (strcmp(mode, "hang") == 0) {
+        if (rank == 0) fprintf(stdout, "lifecycle: hanging\n");
+        fflush(stdout);
+        for (;;) sleep(1);
+    }
+    return 0;
+}
