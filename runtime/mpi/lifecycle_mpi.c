@@ -53,6 +53,21 @@ static void default_outdir(int agree_over_world)
     else atomic_fetch_add(&ps_counters.write_errors, 1);
 }
 
+/* A job started by MPI_Comm_spawn inherits the parent's output directory: it writes into
+ * DIR/spawned-<pid of its rank 0>/ so that its ranks do not overwrite the parent's. */
+static void spawned_outdir(void)
+{
+    MPI_Comm parent = MPI_COMM_NULL;
+    PMPI_Comm_get_parent(&parent);
+    if (parent == MPI_COMM_NULL) return;
+    long id = (long)getpid();
+    PMPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    char dir[PS_PATH_MAX], err[PS_PATH_MAX + 128];
+    snprintf(dir, sizeof dir, "%s/spawned-%ld", ps_outdir, id);
+    if (ps_prepare_outdir(dir, err, sizeof err) == 0) ps_set_outdir(dir);
+    else atomic_fetch_add(&ps_counters.write_errors, 1);
+}
+
 static void resolve_fortran_sentinels(void)
 {
     static const char *names[] = {"mpi_fortran_in_place_", "MPIR_F_MPI_IN_PLACE"};
@@ -72,6 +87,7 @@ static void mpi_start(int provided, int agree_over_world)
     ps_rank_file_host();
     ps_registry_init();
     if (!ps_outdir[0]) default_outdir(agree_over_world);
+    else if (agree_over_world) spawned_outdir();
     if (agree_over_world) ps_peers_init();
     ps_signals_install();
     resolve_fortran_sentinels();

@@ -87,10 +87,11 @@ static void normalise(set_t *s)
     s->ncomms = n;
 }
 
+/* lowest world rank of a group; members outside this job (MPI_UNDEFINED) sort last */
 static int lowest(const int *v, int n)
 {
-    int low = v[0];
-    for (int i = 1; i < n; i++) if (v[i] < low) low = v[i];
+    int low = INT32_MAX;
+    for (int i = 0; i < n; i++) if (v[i] >= 0 && v[i] < low) low = v[i];
     return low;
 }
 

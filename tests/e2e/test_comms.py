@@ -72,3 +72,37 @@ def test_every_creating_operation(mpi, tmp_path):
     assert prof.ops[("W_a3", "MPI_Cart_sub")].calls == 4
     assert prof.ops[("W_s2.0", "MPI_Intercomm_create")].calls == 2
     assert prof.ops[("W_n13.0", "MPI_Intercomm_merge")].calls == 4
+
+
+def test_spawn_gets_a_name(mpi, tmp_path):
+    """MPI_Comm_spawn must not crash and the intercommunicator gets a name; the spawned job
+    writes its own profile into a subdirectory."""
+    if mpi.name == "mpich":
+        import pytest
+        pytest.skip("MPICH 4.0.2's hydra fails MPI_Comm_spawn on this machine even without pathscope")
+    out = tmp_path / "prof"
+    # the environment form: the launcher hands LD_PRELOAD to the spawned job as well
+    mpi.run(2, [mpi.prog("spawn")], out, mode="env")
+    prof = load_profile(out)
+    c = prof.comms["W_p1"]
+    assert (c.size, c.remote_size, c.creator, c.members) == (2, 1, "MPI_Comm_spawn", "0-1|-32766")
+    assert prof.ops[("W_p1", "MPI_Bcast")].calls == 2
+    children = list(out.glob("spawned-*"))
+    assert len(children) == 1
+    child = load_profile(children[0])
+    assert child.nranks == 1
+    assert child.comms["P"].remote_size == 2
+    assert child.ops[("P", "MPI_Bcast")].calls == 1
+
+
+def test_create_from_group(mpi, tmp_path):
+    """MPI-4 sessions: MPI_Comm_create_from_group (MPICH 4 here; Open MPI 4.1 is MPI-3.1)."""
+    if mpi.name != "mpich":
+        import pytest
+        pytest.skip("MPI-4 sessions need MPICH 4 here")
+    out = tmp_path / "prof"
+    mpi.run(4, [mpi.prog("sessions")], out)
+    prof = load_profile(out)
+    c = prof.comms["G_f1.0"]
+    assert (c.size, c.creator, c.members, c.freed) == (4, "MPI_Comm_create_from_group", "0-3", 1)
+    assert (prof.ops[("G_f1.0", "MPI_Allreduce")].calls, prof.ops[("G_f1.0", "MPI_Allreduce")].bytes) == (4, 16)
