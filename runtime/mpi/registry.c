@@ -1,6 +1,7 @@
 /* Communicator registry: handle -> communicator record, window/file -> communicator, and the
  * per-(communicator, operation) statistics.  Records are never freed: MPI_Comm_free drops only
  * the handle mapping, so a freed communicator's data survives to the end of the run. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -139,6 +140,37 @@ int ps_comm_register(MPI_Comm newcomm, const char *name, int parent_id, int crea
     return id;
 }
 
+/* MPI_Comm_idup: the new handle exists when the call returns, but the communicator may not be
+ * used, not even queried (MPICH asserts in MPI_Comm_group on a pending intercommunicator), until
+ * the request completes.  Its record is reserved at the call without any MPI query, so that
+ * calls on the handle in between (mpi4py calls MPI_Comm_set_errhandler right after Idup) are
+ * attributed to it instead of registering an unknown communicator; ps_comm_finish names it and
+ * fills its members at completion.  Until then it has an unknown-style name "?<rank>.<id>". */
+int ps_comm_reserve(MPI_Comm newcomm, int parent_id, int creator_op)
+{
+    char name[48] = "?";
+    ps_lock();
+    ps_fmt_t f = {name + 1, 0, 40, -1, 0};
+    ps_fmt_u64(&f, (uint64_t)ps_world_rank);
+    ps_fmt_char(&f, '.');
+    ps_fmt_u64(&f, (uint64_t)ps_ncomms);
+    name[1 + f.len] = 0;
+    int id = registry_new_record(name, parent_id, creator_op, NULL);
+    if (id >= 0 && map_put(&comm_map, HKEY(newcomm), id))
+        atomic_fetch_add(&ps_counters.comm_table_full, 1);
+    ps_unlock();
+    return id;
+}
+
+void ps_comm_finish(int id, MPI_Comm comm, const char *name)
+{
+    ps_comm_t *c = ps_comms[id];
+    ps_lock();
+    snprintf(c->name, PS_NAME_MAX, "%s", name);
+    ps_unlock();
+    registry_fill_members(c, comm);
+}
+
 void ps_registry_init(void)
 {
     char name[32];
@@ -162,7 +194,9 @@ int ps_comm_lookup(MPI_Comm comm)
 {
     if (comm == world_handle_cache && world_id_cache >= 0) return world_id_cache;
     if (comm == MPI_COMM_NULL) return PS_COMM_NONE;
+    ps_lock();
     int id = map_get(&comm_map, HKEY(comm));
+    ps_unlock();
     if (id >= 0) return id;
     /* A communicator we did not see being created (e.g. made by a library before we were
      * initialised): give it a rank-local name so its data is still kept. */
@@ -188,7 +222,9 @@ void ps_comm_forget(MPI_Comm comm)
 
 int ps_win_lookup(MPI_Win win)
 {
+    ps_lock();
     int id = map_get(&win_map, HKEY(win));
+    ps_unlock();
     return id < 0 ? PS_COMM_NONE : id;
 }
 
@@ -208,7 +244,9 @@ void ps_win_forget(MPI_Win win)
 
 int ps_file_lookup(MPI_File file)
 {
+    ps_lock();
     int id = map_get(&file_map, HKEY(file));
+    ps_unlock();
     return id < 0 ? PS_COMM_NONE : id;
 }
 
