@@ -84,7 +84,8 @@ extern __thread int ps_in_wrapper __attribute__((tls_model("initial-exec")));
 /* lifecycle.c */
 void ps_lifecycle_ensure_init(void);
 const char *ps_program_name(void);
-/* Writes this rank's file; status is "complete", "abort", "signal N", "exit-without-finalize".
+/* Writes this rank's file; status is "complete", "abort N", "signal N", "signal N before-init",
+ * "exit-without-finalize".
  * [signal-safe] */
 void ps_write_rank_file(const char *status);
 /* Before this rank dies: wait (at most 3 s) until the other ranks on this node have written

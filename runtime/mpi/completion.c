@@ -265,6 +265,10 @@ static void started(MPI_Request req, int op)
     }
 }
 
+/* For the Fortran completion wrappers (fortran_support.c). */
+int ps_first_comm(const MPI_Request *reqs, int n) { return first_comm(reqs, n); }
+void ps_req_started(MPI_Request req, int op) { started(req, op); }
+
 int MPI_Start(MPI_Request *request)
 {
     if (!ps_wrap_enter()) return PMPI_Start(request);

@@ -20,6 +20,7 @@
 #include "wrap.h"
 
 void *ps_f_in_place;
+char ps_mpi_library[256]; /* first line of MPI_Get_library_version, read at start */
 void ps_rank_file_host(void);
 void ps_mark_final_written(void);
 void ps_reduce_and_write(void);
@@ -85,6 +86,13 @@ static void mpi_start(int provided, int agree_over_world)
     PMPI_Comm_size(MPI_COMM_WORLD, &ps_world_size);
     ps_threaded = provided == MPI_THREAD_MULTIPLE;
     ps_rank_file_host();
+    {
+        char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+        int len = 0;
+        PMPI_Get_library_version(lib, &len);
+        lib[strcspn(lib, "\n")] = 0;
+        snprintf(ps_mpi_library, sizeof ps_mpi_library, "%s", lib);
+    }
     ps_registry_init();
     if (!ps_outdir[0]) default_outdir(agree_over_world);
     else if (agree_over_world) spawned_outdir();

@@ -67,6 +67,10 @@ void ps_file_forget(MPI_File file);
 int ps_comm_register(MPI_Comm newcomm, const char *name, int parent_id, int creator_op,
                      const char *topo);
 void ps_registry_init(void); /* W, S.<rank>, parent intercomm of spawned jobs */
+/* MPI_Comm_idup: reserve the new handle's record at the call (no MPI query on it), name it
+ * and fill its members when the request completes. */
+int ps_comm_reserve(MPI_Comm newcomm, int parent_id, int creator_op);
+void ps_comm_finish(int id, MPI_Comm comm, const char *name);
 
 ps_stat_t *ps_stat_slot(int comm_id, int op); /* allocates on first use, NULL if out of memory */
 
@@ -109,6 +113,9 @@ typedef enum {
 typedef struct {
     uintptr_t key;
     int comm_id, op, kind, active;
+    int refs; /* MPI libraries hand out one shared handle for operations that completed at
+               * once (Open MPI's ompi_request_empty, MPICH's lightweight requests): several
+               * live operations can share a key, each completion drops one reference */
     uint64_t bytes; /* persistent send/collective: bytes per start */
     void *idup;     /* PS_REQ_IDUP: naming state (naming.c) */
 } ps_req_t;
@@ -206,6 +213,8 @@ void ps_add_bytes(int comm_id, int op, uint64_t bytes); /* bytes + histogram, no
 
 /* Completion of requests (completion.c) */
 void ps_complete_one(MPI_Request before, const MPI_Status *status, int *first_comm);
+int ps_first_comm(const MPI_Request *reqs, int n); /* comm id of the first known request */
+void ps_req_started(MPI_Request req, int op);      /* a persistent request was started */
 
 /* Fortran sentinel addresses (fortran.c), resolved at init */
 extern void *ps_f_in_place;
@@ -213,5 +222,7 @@ extern void *ps_f_in_place;
 /* End of run (output/) */
 void ps_mpi_finish(void);          /* inside MPI_Finalize, before PMPI_Finalize */
 void ps_mpi_after_init(int provided);
+void ps_mpi_finalize_begin(void);  /* MPI_Finalize / mpi_finalize_, before PMPI_Finalize */
+void ps_mpi_abort_begin(int errorcode); /* MPI_Abort / mpi_abort_, before PMPI_Abort */
 
 #endif

@@ -151,9 +151,12 @@ void ps_on_intercomm_create(int op, uint64_t dt, MPI_Comm local_comm, int local_
 typedef struct {
     MPI_Request reduce;
     int value, max, parent_id, op;
-    MPI_Comm *newcomm;
+    int id;          /* record reserved for the new communicator, -1 if none */
+    MPI_Comm newcomm; /* the handle as returned by the call (both MPIs set it at the call) */
 } idup_state_t;
 
+/* The handle is copied at the call: the caller's pointer may be gone when the request completes
+ * (e.g. a Fortran binding's temporary). */
 void ps_on_comm_idup(int op, uint64_t dt, MPI_Comm parent, MPI_Comm *newcomm, MPI_Request req)
 {
     int pid = ps_comm_lookup(parent);
@@ -166,7 +169,8 @@ void ps_on_comm_idup(int op, uint64_t dt, MPI_Comm parent, MPI_Comm *newcomm, MP
     st->value = ps_comm_counter;
     st->parent_id = pid;
     st->op = op;
-    st->newcomm = newcomm;
+    st->newcomm = *newcomm;
+    st->id = st->newcomm != MPI_COMM_NULL ? ps_comm_reserve(st->newcomm, pid, op) : -1;
     PMPI_Iallreduce(&st->value, &st->max, 1, MPI_INT, MPI_MAX, parent, &st->reduce);
     ps_req_add(req, pid, op, PS_REQ_IDUP, 0, st);
 }
@@ -176,9 +180,12 @@ void ps_idup_complete(ps_req_t *r)
     idup_state_t *st = r->idup;
     if (!st) return;
     PMPI_Wait(&st->reduce, MPI_STATUS_IGNORE);
-    if (*st->newcomm != MPI_COMM_NULL)
-        name_and_register(*st->newcomm, st->parent_id, ps_comms[st->parent_id]->name, st->op, 'i',
-                          st->max, -1, "");
+    if (st->id >= 0) {
+        char name[PS_NAME_MAX];
+        compose(name, ps_comms[st->parent_id]->name, 'i', st->max, -1);
+        ps_comm_finish(st->id, st->newcomm, name);
+        ps_comm_counter++;
+    }
     free(st);
     r->idup = NULL;
 }

@@ -297,15 +297,18 @@ void ps_req_add(MPI_Request req, int comm_id, int op, int kind, uint64_t bytes, 
     for (;; i = (i + 1) & (REQ_SIZE - 1)) {
         if (!req_table[i].active || req_table[i].key == key) break;
     }
-    if (!req_table[i].active) {
-        if (req_count + 1 >= REQ_SIZE * 3 / 4) {
-            atomic_fetch_add(&ps_counters.request_table_full, 1);
-            ps_unlock();
-            return;
-        }
-        req_count++;
+    if (req_table[i].active) {
+        req_table[i].refs++; /* a shared handle: see ps_req_t.refs */
+        ps_unlock();
+        return;
     }
-    req_table[i] = (ps_req_t){key, comm_id, op, kind, 1, bytes, idup};
+    if (req_count + 1 >= REQ_SIZE * 3 / 4) {
+        atomic_fetch_add(&ps_counters.request_table_full, 1);
+        ps_unlock();
+        return;
+    }
+    req_count++;
+    req_table[i] = (ps_req_t){key, comm_id, op, kind, 1, 1, bytes, idup};
     ps_unlock();
 }
 
@@ -327,6 +330,7 @@ void ps_req_remove(MPI_Request req)
         if (!req_table[i].active) return;
         if (req_table[i].key == key) break;
     }
+    if (--req_table[i].refs > 0) return;
     req_table[i].active = 0;
     req_count--;
     for (unsigned j = (i + 1) & (REQ_SIZE - 1); req_table[j].active; j = (j + 1) & (REQ_SIZE - 1)) {

@@ -65,6 +65,12 @@ void ps_write_rank_body(ps_fmt_t *f, const char *status)
     ps_fmt_str(f, "host\t"); ps_fmt_tsv(f, host_name); ps_fmt_char(f, '\n');
     kv(f, "pid", (uint64_t)getpid());
     ps_fmt_str(f, "program\t"); ps_fmt_tsv(f, ps_program_name()); ps_fmt_char(f, '\n');
+    ps_fmt_str(f, "command\t");
+    ps_fmt_tsv(f, ps_options.command[0] ? ps_options.command : ps_program_name());
+    ps_fmt_char(f, '\n');
+    ps_fmt_str(f, "tool_version\t" PS_VERSION "\n");
+    extern char ps_mpi_library[];
+    ps_fmt_str(f, "mpi_library\t"); ps_fmt_tsv(f, ps_mpi_library); ps_fmt_char(f, '\n');
     kv(f, "start_unix_ns", ps_start_realtime_ns);
     kv(f, "wall_ns", ps_wall_ns());
     kv(f, "mpi_ns", ps_ticks_to_ns(ps_rank_mpi_ticks()));
@@ -74,6 +80,7 @@ void ps_write_rank_body(ps_fmt_t *f, const char *status)
     kv(f, "counter_comm_table_full", atomic_load(&ps_counters.comm_table_full));
     kv(f, "counter_unknown_comms", atomic_load(&ps_counters.unknown_comms));
     kv(f, "counter_alloc_failures", atomic_load(&ps_counters.alloc_failures));
+    kv(f, "counter_write_errors", atomic_load(&ps_counters.write_errors));
     for (int c = 0; c < ps_ncomms; c++) {
         ps_comm_t *cm = ps_comms[c];
         ps_fmt_str(f, "comm\t");

@@ -14,6 +14,7 @@
 #include "../mpi/mpi_internal.h"
 
 #define MEMBERS_MAX 2048
+#define HOST_MAX 128 /* host names longer than 127 bytes are cut in profile.tsv */
 
 typedef struct {
     char comm[PS_NAME_MAX];
@@ -95,8 +96,10 @@ static int lowest(const int *v, int n)
     return low;
 }
 
-static void members_string(char *out, size_t cap, const ps_comm_t *c)
+/* returns 1 when the remote group was put first */
+static int members_string(char *out, size_t cap, const ps_comm_t *c)
 {
+    int swapped = 0;
     char buf[MEMBERS_MAX + 8];
     ps_fmt_t f = {buf, 0, MEMBERS_MAX - 4, -1, 0};
     if (!c->members) ps_fmt_char(&f, '-');
@@ -108,12 +111,14 @@ static void members_string(char *out, size_t cap, const ps_comm_t *c)
         if (c->is_inter && nb > 0 && (na == 0 || lowest(b, nb) < lowest(a, na))) {
             const int *t = a; a = b; b = t;
             int tn = na; na = nb; nb = tn;
+            swapped = 1;
         }
         ps_fmt_ranges(&f, a, na);
         if (c->is_inter) { ps_fmt_char(&f, '|'); ps_fmt_ranges(&f, b, nb); }
     }
     buf[f.len] = 0;
     snprintf(out, cap, "%s%s", buf, f.failed ? "..." : "");
+    return swapped;
 }
 
 static set_t collect_local(void)
@@ -131,9 +136,9 @@ static set_t collect_local(void)
         snprintf(cr->name, sizeof cr->name, "%s", cm->name);
         snprintf(cr->parent, sizeof cr->parent, "%s", cm->parent_id >= 0 ? ps_comms[cm->parent_id]->name : "-");
         snprintf(cr->topo, sizeof cr->topo, "%s", cm->topo[0] ? cm->topo : "-");
-        members_string(cr->members, sizeof cr->members, cm);
-        cr->size = cm->size;
-        cr->remote_size = cm->remote_size;
+        int swapped = members_string(cr->members, sizeof cr->members, cm);
+        cr->size = swapped ? cm->remote_size : cm->size;
+        cr->remote_size = swapped ? cm->size : cm->remote_size;
         cr->creator_op = cm->creator_op;
         cr->freed_all = cm->freed;
         cr->sent_msgs = cm->sent_msgs;
@@ -229,10 +234,8 @@ static void write_profile(const set_t *s, const char *hosts, const uint64_t *tim
         atomic_fetch_add(&ps_counters.write_errors, 1);
         return;
     }
-    char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
-    int len = 0;
-    PMPI_Get_library_version(lib, &len);
-    lib[strcspn(lib, "\n")] = 0;
+    extern char ps_mpi_library[];
+    const char *lib = ps_mpi_library;
     fprintf(f, "pathscope-profile\t%s\n", PS_FORMAT_VERSION);
     fprintf(f, "tool_version\t%s\n", PS_VERSION);
     fputs("program\t", f); tsv(f, ps_program_name()); fputc('\n', f);
@@ -242,7 +245,7 @@ static void write_profile(const set_t *s, const char *hosts, const uint64_t *tim
     fprintf(f, "start_unix_ns\t%llu\n", (unsigned long long)ps_start_realtime_ns);
     for (int r = 0; r < nhost; r++) {
         fprintf(f, "rank\t%d\t", r);
-        tsv(f, hosts + (size_t)r * 64);
+        tsv(f, hosts + (size_t)r * HOST_MAX);
         fprintf(f, "\t%llu\t%llu\n", (unsigned long long)times[2 * r], (unsigned long long)times[2 * r + 1]);
     }
     for (int i = 0; i < s->ncomms; i++) {
@@ -291,14 +294,14 @@ void ps_reduce_and_write(void)
         }
         if (rank + mask < size) recv_merge(&s, rank + mask, comm);
     }
-    char host[64] = "";
+    char host[HOST_MAX] = "";
     gethostname(host, sizeof host - 1);
-    char *hosts = rank == 0 ? calloc((size_t)size, 64) : NULL;
+    char *hosts = rank == 0 ? calloc((size_t)size, HOST_MAX) : NULL;
     uint64_t mine[2] = {ps_wall_ns(), 0};
     extern uint64_t ps_rank_mpi_ticks(void);
     mine[1] = ps_ticks_to_ns(ps_rank_mpi_ticks());
     uint64_t *times = rank == 0 ? calloc((size_t)size * 2, sizeof(uint64_t)) : NULL;
-    PMPI_Gather(host, 64, MPI_CHAR, hosts, 64, MPI_CHAR, 0, comm);
+    PMPI_Gather(host, HOST_MAX, MPI_CHAR, hosts, HOST_MAX, MPI_CHAR, 0, comm);
     PMPI_Gather(mine, 2, MPI_UINT64_T, times, 2, MPI_UINT64_T, 0, comm);
     if (rank == 0) {
         write_profile(&s, hosts, times, size);

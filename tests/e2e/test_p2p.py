@@ -54,6 +54,13 @@ def check(prof):
     assert not prof.missing_ranks and not prof.incomplete_ranks
 
 
+def assert_no_problems(out):
+    for r in range(4):
+        for line in (out / "ranks" / f"rank-{r:06d}.tsv").read_text().splitlines():
+            if line.startswith("counter_"):
+                assert line.endswith("\t0"), (r, line)
+
+
 @pytest.mark.parametrize("mode", ["cli", "env"])
 def test_p2p_counts(mpi, tmp_path, mode):
     out = tmp_path / "prof"
@@ -61,6 +68,7 @@ def test_p2p_counts(mpi, tmp_path, mode):
     prof = load_profile(out)
     assert prof.source == "profile"
     check(prof)
+    assert_no_problems(out)
 
 
 def test_p2p_counts_from_rank_files(mpi, tmp_path):
