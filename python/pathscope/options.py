@@ -81,3 +81,17 @@ def validate_environment(environ: Mapping[str, str], options: Sequence[Option],
         if name.startswith(ENV_PREFIX) and name not in known and name not in ignore:
             listing = ", ".join(o.env for o in options)
             raise OptionError(f"unknown option {name} (known: {listing})")
+
+
+def markdown_table(options: Sequence[Option]) -> str:
+    """The option list of docs/user-guide.md (kept equal to this by a unit test)."""
+    def cell(text: str) -> str:
+        # a table cell may not hold a bare '|'; '<program>' would be read as an HTML tag
+        return text.replace("|", "\\|").replace("<", "\\<").replace(">", "\\>")
+
+    lines = ["| variable | values | default | meaning |", "|---|---|---|---|"]
+    for o in options:
+        values = o.accepted if o.kind == "path" else f"`{o.accepted}`"
+        default = f"`{o.default}`" if o.default else "none"
+        lines.append(f"| `{o.env}` | {cell(values)} | {cell(default)} | {cell(o.doc)} |")
+    return "\n".join(lines)

@@ -1,0 +1,174 @@
+"""`pathscope run`: everything checked and prepared before the program starts.
+
+One `pathscope run` runs per rank (under mpirun, mpiexec or srun), so everything here must be
+safe to run concurrently on the same output directory, and cheap.  The final step replaces
+this process with the program (os.execve), so the launcher sees the program's own exit status
+and signals.  Nothing here prints or exits: problems are LaunchError / OptionError.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Optional, Sequence
+
+from pathscope.errors import LaunchError
+from pathscope.home import HOME_VARIABLE, MPI_FLAVOURS, runtime_library_path
+from pathscope.options import Option, validate_environment
+
+LIBRARY_VARIABLE = "PATHSCOPE_LIB"
+# Variables the CLI reads itself; the runtime would reject them, so the program never sees them.
+CLI_VARIABLES = (HOME_VARIABLE, LIBRARY_VARIABLE)
+DEFAULT_MPI = "openmpi"
+_LDD_SIGNATURES = (("libmpi.so.40", "openmpi"), ("libmpich.so", "mpich"),
+                   ("libmpi.so.12", "mpich"))
+# Open MPI variables that users set themselves (configuration, not a sign of an Open MPI launch)
+_OMPI_USER_PREFIXES = ("OMPI_MCA_", "OMPI_ALLOW_RUN_AS_ROOT")
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    executable: str               # resolved path of the program
+    argv: list[str]               # argv as given (argv[0] as typed)
+    env: dict[str, str]           # the program's complete environment
+
+
+def resolve_program(name: str, path_variable: Optional[str] = None) -> str:
+    """The executable that execvp would run for name, or LaunchError."""
+    if "/" in name:
+        candidate = Path(name)
+        if not candidate.exists() or candidate.is_dir():
+            raise LaunchError(f"program not found: {name}")
+        if not os.access(candidate, os.X_OK):
+            raise LaunchError(f"program is not executable: {name}")
+        return str(candidate)
+    found = shutil.which(name, path=path_variable)
+    if not found:
+        raise LaunchError(f"program not found: {name}")
+    return found
+
+
+def prepare_output_directory(directory: str) -> Path:
+    """Creates DIR and DIR/ranks (several ranks may do this at once) and checks that they are
+    writable.  Returns DIR as an absolute path."""
+    target = Path(directory)
+    try:
+        (target / "ranks").mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise LaunchError(f"cannot write to output directory '{directory}': "
+                          f"{e.strerror or e}") from e
+    if not os.access(target / "ranks", os.W_OK | os.X_OK):
+        raise LaunchError(f"cannot write to output directory '{directory}': "
+                          f"{os.strerror(13)}")
+    return target.resolve()
+
+
+def run_ldd(executable: str) -> str:
+    """`ldd executable` output, or "" when ldd fails (scripts, static programs, no ldd)."""
+    try:
+        done = subprocess.run(["ldd", executable], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout if done.returncode == 0 else ""
+
+
+def mpi_from_ldd(output: str) -> Optional[str]:
+    for signature, mpi in _LDD_SIGNATURES:
+        if signature in output:
+            return mpi
+    return None
+
+
+def detect_mpi(environ: Mapping[str, str], executable: str,
+               ldd: Callable[[str], str] = run_ldd) -> tuple[str, str]:
+    """(MPI flavour, why) for --mpi auto.
+
+    1. OMPI_COMM_WORLD_RANK: started by Open MPI's mpirun.
+    2. HYDRA_* (MPICH's launcher); PMI_RANK / PMI_FD outside Slurm: MPICH.
+    3. Other launch-time OMPI_* variables (not the OMPI_MCA_* / OMPI_ALLOW_RUN_AS_ROOT* a user
+       exports): Open MPI.
+    4. Otherwise (also under srun, whose PMI variables say nothing about the MPI library): the
+       MPI library the program links (ldd), else PMI_* -> MPICH, else Open MPI."""
+    if "OMPI_COMM_WORLD_RANK" in environ:
+        return "openmpi", "OMPI_COMM_WORLD_RANK is set"
+    if any(k.startswith("HYDRA_") for k in environ):
+        return "mpich", "HYDRA_* is set"
+    under_slurm = "SLURM_PROCID" in environ
+    pmi = next((k for k in ("PMI_RANK", "PMI_FD") if k in environ), None)
+    if pmi and not under_slurm:
+        return "mpich", f"{pmi} is set"
+    ompi = sorted(k for k in environ
+                  if k.startswith("OMPI_") and not k.startswith(_OMPI_USER_PREFIXES))
+    if ompi:
+        return "openmpi", f"{ompi[0]} is set"
+    linked = mpi_from_ldd(ldd(executable))
+    if linked:
+        return linked, f"{Path(executable).name} links the {linked} library"
+    if pmi:
+        return "mpich", f"{pmi} is set"
+    return DEFAULT_MPI, "no MPI launcher or library detected; default"
+
+
+def choose_library(mpi: str, environ: Mapping[str, str], executable: str,
+                   ldd: Callable[[str], str] = run_ldd) -> Path:
+    """The runtime library to preload: $PATHSCOPE_LIB, else <repo>/build/<mpi>/libpathscope.so."""
+    override = environ.get(LIBRARY_VARIABLE)
+    if override:
+        path = Path(override)
+        if not path.is_file():
+            raise LaunchError(f"{LIBRARY_VARIABLE}={override}: no such file")
+        return path.resolve()
+    why = f"--mpi {mpi}"
+    if mpi == "auto":
+        mpi, why = detect_mpi(environ, executable, ldd)
+    if mpi not in MPI_FLAVOURS:
+        raise LaunchError(f"unknown MPI '{mpi}' (known: {', '.join(MPI_FLAVOURS)})")
+    path = runtime_library_path(mpi)
+    if not path.is_file():
+        raise LaunchError(f"runtime library for {mpi} not found: {path} ({why}); "
+                          f"build it with: make build MPI={mpi}")
+    return path
+
+
+def prepend_preload(library: Path, current: Optional[str]) -> str:
+    entries = (current or "").replace(" ", ":").split(":")
+    entries = [e for e in entries if e and e != str(library)]
+    return ":".join([str(library)] + entries)
+
+
+def plan_launch(program_argv: Sequence[str], options: Sequence[Option], environ: Mapping[str, str],
+                output: Optional[str], mpi: str, settings: Mapping[str, str],
+                ldd: Callable[[str], str] = run_ldd) -> LaunchPlan:
+    """Checks everything and builds the program's environment.
+
+    settings: PATHSCOPE_* values chosen by flags (e.g. {"PATHSCOPE_QUIET": "on"}); they
+    override the environment.  output: -o DIR, else $PATHSCOPE_OUTPUT, else the runtime's
+    default directory in the working directory."""
+    if not program_argv:
+        raise LaunchError("no program given after '--'")
+    validate_environment(environ, options, ignore=CLI_VARIABLES)
+    executable = resolve_program(program_argv[0], environ.get("PATH"))
+    env = {k: v for k, v in environ.items() if k not in CLI_VARIABLES}
+    output = output or environ.get("PATHSCOPE_OUTPUT") or None
+    if output is not None:
+        env["PATHSCOPE_OUTPUT"] = str(prepare_output_directory(output))
+    elif not os.access(".", os.W_OK):
+        raise LaunchError("cannot write the profile to the working directory: "
+                          f"{os.strerror(13)} (set PATHSCOPE_OUTPUT or pathscope run -o DIR)")
+    library = choose_library(mpi, environ, executable, ldd)
+    env["LD_PRELOAD"] = prepend_preload(library, environ.get("LD_PRELOAD"))
+    env["PATHSCOPE_COMMAND"] = shlex.join(program_argv)
+    env.update(settings)
+    validate_environment(env, options)
+    return LaunchPlan(executable, list(program_argv), env)
+
+
+def execute(plan: LaunchPlan) -> None:
+    """Replaces this process with the program; returns only by raising LaunchError."""
+    try:
+        os.execve(plan.executable, plan.argv, plan.env)
+    except OSError as e:
+        raise LaunchError(f"cannot execute {plan.argv[0]}: {e.strerror}") from e

@@ -1,0 +1,298 @@
+"""The text report (`pathscope report DIR`): header, ranks, summary, communicators ranked by
+time, and the point-to-point consistency check.
+
+Pure formatting: takes a Profile, returns a str.  Problems with the run (missing or unfinished
+ranks, runtime counters, send/receive mismatches) are printed in full, never summarised away.
+"""
+from __future__ import annotations
+
+import signal
+import time
+from typing import Optional, Sequence
+
+from pathscope import ranges
+from pathscope.reader import (NO_COMM, REASON_NO_END, STATUS_MISSING, TOTAL_COMM,
+                              UNDEFINED_RANK, Comm, OpStat, Profile)
+from pathscope.units import format_bytes, format_percent, format_time, hist_bin_label
+
+TOP_OPERATIONS = 10
+MEMBERS_SHOWN = 60          # characters of a member list shown before eliding
+NAMES_SHOWN = 12            # communicator names listed for "no recorded calls"
+INDENT = "  "
+PARTIAL_FILE = "partial"   # a missing rank whose ranks/rank-N.tsv.tmp exists
+
+
+def render(profile: Profile) -> str:
+    sections = [_header(profile), _ranks(profile), _summary(profile), _communicators(profile),
+                _consistency(profile)]
+    return "\n\n".join(s.rstrip("\n") for s in sections) + "\n"
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str,
+           indent: str = INDENT) -> str:
+    """Columns padded to their widest cell; align has one letter per column, l or r."""
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+    lines = []
+    for row in [headers, *rows]:
+        cells = [str(c).ljust(w) if align[i] == "l" else str(c).rjust(w)
+                 for i, (c, w) in enumerate(zip(row, widths))]
+        lines.append((indent + "  ".join(cells)).rstrip())
+    return "\n".join(lines)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _one_line(text: str) -> str:
+    """Recorded text (e.g. MPICH's library version holds a TAB) on one report line."""
+    return " ".join(text.split())
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "unknown signal"
+
+
+def describe_status(status: str) -> str:
+    """A rank's status (or incompleteness reason) in words."""
+    kind, _, arg = status.partition(" ")
+    if status == STATUS_MISSING:
+        return "missing: no rank file (never initialised MPI under pathscope, or killed by SIGKILL)"
+    if status == PARTIAL_FILE:
+        return "missing: killed while writing its rank file (rank-NNNNNN.tsv.tmp left behind)"
+    if status == REASON_NO_END:
+        return "incomplete: rank file cut short (no end line)"
+    if kind == "abort":
+        return f"called MPI_Abort (error code {arg})"
+    number, _, detail = arg.partition(" ")
+    if kind == "signal" and number.isdigit():
+        text = f"killed by signal {number} ({_signal_name(int(number))})"
+        if detail == "before-init":
+            text += " before MPI_Init returned: no MPI data"
+        return text
+    if status == "exit-without-finalize":
+        return "exited without calling MPI_Finalize"
+    return f"status '{status}'"
+
+
+def _hosts(profile: Profile, world_ranks: Sequence[int]) -> str:
+    names = [profile.host_of(r) for r in world_ranks if r != UNDEFINED_RANK]
+    return ranges.compress_hosts(n for n in names if n)
+
+
+def _time_with_rank(ns: float, rank: int) -> str:
+    return f"{format_time(ns)} ({rank})"
+
+
+def _hist_summary(hist: dict[int, int]) -> str:
+    """The most common message-size bin, its share, and how many other bins were used."""
+    total = sum(hist.values())
+    if not total:
+        return "-"
+    top = max(sorted(hist), key=lambda b: hist[b])
+    text = f"{hist_bin_label(top)} {format_percent(hist[top] / total)}"
+    others = len([b for b in hist if hist[b]]) - 1
+    if others:
+        text += f" +{others} bin{'s' if others > 1 else ''}"
+    return text
+
+
+def _op_row(stat: OpStat, mpi_total_ns: int) -> list[str]:
+    if stat.calls and not stat.time_sum_ns:
+        # local queries (MPI_Comm_rank, MPI_Wtime, ...) are counted, not timed (format.md)
+        return [stat.op, str(stat.calls), format_bytes(stat.bytes), "not timed", "-", "-",
+                str(stat.nranks), "-", _hist_summary(stat.hist)]
+    share = format_percent(stat.time_sum_ns / mpi_total_ns) if mpi_total_ns else "-"
+    return [stat.op, str(stat.calls), format_bytes(stat.bytes), format_time(stat.time_mean_ns),
+            _time_with_rank(stat.time_min_ns, stat.rank_min),
+            _time_with_rank(stat.time_max_ns, stat.rank_max), str(stat.nranks), share,
+            _hist_summary(stat.hist)]
+
+
+OP_HEADERS = ["operation", "calls", "bytes", "mean/rank", "min (rank)", "max (rank)", "ranks",
+              "%MPI", "message sizes (most common)"]
+OP_ALIGN = "lrrrrrrrl"
+
+
+# ---- sections ---------------------------------------------------------------------------------
+
+def _header(profile: Profile) -> str:
+    meta = profile.meta
+    absent = "(not recorded: no profile.tsv)"
+    hosts = sorted({r.host for r in profile.ranks if r.host})
+    started = "-"
+    if "start_unix_ns" in meta:
+        started = time.strftime("%Y-%m-%d %H:%M:%S UTC",
+                                time.gmtime(int(meta["start_unix_ns"]) / 1e9))
+    if profile.source == "profile":
+        source = "profile.tsv (reduced inside the job at MPI_Finalize)"
+    else:
+        source = "rank files (no profile.tsv: the run did not reach MPI_Finalize)"
+    version = str(meta.get("format_version", "?"))
+    if "tool_version" in meta:
+        version += f", written by pathscope {meta['tool_version']}"
+    rows: list[tuple[str, object]] = [
+        ("program", meta.get("program", "-")),
+        ("command", meta.get("command", absent)),
+        ("MPI library", meta.get("mpi_library", absent)),
+        ("ranks", f"{profile.nranks} on {_plural(len(hosts), 'host')}: "
+                  f"{ranges.compress_hosts(hosts)}"),
+        ("started", started),
+        ("source", source),
+        ("format", version),
+    ]
+    lines = [f"pathscope report: {profile.path}"]
+    lines += [f"{INDENT}{k:<12} {_one_line(str(v))}" for k, v in rows]
+    return "\n".join(lines)
+
+
+def _ranks(profile: Profile) -> str:
+    problems: dict[str, list[int]] = {}
+    for rank in profile.missing_ranks:
+        key = PARTIAL_FILE if rank in profile.partial_rank_files else STATUS_MISSING
+        problems.setdefault(key, []).append(rank)
+    for rank, reason in profile.incomplete_ranks:
+        problems.setdefault(reason, []).append(rank)
+    lines = ["Ranks"]
+    bad = len({r for rs in problems.values() for r in rs})
+    if not bad:
+        lines.append(f"{INDENT}all {profile.nranks} ranks complete (MPI_Finalize reached)")
+    else:
+        lines.append(f"{INDENT}WARNING: {bad} of {profile.nranks} ranks did not complete; "
+                     f"their data is partial or absent:")
+        for reason, world_ranks in sorted(problems.items(), key=lambda kv: min(kv[1])):
+            label = "rank" if len(world_ranks) == 1 else "ranks"
+            lines.append(f"{INDENT}  {label} {ranges.compress(sorted(world_ranks))}: "
+                         f"{describe_status(reason)}")
+    counters: dict[str, list[tuple[int, int]]] = {}
+    for info in profile.ranks:
+        for name, value in info.counters.items():
+            if value:
+                counters.setdefault(name, []).append((info.rank, value))
+    for name, hits in sorted(counters.items()):
+        lines.append(f"{INDENT}WARNING: counter {name} = {sum(v for _, v in hits)} "
+                     f"(ranks {ranges.compress(sorted(r for r, _ in hits))})")
+    return "\n".join(lines)
+
+
+def _summary(profile: Profile) -> str:
+    lines = ["Summary"]
+    measured = [r for r in profile.ranks if r.status != STATUS_MISSING and r.wall_ns > 0]
+    if not measured:
+        lines.append(f"{INDENT}no rank recorded its times")
+        return "\n".join(lines)
+    longest = max(measured, key=lambda r: (r.wall_ns, -r.rank))
+    mpi_total = sum(r.mpi_ns for r in measured)
+    shares = [(r.mpi_ns / r.wall_ns, r.rank) for r in measured]
+    low = min(shares, key=lambda s: (s[0], s[1]))
+    high = max(shares, key=lambda s: (s[0], -s[1]))
+    mean = sum(s for s, _ in shares) / len(shares)
+    lines.append(f"{INDENT}wall time        {format_time(longest.wall_ns)} "
+                 f"(longest rank: {longest.rank})")
+    lines.append(f"{INDENT}MPI time         {format_time(mpi_total)} summed over "
+                 f"{len(measured)} ranks")
+    lines.append(f"{INDENT}MPI share/rank   min {format_percent(low[0])} (rank {low[1]}), "
+                 f"mean {format_percent(mean)}, max {format_percent(high[0])} (rank {high[1]})")
+    totals = sorted(profile.op_totals(), key=lambda s: (-s.time_sum_ns, s.op))
+    if totals:
+        ops_total = sum(s.time_sum_ns for s in totals)
+        shown = totals[:TOP_OPERATIONS]
+        lines.append("")
+        lines.append(f"{INDENT}Top operations over all communicators (time per rank; "
+                     f"{len(shown)} of {len(totals)})")
+        lines.append(_table(OP_HEADERS, [_op_row(s, ops_total) for s in shown], OP_ALIGN,
+                            indent=INDENT * 2))
+    return "\n".join(lines)
+
+
+def _comm_names(profile: Profile) -> list[str]:
+    names = set(profile.comms) | {c for c, _ in profile.ops}
+    names.discard(TOTAL_COMM)
+    return sorted(names)
+
+
+def _comm_heading(index: int, name: str, comm: Optional[Comm], profile: Profile,
+                  time_ns: int, mpi_total_ns: int) -> list[str]:
+    share = f", {format_percent(time_ns / mpi_total_ns)} of all MPI time" if mpi_total_ns else ""
+    if name == NO_COMM:
+        return [f"{INDENT}{index}. {NO_COMM}  (no communicator: local calls such as MPI_Wtime, "
+                f"and calls that returned an error)",
+                f"{INDENT}   MPI time {format_time(time_ns)} summed over ranks{share}"]
+    if comm is None:
+        return [f"{INDENT}{index}. {name}  (not described in the profile)",
+                f"{INDENT}   MPI time {format_time(time_ns)} summed over ranks{share}"]
+    members = comm.members
+    if len(members) > MEMBERS_SHOWN:
+        members = members[:MEMBERS_SHOWN] + f"... ({len(comm.members_list)} ranks)"
+    size = f"size {comm.size}"
+    if comm.is_inter:
+        size += f" + remote {comm.remote_size} (intercommunicator)"
+    created = "predefined" if comm.creator == "-" else f"created by {comm.creator}"
+    if comm.parent != "-":
+        created += f" from {comm.parent}"
+    details = [created]
+    if comm.topology != "-":
+        details.append(f"topology {comm.topology}")
+    if comm.freed:
+        details.append("freed")
+    return [f"{INDENT}{index}. {name}  {size}, members {members}, "
+            f"hosts {_hosts(profile, comm.members_list)}",
+            f"{INDENT}   {'; '.join(details)}",
+            f"{INDENT}   MPI time {format_time(time_ns)} summed over ranks{share}"]
+
+
+def _communicators(profile: Profile) -> str:
+    lines = ["Communicators ranked by MPI time"]
+    names = _comm_names(profile)
+    times = {n: profile.comm_time_ns(n) for n in names}
+    mpi_total = sum(times.values())
+    active = [n for n in names if profile.comm_ops(n)]
+    idle = [n for n in names if not profile.comm_ops(n)]
+    active.sort(key=lambda n: (-times[n], n))
+    for index, name in enumerate(active, start=1):
+        lines.append("")
+        lines += _comm_heading(index, name, profile.comms.get(name), profile, times[name],
+                               mpi_total)
+        stats = sorted(profile.comm_ops(name), key=lambda s: (-s.time_sum_ns, s.op))
+        lines.append(_table(OP_HEADERS, [_op_row(s, mpi_total) for s in stats], OP_ALIGN,
+                            indent=INDENT + "   "))
+    if idle:
+        shown = ", ".join(idle[:NAMES_SHOWN]) + (", ..." if len(idle) > NAMES_SHOWN else "")
+        lines.append("")
+        lines.append(f"{INDENT}{_plural(len(idle), 'communicator')} without recorded calls: "
+                     f"{shown}")
+    if not names:
+        lines.append(f"{INDENT}no communicators recorded")
+    return "\n".join(lines)
+
+
+def mismatch_line(comm: Comm) -> str:
+    return (f"MISMATCH comm {comm.name}: sent {comm.sent_msgs} msgs/{comm.sent_bytes} B, "
+            f"received {comm.recv_msgs} msgs/{comm.recv_bytes} B")
+
+
+def _consistency(profile: Profile) -> str:
+    lines = ["Consistency (point-to-point: sent == received on each intracommunicator)"]
+    intra = [c for c in profile.comms.values()
+             if not c.is_inter and c.name not in (NO_COMM, TOTAL_COMM) and c.size > 0]
+    bad = [c for c in intra if (c.sent_msgs, c.sent_bytes) != (c.recv_msgs, c.recv_bytes)]
+    for comm in bad:
+        lines.append(f"{INDENT}{mismatch_line(comm)}")
+    good = len(intra) - len(bad)
+    if not bad:
+        lines.append(f"{INDENT}OK: all {_plural(good, 'intracommunicator')}")
+    elif good:
+        lines.append(f"{INDENT}OK: the other {_plural(good, 'intracommunicator')}")
+    inter = [c.name for c in profile.comms.values() if c.is_inter]
+    if inter:
+        lines.append(f"{INDENT}not checked: {_plural(len(inter), 'intercommunicator')} "
+                     f"({', '.join(inter[:NAMES_SHOWN])}{', ...' if len(inter) > NAMES_SHOWN else ''})")
+    if bad and (profile.missing_ranks or profile.incomplete_ranks):
+        lines.append(f"{INDENT}note: some ranks did not complete (see Ranks); their messages "
+                     f"in flight can explain a mismatch")
+    return "\n".join(lines)

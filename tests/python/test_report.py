@@ -1,0 +1,100 @@
+"""The text report: a golden file for the sample profile, the ranks section for unfinished
+runs, and the consistency check (OK / MISMATCH)."""
+from pathlib import Path
+
+from pathscope.cli import main
+from pathscope.reader import load_profile
+from pathscope.report import render
+from pathscope_samples import (RANK0, RANK1, RANK2, SAMPLE_COMMS, profile_rows, rank_rows,
+                               write_profile, write_sample)
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def test_golden_report(tmp_path):
+    """The whole report, character for character (regenerate the golden file only after
+    reading the difference)."""
+    d = write_sample(tmp_path / "prof")
+    expected = (GOLDEN / "report_sample.txt").read_text().replace("{path}", str(d))
+    assert render(load_profile(d)) == expected
+
+
+def test_report_from_rank_files_differs_only_in_header(tmp_path):
+    a = render(load_profile(write_sample(tmp_path / "a"))).split("\n\n", 1)[1]
+    b = render(load_profile(write_sample(tmp_path / "b", with_profile=False))).split("\n\n", 1)
+    assert "source       rank files (no profile.tsv: the run did not reach MPI_Finalize)" in b[0]
+    assert "command      (not recorded: no profile.tsv)" in b[0]
+    assert b[1] == a
+
+
+def test_consistency_ok(tmp_path):
+    text = render(load_profile(write_sample(tmp_path / "prof")))
+    consistency = text.split("Consistency")[1]
+    assert "\n  OK: all 6 intracommunicators\n" in consistency
+    assert "MISMATCH" not in text
+
+
+def test_consistency_mismatch(tmp_path):
+    comms = [c if c[0] != "W" else c[:10] + (2, 2048) for c in SAMPLE_COMMS]
+    comms.append(("W_n5.0", 1, 1, "W", "MPI_Intercomm_create", 0, "0|1", "-", 1, 8, 0, 0))
+    d = write_profile(tmp_path / "prof", profile_rows(comms=comms), {0: RANK0, 1: RANK1,
+                                                                     2: RANK2})
+    text = render(load_profile(d))
+    consistency = text.split("Consistency")[1].splitlines()
+    assert consistency[1:] == [
+        "  MISMATCH comm W: sent 3 msgs/3072 B, received 2 msgs/2048 B",
+        "  OK: the other 5 intracommunicators",
+        "  not checked: 1 intercommunicator (W_n5.0)"]
+
+
+def test_ranks_section_lists_every_problem(tmp_path):
+    ranks = {0: RANK0,
+             1: rank_rows(1, 6, "signal 15", "node02", 10, 5),
+             3: rank_rows(3, 6, "complete", "node03", 10, 5, end=False),
+             4: rank_rows(4, 6, "abort 3", "node04", 10, 5),
+             5: rank_rows(5, 6, "signal 15", "node05", 10, 5,
+                          counters={"unknown_requests": 7}),
+             6: rank_rows(6, 7, "signal 15 before-init", "node05", 10, 0)}
+    d = write_profile(tmp_path / "prof", None, ranks)
+    (d / "ranks" / "rank-000002.tsv.tmp").write_text("")
+    (d / "ranks" / "rank-000007.tsv.tmp").write_text("")   # not a rank of this run: ignored
+    text = render(load_profile(d))
+    section = text.split("\n\nRanks\n")[1].split("\n\n")[0].splitlines()
+    assert section == [
+        "  WARNING: 6 of 7 ranks did not complete; their data is partial or absent:",
+        "    ranks 1,5: killed by signal 15 (SIGTERM)",
+        "    rank 2: missing: killed while writing its rank file (rank-NNNNNN.tsv.tmp left "
+        "behind)",
+        "    rank 3: incomplete: rank file cut short (no end line)",
+        "    rank 4: called MPI_Abort (error code 3)",
+        "    rank 6: killed by signal 15 (SIGTERM) before MPI_Init returned: no MPI data",
+        "  WARNING: counter unknown_requests = 7 (ranks 5)"]
+    d2 = write_profile(tmp_path / "prof2", None, {0: RANK0, 2: RANK2, 3: rank_rows(
+        3, 4, "complete", "node02", 1, 1)})
+    section = render(load_profile(d2)).split("\n\nRanks\n")[1].split("\n\n")[0].splitlines()
+    assert section == [
+        "  WARNING: 1 of 4 ranks did not complete; their data is partial or absent:",
+        "    rank 1: missing: no rank file (never initialised MPI under pathscope, or killed "
+        "by SIGKILL)"]
+
+
+def test_cli_report(tmp_path, capsys):
+    d = write_sample(tmp_path / "prof")
+    assert main(["report", str(d)]) == 0
+    out = capsys.readouterr().out
+    assert out == render(load_profile(d))
+
+
+def test_cli_report_version_refused(tmp_path, capsys):
+    d = write_profile(tmp_path / "prof", profile_rows(version="2.0"), {0: RANK0})
+    assert main(["report", str(d)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == "pathscope: profile format 2.0 is newer than this pathscope " \
+                           "(reads 1.x)\n"
+    assert captured.out == ""
+
+
+def test_cli_report_missing_directory(tmp_path, capsys):
+    assert main(["report", str(tmp_path / "nope")]) == 2
+    assert capsys.readouterr().err == f"pathscope: profile directory not found: " \
+                                      f"{tmp_path / 'nope'}\n"
