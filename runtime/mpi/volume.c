@@ -6,7 +6,8 @@
  *
  * MPI_IN_PLACE: where the send buffer is MPI_IN_PLACE the send count and type are ignored by
  * MPI, so m is taken from the receive side instead (documented per rule).
- * Intercommunicators: p is the local group size.
+ * Intercommunicators: p is the local group size, except in the all-to-all rules, where a rank
+ * addresses the remote group (and MPI sizes the count arrays by it).
  */
 #include "mpi_internal.h"
 
@@ -14,6 +15,17 @@ static int comm_size(MPI_Comm comm)
 {
     int p = 1;
     PMPI_Comm_size(comm, &p);
+    return p;
+}
+
+/* Number of peers a rank addresses in all-to-all patterns: the remote group on an
+ * intercommunicator (MPI sizes the count arrays by it), else the communicator. */
+static int peer_count(MPI_Comm comm)
+{
+    int inter = 0, p = 1;
+    PMPI_Comm_test_inter(comm, &inter);
+    if (inter) PMPI_Comm_remote_size(comm, &p);
+    else PMPI_Comm_size(comm, &p);
     return p;
 }
 
@@ -98,7 +110,7 @@ uint64_t ps_vol_alltoall(const void *sendbuf, MPI_Count scount, MPI_Datatype sty
                          MPI_Count rcount, MPI_Datatype rtype, MPI_Comm comm)
 {
     uint64_t m = is_in_place(sendbuf) ? ps_type_bytes(rtype, rcount) : ps_type_bytes(stype, scount);
-    return (uint64_t)comm_size(comm) * m;
+    return (uint64_t)peer_count(comm) * m;
 }
 
 /* Alltoallv, total sum_i sum_j m_i^j: rank i contributes sum_j sendcounts[j] x sendtype
@@ -106,7 +118,7 @@ uint64_t ps_vol_alltoall(const void *sendbuf, MPI_Count scount, MPI_Datatype sty
 uint64_t ps_vol_alltoallv(const void *sendbuf, const void *scounts, MPI_Datatype stype,
                           const void *rcounts, MPI_Datatype rtype, MPI_Comm comm, int large)
 {
-    int p = comm_size(comm), in_place = is_in_place(sendbuf);
+    int p = peer_count(comm), in_place = is_in_place(sendbuf);
     uint64_t sum = 0;
     for (int j = 0; j < p; j++)
         sum += in_place ? ps_type_bytes(rtype, count_at(rcounts, j, large))
@@ -118,7 +130,7 @@ uint64_t ps_vol_alltoallv(const void *sendbuf, const void *scounts, MPI_Datatype
 uint64_t ps_vol_alltoallw(const void *sendbuf, const void *scounts, const MPI_Datatype *stypes,
                           const void *rcounts, const MPI_Datatype *rtypes, MPI_Comm comm, int large)
 {
-    int p = comm_size(comm), in_place = is_in_place(sendbuf);
+    int p = peer_count(comm), in_place = is_in_place(sendbuf);
     uint64_t sum = 0;
     for (int j = 0; j < p; j++)
         sum += in_place ? ps_type_bytes(rtypes[j], count_at(rcounts, j, large))
