@@ -2,6 +2,7 @@
 #   make build [MPI=openmpi|mpich]   set up (apt + venv) and build the runtime for one MPI
 #   make demo                        build, run the stencil demo on 4 ranks, print the report
 #   make test                        build for both MPIs and run every test tier
+SHELL := /bin/bash
 MPI ?= openmpi
 ifeq ($(MPI),openmpi)
   MPICC = mpicc.openmpi
@@ -18,18 +19,21 @@ BUILD = build/$(MPI)
 PY = .venv/bin/python
 JOBS ?= 2
 
-.PHONY: all setup build build-all demo test test-unit test-e2e test-mpi4py bench clean
+.PHONY: all setup mpi4py-deps build build-all demo test test-unit test-e2e test-mpi4py bench clean
 
 all: build
 
 setup:
 	@scripts/setup.sh
 
+# mpi4py test suites for tests/transparency (Open MPI: Debian's mpi4py; MPICH: .deps/venv-mpich)
+mpi4py-deps: setup
+	@scripts/setup-mpi4py.sh
+
 build: setup
 	@cmake -S . -B $(BUILD) -DPS_MPICC=$(MPICC) -DPS_MPIFORT=$(MPIFORT) \
 	  -DPS_PYTHON=$(CURDIR)/$(PY) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-	@cmake --build $(BUILD) -j $(JOBS) 2>&1 | grep -v '^\[' || true
-	@test -f $(BUILD)/libpathscope.so
+	@set -o pipefail; cmake --build $(BUILD) -j $(JOBS) 2>&1 | { grep -v '^\[' || true; }
 	@echo "pathscope: built $(BUILD)/libpathscope.so; CLI: bin/pathscope"
 
 build-all:
@@ -41,11 +45,11 @@ demo: build
 	$(MPIRUN) -np 4 bin/pathscope run -o $(BUILD)/demo-profile -- $(BUILD)/stencil 512 200
 	bin/pathscope report $(BUILD)/demo-profile
 
-test: build-all
+test: build-all mpi4py-deps
 	@cd build/openmpi && ctest --output-on-failure -j $(JOBS)
 	@$(PY) -m pytest -q tests
 
-test-mpi4py: build-all
+test-mpi4py: build-all mpi4py-deps
 	@$(PY) -m pytest -q tests/transparency
 
 clean:

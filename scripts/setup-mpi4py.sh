@@ -9,7 +9,7 @@
 #             functions (MPI_Send_c, ...), so the suite exercises those wrappers too.
 #
 # Result:
-#   .deps/mpi4py-<OPENMPI_VERSION>/test/main.py      suite for /usr/bin/python3 (Open MPI)
+#   .deps/mpi4py-<OPENMPI_VERSION>/test/runtests.py  suite for /usr/bin/python3 (Open MPI)
 #   .deps/mpi4py-<MPICH_VERSION>/test/main.py        suite for .deps/venv-mpich/bin/python
 #   .deps/venv-mpich/bin/python                      python with mpi4py on MPICH
 # Needs no root; if a system package is missing it says what to run and stops.
@@ -41,6 +41,9 @@ have=$("$SYSPY" -c 'import mpi4py; print(mpi4py.__version__)' 2>/dev/null || tru
   die "Debian's python3-mpi4py is '$have', expected $OPENMPI_VERSION: update OPENMPI_VERSION in $0"
 [ -x .venv/bin/python ] || die "no .venv: run scripts/setup.sh (or make setup) first"
 mkdir -p "$DEPS/sdist" || die "cannot create $PWD/$DEPS (not writable by $(id -un)?)"
+# Serialised: several builds or test runs may call this at once.
+exec 9>"$DEPS/.lock"
+flock 9
 
 # --- sdists and their test suites --------------------------------------------------------------
 fetch() {  # version -> .deps/sdist/mpi4py-VERSION.tar.gz and .deps/mpi4py-VERSION/
@@ -53,10 +56,13 @@ fetch() {  # version -> .deps/sdist/mpi4py-VERSION.tar.gz and .deps/mpi4py-VERSI
     mv "$DEPS/sdist.tmp/mpi4py-$v.tar.gz" "$tgz"
     rm -rf "$DEPS/sdist.tmp"
   fi
-  if [ ! -f "$DEPS/mpi4py-$v/test/main.py" ]; then
-    rm -rf "$DEPS/mpi4py-$v"
-    tar -xzf "$tgz" -C "$DEPS"
-    [ -f "$DEPS/mpi4py-$v/test/main.py" ] || die "$tgz has no test/main.py"
+  if [ ! -f "$DEPS/mpi4py-$v/test/runtests.py" ]; then
+    rm -rf "$DEPS/mpi4py-$v" "$DEPS/extract.tmp"
+    mkdir "$DEPS/extract.tmp"
+    tar -xzf "$tgz" -C "$DEPS/extract.tmp"
+    [ -f "$DEPS/extract.tmp/mpi4py-$v/test/runtests.py" ] || die "$tgz has no test/runtests.py"
+    mv "$DEPS/extract.tmp/mpi4py-$v" "$DEPS/mpi4py-$v"
+    rm -rf "$DEPS/extract.tmp"
   fi
 }
 fetch "$OPENMPI_VERSION"
@@ -73,11 +79,10 @@ if [ ! -f "$stamp" ] || [ ! -x "$VENV/bin/python" ]; then
   MPICC=mpicc.mpich "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
     --no-binary=mpi4py --no-cache-dir "$DEPS/sdist/mpi4py-$MPICH_VERSION.tar.gz" ||
     die "building mpi4py $MPICH_VERSION against MPICH failed (see the pip output above)"
-  cfg=$("$VENV/bin/python" -c 'import mpi4py; print(mpi4py.__version__, mpi4py.get_config())')
-  case "$cfg" in
-    "$MPICH_VERSION "*mpich*) ;;
-    *) die "mpi4py in $VENV is not built against MPICH: $cfg" ;;
-  esac
+  so=$("$VENV/bin/python" -c 'import importlib.util as u; print(u.find_spec("mpi4py.MPI").origin)')
+  ldd "$so" | grep -q 'libmpich\.so' || die "mpi4py in $VENV is not linked against MPICH: $so"
+  ver=$("$VENV/bin/python" -c 'import mpi4py; print(mpi4py.__version__)')
+  [ "$ver" = "$MPICH_VERSION" ] || die "$VENV has mpi4py $ver, expected $MPICH_VERSION"
   touch "$stamp"
 fi
 say "mpi4py test suites ready: Open MPI $OPENMPI_VERSION (/usr/bin/python3), MPICH $MPICH_VERSION ($VENV)"
