@@ -248,3 +248,32 @@ void ps_on_comm_free(int op, uint64_t dt, MPI_Comm comm_before)
     ps_record(ps_comm_lookup(comm_before), op, dt, 0, 0);
     ps_comm_forget(comm_before);
 }
+
+/* Default family with a returned request (e.g. MPI_File_iwrite, MPI_Grequest_start): the
+ * request is tracked so that its completion is attributed to the same communicator. */
+void ps_on_comm_req(int op, uint64_t dt, MPI_Comm comm, MPI_Request req)
+{
+    int id = ps_comm_lookup(comm);
+    ps_record(id, op, dt, 0, 0);
+    ps_req_add(req, id, op, PS_REQ_OTHER, 0, NULL);
+}
+
+void ps_on_win_req(int op, uint64_t dt, MPI_Win win, MPI_Request req)
+{
+    int id = ps_win_lookup(win);
+    ps_record(id, op, dt, 0, 0);
+    ps_req_add(req, id, op, PS_REQ_OTHER, 0, NULL);
+}
+
+void ps_on_file_req(int op, uint64_t dt, MPI_File file, MPI_Request req)
+{
+    int id = ps_file_lookup(file);
+    ps_record(id, op, dt, 0, 0);
+    ps_req_add(req, id, op, PS_REQ_OTHER, 0, NULL);
+}
+
+void ps_on_none_req(int op, uint64_t dt, MPI_Request req)
+{
+    ps_record(PS_COMM_NONE, op, dt, 0, 0);
+    ps_req_add(req, PS_COMM_NONE, op, PS_REQ_OTHER, 0, NULL);
+}

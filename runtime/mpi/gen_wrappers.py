@@ -137,21 +137,35 @@ def f90_signature(proc):
 # ---------------------------------------------------------------------------------------------
 # families
 # ---------------------------------------------------------------------------------------------
-def default_hook(names, types):
+def default_hook(names, types, params=None, directions=None):
+    """The family of an operation the semantic table does not name: attributed to its first
+    input communicator, window or file (else to "-"); a request it returns is tracked, so the
+    wait or test that completes it is attributed the same way (e.g. MPI_File_iread,
+    MPI_Grequest_start)."""
+    request = None
+    for i, (n, t) in enumerate(zip(names, types)):
+        is_array = params is not None and "[" in params[i]
+        returned = directions is not None and directions[i] == "out"  # not MPI_Cancel's
+        if t.replace(" ", "") == "MPI_Request*" and not is_array and returned:
+            request = n
     for want, hook in (("MPI_Comm", "ps_on_comm"), ("MPI_Win", "ps_on_win"),
                        ("MPI_File", "ps_on_file")):
         for n, t in zip(names, types):
             if t.replace("const ", "").strip() == want:
+                if request:
+                    return f"{hook}_req(OP, DT, {n}, *{request})"
                 return f"{hook}(OP, DT, {n})"
+    if request:
+        return f"ps_on_none_req(OP, DT, *{request})"
     return "ps_on_none(OP, DT)"
 
 
-def family_for(name, names, types):
+def family_for(name, names, types, params=None, directions=None):
     base = name[:-2] if name.endswith("_c") and name[:-2] in sem.FAMILIES else name
     if base in sem.FAMILIES:
         pre, hook = sem.FAMILIES[base]
         return pre, hook, base
-    return "", default_hook(names, types), "default"
+    return "", default_hook(names, types, params, directions), "default"
 
 
 def subst(expr, opname, large):
@@ -226,8 +240,9 @@ def main():
         if name in sem.HAND_WRITTEN:
             coverage.append(f"{name}\thand-written\t{source}")
             continue
-        fam = family_for(name, names, types) if source == "standard" else \
-            ("", default_hook(names, types), "default")
+        directions = [p["param_direction"] for p in std[1]] if source == "standard" else None
+        fam = family_for(name, names, types, params, directions) if source == "standard" else \
+            ("", default_hook(names, types, params), "default")
         c_wrappers.append(emit_c_wrapper(name, ret, params, names, fam))
         coverage.append(f"{name}\tgenerated\t{source}; family {fam[2]}")
         if a.fortran and std and not name.endswith("_c"):

@@ -30,6 +30,7 @@ typedef struct {
     char name[PS_NAME_MAX];
     char topo[PS_TOPO_MAX]; /* topology constructor details, "" if none */
     int id, parent_id, creator_op;
+    int creations;          /* creating calls made on this communicator (same on all members) */
     int size, remote_size, is_inter;
     int my_rank;            /* this process's rank in the communicator */
     int *members;           /* world ranks: local group, then remote group for intercomms */
@@ -130,6 +131,10 @@ void ps_on_comm(int op, uint64_t dt, MPI_Comm comm);
 void ps_on_none(int op, uint64_t dt);
 void ps_on_win(int op, uint64_t dt, MPI_Win win);
 void ps_on_file(int op, uint64_t dt, MPI_File file);
+void ps_on_comm_req(int op, uint64_t dt, MPI_Comm comm, MPI_Request req);
+void ps_on_win_req(int op, uint64_t dt, MPI_Win win, MPI_Request req);
+void ps_on_file_req(int op, uint64_t dt, MPI_File file, MPI_Request req);
+void ps_on_none_req(int op, uint64_t dt, MPI_Request req);
 void ps_on_send(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, int dest, MPI_Comm comm);
 void ps_on_isend(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, int dest, MPI_Comm comm,
                  MPI_Request req);

@@ -89,6 +89,9 @@ def _build_families():
     fam["MPI_Irecv"] = ("", "ps_on_irecv(OP, DT, comm, *request)")
     fam["MPI_Imrecv"] = (MSG_BEFORE, "ps_on_imrecv(OP, DT, ps_msg_before, *request)")
     fam["MPI_Recv_init"] = ("", "ps_on_recv_init(OP, DT, comm, *request)")
+    # MPI-4 partitioned communication: persistent requests moving partitions x count elements
+    fam["MPI_Psend_init"] = ("", "ps_on_send_init(OP, DT, (MPI_Count)partitions * count, datatype, dest, comm, *request)")
+    fam["MPI_Precv_init"] = ("", "ps_on_recv_init(OP, DT, comm, *request)")
     fam["MPI_Sendrecv"] = (STATUS, "ps_on_sendrecv(OP, DT, sendcount, sendtype, dest, comm, status)")
     fam["MPI_Sendrecv_replace"] = (STATUS, "ps_on_sendrecv(OP, DT, count, datatype, dest, comm, status)")
     fam["MPI_Isendrecv"] = ("", "ps_on_isendrecv(OP, DT, sendcount, sendtype, dest, comm, *request)")

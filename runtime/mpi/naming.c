@@ -78,6 +78,7 @@ void ps_on_comm_create(int op, uint64_t dt, MPI_Comm parent, MPI_Comm newcomm, c
 {
     int pid = ps_comm_lookup(parent);
     ps_record(pid, op, dt, 0, 0);
+    ps_comms[pid]->creations++;
     int max;
     if (collective_over_parent) max = max_over(parent, ps_comm_counter);
     else if (newcomm != MPI_COMM_NULL) max = max_over(newcomm, ps_comm_counter);
@@ -149,7 +150,8 @@ void ps_on_intercomm_create(int op, uint64_t dt, MPI_Comm local_comm, int local_
 }
 
 typedef struct {
-    MPI_Request reduce;
+    MPI_Request reduce;   /* MPI_REQUEST_NULL when no reduction is needed */
+    char letter;
     int value, max, parent_id, op;
     int id;          /* record reserved for the new communicator, -1 if none */
     MPI_Comm newcomm; /* the handle as returned by the call (both MPIs set it at the call) */
@@ -171,7 +173,20 @@ void ps_on_comm_idup(int op, uint64_t dt, MPI_Comm parent, MPI_Comm *newcomm, MP
     st->op = op;
     st->newcomm = *newcomm;
     st->id = st->newcomm != MPI_COMM_NULL ? ps_comm_reserve(st->newcomm, pid, op) : -1;
-    PMPI_Iallreduce(&st->value, &st->max, 1, MPI_INT, MPI_MAX, parent, &st->reduce);
+    int inter = 0;
+    PMPI_Comm_test_inter(parent, &inter);
+    ps_comms[pid]->creations++;
+    if (inter) {
+        /* on an intercommunicator one nonblocking allreduce yields the other group's maximum,
+         * so the groups would disagree; name by the parent's creation count instead, which
+         * every member of both groups has counted alike ('I', docs/format.md) */
+        st->letter = 'I';
+        st->max = ps_comms[pid]->creations;
+        st->reduce = MPI_REQUEST_NULL;
+    } else {
+        st->letter = 'i';
+        PMPI_Iallreduce(&st->value, &st->max, 1, MPI_INT, MPI_MAX, parent, &st->reduce);
+    }
     ps_req_add(req, pid, op, PS_REQ_IDUP, 0, st);
 }
 
@@ -179,10 +194,10 @@ void ps_idup_complete(ps_req_t *r)
 {
     idup_state_t *st = r->idup;
     if (!st) return;
-    PMPI_Wait(&st->reduce, MPI_STATUS_IGNORE);
+    if (st->reduce != MPI_REQUEST_NULL) PMPI_Wait(&st->reduce, MPI_STATUS_IGNORE);
     if (st->id >= 0) {
         char name[PS_NAME_MAX];
-        compose(name, ps_comms[st->parent_id]->name, 'i', st->max, -1);
+        compose(name, ps_comms[st->parent_id]->name, st->letter, st->max, -1);
         ps_comm_finish(st->id, st->newcomm, name);
         ps_comm_counter++;
     }
