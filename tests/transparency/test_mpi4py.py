@@ -118,6 +118,10 @@ def check_profile(outdir, np, mpi_name):
         rl = read_tsv(rf)
         assert rl[-1] == ["end"], f"{rf} has no end line"
         assert ["status", "complete"] in rl, f"{rf}: {[l for l in rl if l[0] == 'status']}"
+        # every request completed was one pathscope saw created, every communicator used was
+        # one it saw created: nothing fell through the wrappers
+        problems = [f for f in rl if f[0].startswith("counter_") and f[1] != "0"]
+        assert not problems, f"{rf}: {problems}"
         for f in rl:  # op <comm> <operation> <calls> <bytes> <time_ns> <histogram>
             if f[0] == "op":
                 calls[f[2]] = calls.get(f[2], 0) + int(f[3])
