@@ -9,9 +9,23 @@
  */
 #include "mpi_internal.h"
 
-uint64_t ps_type_bytes(MPI_Datatype type, MPI_Count count)
+/* Datatype sizes, cached: asking MPI costs 3 to 17 ns per send (docs/benchmarks.md).  A
+ * direct-mapped cache keyed by handle; MPI_Type_free evicts the handle (it may be reused for a
+ * type of another size).  Not used under MPI_THREAD_MULTIPLE. */
+#define TYPE_CACHE 256
+static struct { MPI_Datatype type; uint64_t size; } type_cache[TYPE_CACHE];
+
+static unsigned type_slot(MPI_Datatype type)
 {
-    if (type == MPI_DATATYPE_NULL || count <= 0) return 0;
+    uintptr_t k = (uintptr_t)type;
+    return (unsigned)((k ^ (k >> 7) ^ (k >> 15)) & (TYPE_CACHE - 1));
+}
+
+static uint64_t type_size(MPI_Datatype type)
+{
+    unsigned slot = type_slot(type);
+    if (!ps_threaded && type_cache[slot].type == type && type != MPI_DATATYPE_NULL)
+        return type_cache[slot].size;
 #if MPI_VERSION >= 4
     MPI_Count size = 0;
     if (PMPI_Type_size_c(type, &size) != MPI_SUCCESS || size < 0) return 0;
@@ -19,7 +33,34 @@ uint64_t ps_type_bytes(MPI_Datatype type, MPI_Count count)
     int size = 0;
     if (PMPI_Type_size(type, &size) != MPI_SUCCESS || size < 0) return 0;
 #endif
-    return (uint64_t)size * (uint64_t)count;
+    if (!ps_threaded) {
+        type_cache[slot].type = type;
+        type_cache[slot].size = (uint64_t)size;
+    }
+    return (uint64_t)size;
+}
+
+uint64_t ps_type_bytes(MPI_Datatype type, MPI_Count count)
+{
+    if (type == MPI_DATATYPE_NULL || count <= 0) return 0;
+    return type_size(type) * (uint64_t)count;
+}
+
+void ps_on_type_free(int op, uint64_t dt, MPI_Datatype before)
+{
+    ps_record(PS_COMM_NONE, op, dt, 0, 0);
+    unsigned slot = type_slot(before);
+    if (type_cache[slot].type == before) type_cache[slot].type = MPI_DATATYPE_NULL;
+}
+
+/* Cancelled receives move nothing; asking MPI about every status costs time, so only once
+ * MPI_Cancel has been called at all. */
+static volatile int cancel_seen;
+
+void ps_on_cancel(int op, uint64_t dt)
+{
+    cancel_seen = 1;
+    ps_record(PS_COMM_NONE, op, dt, 0, 0);
 }
 
 static uint64_t status_bytes(const MPI_Status *status)
@@ -56,9 +97,11 @@ static void count_received(int comm_id, uint64_t bytes)
 uint64_t ps_received(int comm_id, const MPI_Status *status)
 {
     if (status->MPI_SOURCE == MPI_PROC_NULL) return 0;
-    int cancelled = 0;
-    PMPI_Test_cancelled(status, &cancelled);
-    if (cancelled) return 0;
+    if (cancel_seen) {
+        int cancelled = 0;
+        PMPI_Test_cancelled(status, &cancelled);
+        if (cancelled) return 0;
+    }
     uint64_t bytes = status_bytes(status);
     if (!ps_paused) count_received(comm_id, bytes);
     return bytes;

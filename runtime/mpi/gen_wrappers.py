@@ -183,16 +183,24 @@ def emit_c_wrapper(name, ret, params, names, fam):
     args = ", ".join(names)
     large = name.endswith("_c")
     hook_c = subst(hook, name, large)
-    timed = (name[:-2] if name.endswith("_c") else name) not in sem.COUNT_ONLY
+    base_name = name[:-2] if name.endswith("_c") else name
+    timed = base_name not in sem.COUNT_ONLY
+    poll = base_name in sem.POLLS
     out = [f"{ret} {name}({decls})", "{"]
     out.append(f"    if (!ps_wrap_enter()) return P{name}({args});")
     if pre:
         out.append(f"    {pre}")
-    if timed:
+    if poll:
+        out.append("    int ps_timed = ps_poll_timed(); /* a poll: sampled timing */")
+        out.append("    uint64_t ps_t0 = ps_timed ? ps_now() : 0;")
+    elif timed:
         out.append("    uint64_t ps_t0 = ps_now();")
     out.append(f"    {ret} ps_rc = P{name}({args});")
-    out.append("    uint64_t ps_dt = ps_now() - ps_t0;" if timed else
-               "    const uint64_t ps_dt = 0; /* count only: a local query */")
+    if poll:
+        out.append("    uint64_t ps_dt = ps_timed ? (ps_now() - ps_t0) * (uint64_t)ps_poll_sample : 0;")
+    else:
+        out.append("    uint64_t ps_dt = ps_now() - ps_t0;" if timed else
+                   "    const uint64_t ps_dt = 0; /* count only: a local query */")
     if ret == "int":
         out.append(f"    if (ps_rc == MPI_SUCCESS) {hook_c};")
         out.append(f"    else ps_on_none(PS_OP_{name}, ps_dt);")

@@ -20,6 +20,8 @@
 #include "wrap.h"
 
 void *ps_f_in_place;
+int ps_poll_sample = PS_POLL_SAMPLE;
+__thread uint32_t ps_poll_rng __attribute__((tls_model("initial-exec")));
 char ps_mpi_library[256]; /* first line of MPI_Get_library_version, read at start */
 void ps_rank_file_host(void);
 void ps_mark_final_written(void);
@@ -85,6 +87,7 @@ static void mpi_start(int provided, int agree_over_world)
     PMPI_Comm_rank(MPI_COMM_WORLD, &ps_world_rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &ps_world_size);
     ps_threaded = provided == MPI_THREAD_MULTIPLE;
+    ps_poll_sample = strcmp(ps_options.poll_timing, "every") == 0 ? 1 : PS_POLL_SAMPLE;
     ps_rank_file_host();
     {
         char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";

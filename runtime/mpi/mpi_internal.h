@@ -121,12 +121,15 @@ typedef struct {
     void *idup;     /* PS_REQ_IDUP: naming state (naming.c) */
 } ps_req_t;
 
+extern uint64_t ps_req_generation; /* changes whenever the request table does */
 void ps_req_add(MPI_Request req, int comm_id, int op, int kind, uint64_t bytes, void *idup);
 ps_req_t *ps_req_find(MPI_Request req);
 void ps_req_remove(MPI_Request req);
 
 /* ---- hooks called by the generated wrappers (families.c) ------------------------------- */
 uint64_t ps_type_bytes(MPI_Datatype type, MPI_Count count);
+void ps_on_type_free(int op, uint64_t dt, MPI_Datatype before);
+void ps_on_cancel(int op, uint64_t dt);
 void ps_on_comm(int op, uint64_t dt, MPI_Comm comm);
 void ps_on_none(int op, uint64_t dt);
 void ps_on_win(int op, uint64_t dt, MPI_Win win);

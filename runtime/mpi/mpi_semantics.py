@@ -32,6 +32,10 @@ NOT_WRAPPED_PREFIXES = ("MPI_Aint_add", "MPI_Aint_diff")
 NOT_WRAPPED_SUFFIXES = ("_f2c", "_c2f", "_f2f08", "_f082f", "_c2f08", "_f082c")
 
 
+# Polls: timed one call in 16 at random, scaled (runtime/mpi/wrap.h, ps_poll_timed).  The
+# MPI_Test family is hand-written (completion.c) and follows the same rule.
+POLLS = {"MPI_Iprobe", "MPI_Improbe"}
+
 # Local queries: counted but not timed.  They take a few nanoseconds, less than reading the
 # clock twice (rdtsc costs about 17 ns in the VMs we measure on), so timing them would
 # multiply their cost for a number nobody needs; their time is reported as 0.
@@ -142,6 +146,10 @@ def _build_families():
         fam[name] = ("", "ps_on_rma_req(OP, DT, win, origin_count, origin_datatype, *request)")
     fam["MPI_Fetch_and_op"] = ("", "ps_on_rma(OP, DT, win, 1, datatype)")
     fam["MPI_Compare_and_swap"] = ("", "ps_on_rma(OP, DT, win, 1, datatype)")
+
+    # Datatype sizes are cached (families.c): a freed handle must leave the cache.
+    fam["MPI_Type_free"] = ("MPI_Datatype ps_before = *datatype;", "ps_on_type_free(OP, DT, ps_before)")
+    fam["MPI_Cancel"] = ("", "ps_on_cancel(OP, DT)")
 
     # MPI-IO: files remember their communicator.
     fam["MPI_File_open"] = ("", "ps_on_file_open(OP, DT, comm, *fh)")

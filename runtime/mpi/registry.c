@@ -285,6 +285,7 @@ ps_stat_t *ps_stat_slot(int comm_id, int op)
 #define REQ_SIZE (1u << REQ_BITS)
 static ps_req_t req_table[REQ_SIZE];
 static unsigned req_count;
+uint64_t ps_req_generation;
 
 static inline unsigned req_hash(uintptr_t k) { return map_hash(k) & (REQ_SIZE - 1); }
 
@@ -297,6 +298,7 @@ void ps_req_add(MPI_Request req, int comm_id, int op, int kind, uint64_t bytes, 
     for (;; i = (i + 1) & (REQ_SIZE - 1)) {
         if (!req_table[i].active || req_table[i].key == key) break;
     }
+    ps_req_generation++;
     if (req_table[i].active) {
         req_table[i].refs++; /* a shared handle: see ps_req_t.refs */
         ps_unlock();
@@ -330,6 +332,7 @@ void ps_req_remove(MPI_Request req)
         if (!req_table[i].active) return;
         if (req_table[i].key == key) break;
     }
+    ps_req_generation++;
     if (--req_table[i].refs > 0) return;
     req_table[i].active = 0;
     req_count--;

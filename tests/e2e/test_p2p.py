@@ -28,6 +28,7 @@ EXPECTED = {
     ("W_s1.2", "MPI_Recv"): (2, 8),
     ("W_d2", "MPI_Barrier"): (4, 0),        # created while paused, still named
     ("W_d2", "MPI_Comm_free"): (4, 0),
+    ("W", "MPI_Iprobe"): (1000, 0),         # L: polls are counted exactly, timed 1 in 16
 }
 
 
@@ -39,6 +40,8 @@ def check(prof):
     # paused section: no Comm_dup or extra Sendrecv recorded on W
     assert ("W", "MPI_Comm_dup") not in prof.ops
     assert prof.ops[("W", "MPI_Test")].calls >= 1
+    # sampled poll timing: some of the 1000 polls were timed (all 1000 missed: p = 1e-28)
+    assert prof.ops[("W", "MPI_Iprobe")].time_sum_ns > 0
     assert prof.ops[("W", "MPI_Send")].hist == {9: 12, 0: 4, 6: 1}
     w = prof.comms["W"]
     assert (w.sent_msgs, w.sent_bytes, w.recv_msgs, w.recv_bytes) == (58, 6313, 58, 6313)

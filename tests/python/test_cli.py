@@ -125,7 +125,7 @@ def test_run_exit_status_is_the_programs(tmp_path):
      "'mpich') (try 'pathscope run --help')"),
     (["run", "--", "true"], {"PATHSCOPE_VERBOSE": "1"},
      "pathscope: unknown option PATHSCOPE_VERBOSE (known: PATHSCOPE_OUTPUT, PATHSCOPE_MPI, "
-     "PATHSCOPE_SIGNALS, PATHSCOPE_QUIET, PATHSCOPE_COMMAND)"),
+     "PATHSCOPE_SIGNALS, PATHSCOPE_POLL_TIMING, PATHSCOPE_QUIET, PATHSCOPE_COMMAND)"),
     (["run", "--", "true"], {"PATHSCOPE_QUIET": "yes"},
      "pathscope: invalid value 'yes' for PATHSCOPE_QUIET (accepted: on|off)"),
     (["run", "-o", "prof", "--", "no-such-program-xyz"], {},

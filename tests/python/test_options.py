@@ -31,11 +31,17 @@ def test_parse_options_rejects_unknown_kind_and_empty():
         parse_options("/* nothing */")
 
 
+def by_env_default(options, env):
+    return {o.env: o for o in options}[env].default
+
+
 def test_repository_table():
     """The real table: every option the runtime knows, in its order."""
     options = load_options()
     assert [o.env for o in options] == ["PATHSCOPE_OUTPUT", "PATHSCOPE_MPI", "PATHSCOPE_SIGNALS",
-                                        "PATHSCOPE_QUIET", "PATHSCOPE_COMMAND"]
+                                        "PATHSCOPE_POLL_TIMING", "PATHSCOPE_QUIET",
+                                        "PATHSCOPE_COMMAND"]
+    assert by_env_default(options, "PATHSCOPE_POLL_TIMING") == "sampled"
     by_env = {o.env: o for o in options}
     assert by_env["PATHSCOPE_MPI"].default == "on"
     assert by_env["PATHSCOPE_QUIET"].accepted_values == ("on", "off")
