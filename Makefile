@@ -19,7 +19,7 @@ BUILD = build/$(MPI)
 PY = .venv/bin/python
 JOBS ?= 2
 
-.PHONY: all setup mpi4py-deps build build-all demo test test-unit test-e2e test-mpi4py bench clean
+.PHONY: all setup mpi4py-deps build build-all demo test test-mpi4py bench clean
 
 all: build
 
@@ -51,6 +51,9 @@ test: build-all mpi4py-deps
 
 test-mpi4py: build-all mpi4py-deps
 	@$(PY) -m pytest -q tests/transparency
+
+bench:
+	bench/run-all.sh
 
 clean:
 	rm -rf build

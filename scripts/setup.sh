@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Build and test dependencies.  The real applications (lammps, hpcc) and the peers (perf) are
-# only needed by bench/ and are installed by `make bench-deps`.
+# only needed by bench/ and are installed by `scripts/setup.sh --bench` (bench/run-all.sh).
 PACKAGES=(build-essential cmake pkg-config python3 python3-venv python3-dev
           openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran
           libunwind-dev libdw-dev libelf-dev python3-mpi4py)

@@ -37,7 +37,7 @@ NOT_WRAPPED_SUFFIXES = ("_f2c", "_c2f", "_f2f08", "_f082f", "_c2f08", "_f082c")
 POLLS = {"MPI_Iprobe", "MPI_Improbe"}
 
 # Local queries: counted but not timed.  They take a few nanoseconds, less than reading the
-# clock twice (rdtsc costs about 17 ns in the VMs we measure on), so timing them would
+# clock twice (about 40 ns inside a wrapper in the VMs we measure on), so timing them would
 # multiply their cost for a number nobody needs; their time is reported as 0.
 COUNT_ONLY = {
     "MPI_Comm_rank", "MPI_Comm_size", "MPI_Comm_remote_size", "MPI_Comm_test_inter",

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Every pathscope benchmark in one command (no make target needed):
+#   bench/run-all.sh           installs the benchmark dependencies (apt, as root), builds the
+#                              runtime for Open MPI and MPICH, runs bench/percall.py,
+#                              bench/clockfence.c and bench/apps.py, prints their tables and
+#                              keeps them with the raw measurements (JSON) in
+#                              build/bench/results-<date>/.
+#   bench/run-all.sh --quick   the same with few repetitions and small sizes: checks that
+#                              everything runs (about 2 minutes); its numbers mean little.
+# Takes 15-30 minutes on 2 cores.  Run it on an otherwise idle machine: the drivers interleave
+# the instrumented and the uninstrumented runs, which protects the comparison against slow
+# drift, not against a neighbour that starts compiling half-way through one run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0
+case "${1:-}" in
+  --quick) quick=1 ;;
+  "") ;;
+  *) echo "usage: bench/run-all.sh [--quick]" >&2; exit 2 ;;
+esac
+
+# lammps, hpcc, linux-perf, strace, hyperfine, netpipe-openmpi; then the example inputs that
+# bench/apps.py edits (Debian ships in.melt in lammps-examples, not in lammps).
+scripts/setup.sh --bench
+if ! dpkg-query -W -f='${Status}' lammps-examples 2>/dev/null | grep -q "install ok installed"; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "bench: missing lammps-examples: sudo apt-get install -y lammps-examples" >&2
+    exit 1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq lammps-examples >/dev/null
+fi
+
+make --no-print-directory build MPI=openmpi >/dev/null
+make --no-print-directory build MPI=mpich >/dev/null
+
+out=build/bench/results-$(date +%Y%m%d-%H%M%S)
+mkdir -p "$out"
+if [ $quick = 1 ]; then
+  percall_args=(--reps 2 --iterations-rank 2000000 --iterations-2rank 50000)
+  apps_args=(--reps 1 --steps 30 --hpl-n 800)
+else
+  percall_args=()
+  apps_args=()
+fi
+echo "== per-call cost (bench/percall.py) =="
+python3 bench/percall.py "${percall_args[@]}" --json "$out/percall.json" | tee "$out/percall.txt"
+echo
+echo "== clock reads between cache misses, no MPI (bench/clockfence.c, on core 1) =="
+gcc -O2 -o build/bench/clockfence bench/clockfence.c
+taskset -c 1 build/bench/clockfence | tee "$out/clockfence.txt"
+echo
+echo "== end-to-end overhead on applications (bench/apps.py) =="
+python3 bench/apps.py "${apps_args[@]}" --json "$out/apps.json" | tee "$out/apps.txt"
+echo
+echo "bench: tables and raw measurements in $out"
