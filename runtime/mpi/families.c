@@ -124,6 +124,13 @@ void ps_add_bytes(int comm_id, int op, uint64_t bytes)
     ps_unlock();
 }
 
+/* One call on a communicator that returned a request to track until its completion. */
+static void record_and_track(int id, int op, uint64_t dt, MPI_Request req, int kind)
+{
+    ps_record(id, op, dt, 0, 0);
+    ps_req_add(req, id, op, kind, 0, NULL);
+}
+
 void ps_on_none(int op, uint64_t dt) { ps_record(PS_COMM_NONE, op, dt, 0, 0); }
 void ps_on_comm(int op, uint64_t dt, MPI_Comm comm) { ps_record(ps_comm_lookup(comm), op, dt, 0, 0); }
 void ps_on_win(int op, uint64_t dt, MPI_Win win) { ps_record(ps_win_lookup(win), op, dt, 0, 0); }
@@ -189,23 +196,17 @@ void ps_on_mrecv(int op, uint64_t dt, MPI_Message msg_before, const MPI_Status *
 
 void ps_on_irecv(int op, uint64_t dt, MPI_Comm comm, MPI_Request req)
 {
-    int id = ps_comm_lookup(comm);
-    ps_record(id, op, dt, 0, 0);
-    ps_req_add(req, id, op, PS_REQ_RECV, 0, NULL);
+    record_and_track(ps_comm_lookup(comm), op, dt, req, PS_REQ_RECV);
 }
 
 void ps_on_imrecv(int op, uint64_t dt, MPI_Message msg_before, MPI_Request req)
 {
-    int id = message_comm(msg_before);
-    ps_record(id, op, dt, 0, 0);
-    ps_req_add(req, id, op, PS_REQ_RECV, 0, NULL);
+    record_and_track(message_comm(msg_before), op, dt, req, PS_REQ_RECV);
 }
 
 void ps_on_recv_init(int op, uint64_t dt, MPI_Comm comm, MPI_Request req)
 {
-    int id = ps_comm_lookup(comm);
-    ps_record(id, op, dt, 0, 0);
-    ps_req_add(req, id, op, PS_REQ_PRECV, 0, NULL);
+    record_and_track(ps_comm_lookup(comm), op, dt, req, PS_REQ_PRECV);
 }
 
 void ps_on_sendrecv(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, int dest,
@@ -296,27 +297,20 @@ void ps_on_comm_free(int op, uint64_t dt, MPI_Comm comm_before)
  * request is tracked so that its completion is attributed to the same communicator. */
 void ps_on_comm_req(int op, uint64_t dt, MPI_Comm comm, MPI_Request req)
 {
-    int id = ps_comm_lookup(comm);
-    ps_record(id, op, dt, 0, 0);
-    ps_req_add(req, id, op, PS_REQ_OTHER, 0, NULL);
+    record_and_track(ps_comm_lookup(comm), op, dt, req, PS_REQ_OTHER);
 }
 
 void ps_on_win_req(int op, uint64_t dt, MPI_Win win, MPI_Request req)
 {
-    int id = ps_win_lookup(win);
-    ps_record(id, op, dt, 0, 0);
-    ps_req_add(req, id, op, PS_REQ_OTHER, 0, NULL);
+    record_and_track(ps_win_lookup(win), op, dt, req, PS_REQ_OTHER);
 }
 
 void ps_on_file_req(int op, uint64_t dt, MPI_File file, MPI_Request req)
 {
-    int id = ps_file_lookup(file);
-    ps_record(id, op, dt, 0, 0);
-    ps_req_add(req, id, op, PS_REQ_OTHER, 0, NULL);
+    record_and_track(ps_file_lookup(file), op, dt, req, PS_REQ_OTHER);
 }
 
 void ps_on_none_req(int op, uint64_t dt, MPI_Request req)
 {
-    ps_record(PS_COMM_NONE, op, dt, 0, 0);
-    ps_req_add(req, PS_COMM_NONE, op, PS_REQ_OTHER, 0, NULL);
+    record_and_track(PS_COMM_NONE, op, dt, req, PS_REQ_OTHER);
 }
