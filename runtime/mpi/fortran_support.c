@@ -150,38 +150,6 @@ int ps_f_is_in_place(const void *buf)
 
 /* ---- helpers of the generated wrappers ------------------------------------------------- */
 
-int ps_f_comm_size(MPI_Comm comm)
-{
-    int p = 0;
-    PMPI_Comm_size(comm, &p);
-    return p;
-}
-
-/* Out-degree in the communicator's virtual topology: the number of send types the
- * Neighbor_alltoallw volume rule reads (volume.c, neighbours()). */
-int ps_f_neighbours(MPI_Comm comm)
-{
-    int status = MPI_UNDEFINED;
-    PMPI_Topo_test(comm, &status);
-    if (status == MPI_CART) {
-        int ndims = 0;
-        PMPI_Cartdim_get(comm, &ndims);
-        return 2 * ndims;
-    }
-    if (status == MPI_GRAPH) {
-        int n = 0, rank = 0;
-        PMPI_Comm_rank(comm, &rank);
-        PMPI_Graph_neighbors_count(comm, rank, &n);
-        return n;
-    }
-    if (status == MPI_DIST_GRAPH) {
-        int in = 0, out = 0, weighted = 0;
-        PMPI_Dist_graph_neighbors_count(comm, &in, &out, &weighted);
-        return out;
-    }
-    return 0;
-}
-
 /* Converts n Fortran datatype handles into local (or a new array when n > nlocal); *out is
  * what to free if != local.  0 if memory ran out (counted). */
 int ps_f_types(const void *f, int n, MPI_Datatype *local, int nlocal, MPI_Datatype **out)

@@ -67,11 +67,11 @@ F_SCALARS = {
 #   volume rule -> {parameter: (number of elements, convert only if)}
 TYPE_ARRAYS = {
     "ps_vol_alltoallw": {
-        "sendtypes": ("ps_f_comm_size(ps_c_comm)", "!ps_f_is_in_place(f_sendbuf)"),
-        "recvtypes": ("ps_f_comm_size(ps_c_comm)", "ps_f_is_in_place(f_sendbuf)"),
+        "sendtypes": ("ps_peer_count(ps_c_comm)", "!ps_f_is_in_place(f_sendbuf)"),
+        "recvtypes": ("ps_peer_count(ps_c_comm)", "ps_f_is_in_place(f_sendbuf)"),
     },
     "ps_vol_neighbor_w": {
-        "sendtypes": ("ps_f_neighbours(ps_c_comm)", "1"),
+        "sendtypes": ("ps_out_degree(ps_c_comm)", "1"),
     },
 }
 
@@ -87,8 +87,6 @@ void *ps_f_resolve(const char *lname);
 extern int ps_f_sentinels_ok;
 void ps_f_sentinels_slow(void);
 int ps_f_is_in_place(const void *buf);
-int ps_f_comm_size(MPI_Comm comm);
-int ps_f_neighbours(MPI_Comm comm);
 int ps_f_types(const void *f, int n, MPI_Datatype *local, int nlocal, MPI_Datatype **out);
 
 _Static_assert(sizeof(MPI_Fint) == sizeof(int), "Fortran INTEGER arrays are passed as int arrays");

@@ -168,6 +168,10 @@ void ps_on_request_free(int op, uint64_t dt, MPI_Request req_before);
 
 /* Collective volume rules (volume.c): this rank's contribution to the lower-bound volume.
  * 'large' selects MPI_Count/MPI_Aint arrays (the MPI-4 _c functions) over int arrays. */
+/* How many entries the all-to-all and neighbourhood rules read from count and type arrays;
+ * the Fortran wrappers convert exactly that many datatype handles. */
+int ps_peer_count(MPI_Comm comm); /* remote group size on intercommunicators */
+int ps_out_degree(MPI_Comm comm); /* out-neighbours in the virtual topology */
 uint64_t ps_vol_bcast(MPI_Count count, MPI_Datatype type, int root, MPI_Comm comm);
 uint64_t ps_vol_gather(const void *sendbuf, MPI_Count scount, MPI_Datatype stype,
                        MPI_Count rcount, MPI_Datatype rtype, int root, MPI_Comm comm);

@@ -20,7 +20,7 @@ static int comm_size(MPI_Comm comm)
 
 /* Number of peers a rank addresses in all-to-all patterns: the remote group on an
  * intercommunicator (MPI sizes the count arrays by it), else the communicator. */
-static int peer_count(MPI_Comm comm)
+int ps_peer_count(MPI_Comm comm)
 {
     int inter = 0, p = 1;
     PMPI_Comm_test_inter(comm, &inter);
@@ -110,7 +110,7 @@ uint64_t ps_vol_alltoall(const void *sendbuf, MPI_Count scount, MPI_Datatype sty
                          MPI_Count rcount, MPI_Datatype rtype, MPI_Comm comm)
 {
     uint64_t m = is_in_place(sendbuf) ? ps_type_bytes(rtype, rcount) : ps_type_bytes(stype, scount);
-    return (uint64_t)peer_count(comm) * m;
+    return (uint64_t)ps_peer_count(comm) * m;
 }
 
 /* Alltoallv, total sum_i sum_j m_i^j: rank i contributes sum_j sendcounts[j] x sendtype
@@ -118,7 +118,7 @@ uint64_t ps_vol_alltoall(const void *sendbuf, MPI_Count scount, MPI_Datatype sty
 uint64_t ps_vol_alltoallv(const void *sendbuf, const void *scounts, MPI_Datatype stype,
                           const void *rcounts, MPI_Datatype rtype, MPI_Comm comm, int large)
 {
-    int p = peer_count(comm), in_place = is_in_place(sendbuf);
+    int p = ps_peer_count(comm), in_place = is_in_place(sendbuf);
     uint64_t sum = 0;
     for (int j = 0; j < p; j++)
         sum += in_place ? ps_type_bytes(rtype, count_at(rcounts, j, large))
@@ -130,7 +130,7 @@ uint64_t ps_vol_alltoallv(const void *sendbuf, const void *scounts, MPI_Datatype
 uint64_t ps_vol_alltoallw(const void *sendbuf, const void *scounts, const MPI_Datatype *stypes,
                           const void *rcounts, const MPI_Datatype *rtypes, MPI_Comm comm, int large)
 {
-    int p = peer_count(comm), in_place = is_in_place(sendbuf);
+    int p = ps_peer_count(comm), in_place = is_in_place(sendbuf);
     uint64_t sum = 0;
     for (int j = 0; j < p; j++)
         sum += in_place ? ps_type_bytes(rtypes[j], count_at(rcounts, j, large))
@@ -170,7 +170,7 @@ uint64_t ps_vol_scan(MPI_Count count, MPI_Datatype type, MPI_Comm comm)
 }
 
 /* Out-degree of this rank in the communicator's virtual topology (Cartesian: 2 x ndims). */
-static int neighbours(MPI_Comm comm)
+int ps_out_degree(MPI_Comm comm)
 {
     int status = MPI_UNDEFINED;
     PMPI_Topo_test(comm, &status);
@@ -195,14 +195,14 @@ static int neighbours(MPI_Comm comm)
 /* Neighbor_allgather(v) and Neighbor_alltoall, total sum_i n_i m: rank i contributes n_i x m. */
 uint64_t ps_vol_neighbor(MPI_Count scount, MPI_Datatype stype, MPI_Comm comm)
 {
-    return (uint64_t)neighbours(comm) * ps_type_bytes(stype, scount);
+    return (uint64_t)ps_out_degree(comm) * ps_type_bytes(stype, scount);
 }
 
 /* Neighbor_alltoallv, total sum_i sum_j (n_i - 1) m_i^j, exactly as the paper's appendix
  * states it: rank i contributes (n_i - 1) x sum over its n_i blocks (0 when n_i <= 1). */
 uint64_t ps_vol_neighbor_v(const void *scounts, MPI_Datatype stype, MPI_Comm comm, int large)
 {
-    int n = neighbours(comm);
+    int n = ps_out_degree(comm);
     uint64_t sum = 0;
     for (int j = 0; j < n; j++) sum += ps_type_bytes(stype, count_at(scounts, j, large));
     return n > 1 ? (uint64_t)(n - 1) * sum : 0;
@@ -212,7 +212,7 @@ uint64_t ps_vol_neighbor_v(const void *scounts, MPI_Datatype stype, MPI_Comm com
 uint64_t ps_vol_neighbor_w(const void *scounts, const MPI_Datatype *stypes, MPI_Comm comm,
                            int large)
 {
-    int n = neighbours(comm);
+    int n = ps_out_degree(comm);
     uint64_t sum = 0;
     for (int j = 0; j < n; j++) sum += ps_type_bytes(stypes[j], count_at(scounts, j, large));
     return n > 1 ? (uint64_t)(n - 1) * sum : 0;
