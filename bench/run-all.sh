@@ -23,7 +23,7 @@ esac
 # lammps, hpcc, linux-perf, strace, hyperfine, netpipe-openmpi; then the example inputs that
 # bench/apps.py edits (Debian ships in.melt in lammps-examples, not in lammps).
 scripts/setup.sh --bench
-if ! dpkg-query -W -f='${Status}' lammps-examples 2>/dev/null | grep -q "install ok installed"; then
+if ! dpkg-query -W -f='${Status}' lammps-examples 2>/dev/null | grep "install ok installed" >/dev/null; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "bench: missing lammps-examples: sudo apt-get install -y lammps-examples" >&2
     exit 1

@@ -28,7 +28,7 @@ die() { say "$*"; exit 1; }
 # --- prerequisites (installed by scripts/setup.sh) -------------------------------------------
 missing=()
 for p in python3-mpi4py python3-venv python3-dev mpich libmpich-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "install ok installed" >/dev/null || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
@@ -80,7 +80,7 @@ if [ ! -f "$stamp" ] || [ ! -x "$VENV/bin/python" ]; then
     --no-binary=mpi4py --no-cache-dir "$DEPS/sdist/mpi4py-$MPICH_VERSION.tar.gz" ||
     die "building mpi4py $MPICH_VERSION against MPICH failed (see the pip output above)"
   so=$("$VENV/bin/python" -c 'import importlib.util as u; print(u.find_spec("mpi4py.MPI").origin)')
-  ldd "$so" | grep -q 'libmpich\.so' || die "mpi4py in $VENV is not linked against MPICH: $so"
+  ldd "$so" | grep 'libmpich\.so' >/dev/null || die "mpi4py in $VENV is not linked against MPICH: $so"
   ver=$("$VENV/bin/python" -c 'import mpi4py; print(mpi4py.__version__)')
   [ "$ver" = "$MPICH_VERSION" ] || die "$VENV has mpi4py $ver, expected $MPICH_VERSION"
   touch "$stamp"
