@@ -20,6 +20,11 @@ Variants, interleaved in every repetition (forward order on even repetitions, re
                      (the environment form: no Python start-up per rank)
   perf               mpirun ... perf record -F 99 -g -o DIR/perf-RANK.data -- APP
                      (a sampling profiler, for reference; it measures something else)
+  pathscope-100hz    as pathscope-preload with PATHSCOPE_SAMPLE_RATE=100 (call paths at every
+                     MPI call, each thread sampled 100 times per CPU second)
+  pathscope-1khz     as pathscope-preload with PATHSCOPE_SAMPLE_RATE=1000 (the default rate)
+  pathscope-nopaths  as pathscope-preload with PATHSCOPE_PATHS=off: the per-communicator MPI
+                     profile only (no unwinding, no sampling; the foundation's measurement)
   pathscope-off      as pathscope-preload with PATHSCOPE_MPI=off: every MPI call still goes
                      through pathscope's wrapper, which passes it straight on (the cost of the
                      interposition alone; not run unless asked for with --variants)
@@ -42,8 +47,11 @@ import benchlib as bl  # noqa: E402
 MELT = Path("/usr/share/lammps/examples/melt/in.melt")
 HPCCINF = Path("/usr/share/doc/hpcc/examples/_hpccinf.txt")
 VARIANTS = ("base", "pathscope", "pathscope-preload", "perf")
+SAMPLING_VARIANTS = {"pathscope-100hz": {"PATHSCOPE_SAMPLE_RATE": "100"},
+                     "pathscope-1khz": {"PATHSCOPE_SAMPLE_RATE": "1000"},
+                     "pathscope-nopaths": {"PATHSCOPE_PATHS": "off"}}
 # not run by default: the interposition floor (wrappers installed, measurement off)
-EXTRA_VARIANTS = ("pathscope-off",)
+EXTRA_VARIANTS = ("pathscope-off",) + tuple(SAMPLING_VARIANTS)
 MPI = "openmpi"  # Debian builds lmp and hpcc against Open MPI only
 GOAL_PERCENT = 1.0
 # hpccoutf.txt summary values kept for every HPCC run (seconds, except the problem size)
@@ -122,6 +130,9 @@ def command(case: Case, variant: str, cwd: Path, lib: Path) -> list[str]:
                    str(cwd / "profile"), "--"] + program
     elif variant == "pathscope-preload":
         env = {"LD_PRELOAD": str(lib), "PATHSCOPE_OUTPUT": str(cwd / "profile")}
+    elif variant in SAMPLING_VARIANTS:
+        env = {"LD_PRELOAD": str(lib), "PATHSCOPE_OUTPUT": str(cwd / "profile"),
+               **SAMPLING_VARIANTS[variant]}
     elif variant == "pathscope-off":
         env = {"LD_PRELOAD": str(lib), "PATHSCOPE_OUTPUT": str(cwd / "profile"),
                "PATHSCOPE_MPI": "off"}
@@ -137,7 +148,7 @@ def one_run(case: Case, variant: str, lib: Path, tmp: Path) -> dict:
         (cwd / name).write_text(text)
     wall, out = bl.run(command(case, variant, cwd, lib), cwd=cwd)
     result = {"wall": wall, **case.inside_seconds(cwd)}
-    if variant in ("pathscope", "pathscope-preload"):
+    if variant in ("pathscope", "pathscope-preload") or variant in SAMPLING_VARIANTS:
         summary = bl.profile_summary(cwd / "profile")
         result["profile"] = {k: summary[k] for k in ("profile_tsv_bytes", "dir_bytes", "files")}
         result["profile"]["mpi_calls"] = sum(summary["calls"].values())

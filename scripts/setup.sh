@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 # only needed by bench/ and are installed by `scripts/setup.sh --bench` (bench/run-all.sh).
 PACKAGES=(build-essential cmake pkg-config python3 python3-venv python3-dev
           openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran
-          libunwind-dev libdw-dev libelf-dev python3-mpi4py)
+          libdw-dev libelf-dev python3-mpi4py)
 if [ "${1:-}" = "--bench" ]; then
   PACKAGES+=(lammps hpcc netpipe-openmpi linux-perf strace hyperfine)
 fi

@@ -82,3 +82,13 @@ def openmpi():
 @pytest.fixture
 def mpich():
     return _mpi("mpich")
+
+
+@pytest.fixture(autouse=True)
+def no_real_symbolizer_in_unit_tests(request, monkeypatch, tmp_path_factory):
+    """The Python unit tests (tests/python) never run the real symbolizer
+    (build/<mpi>/pathscope-symbolize may exist, or be being rebuilt): PATHSCOPE_SYMBOLIZER
+    names a file that does not exist unless a test sets its own (see test_symbols.py)."""
+    if Path(str(request.node.fspath)).parent.name == "python":
+        monkeypatch.setenv("PATHSCOPE_SYMBOLIZER",
+                           str(tmp_path_factory.getbasetemp() / "no-such-symbolizer"))

@@ -1,14 +1,17 @@
-"""The `pathscope` command line: run, report, export.
+"""The `pathscope` command line: run, report, export, symbolize.
 
 This is the only module that prints errors or chooses an exit status: every PathscopeError
 becomes one line `pathscope: <message>` on stderr and exit status 2; usage errors are one line
 `pathscope <command>: <message> (try 'pathscope <command> --help')`, also status 2.
 The `run` flags come from the option table (runtime/core/options.def), so a new option there
-gets its flag and its help text without a change here.
+gets its flag and its help text without a change here; the other commands do not read it.
+Notes about a profile (e.g. symbols that could not be resolved) go to stderr as
+`pathscope: note: <message>` and do not change the exit status.
 """
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from typing import Any, NoReturn, Optional, Sequence, TextIO
@@ -17,14 +20,20 @@ from pathscope import __version__
 from pathscope.errors import OutputError, PathscopeError
 from pathscope.home import MPI_FLAVOURS
 from pathscope.options import Option, load_options
+from pathscope.report.layout import table
 
 EXIT_USAGE = 2
 EXIT_ERROR = 2
 # options.def fields the CLI sets itself instead of offering a flag
-RUN_SETS_ITSELF = ("command",)
+RUN_SETS_ITSELF = ("command", "pid")
 SHORT_FLAGS = {"output": "-o"}
 EXPORT_TABLES = ("comm-ops", "ops", "comms", "ranks")
-EXPORT_FORMATS = ("csv", "json")
+TABLE_FORMATS = ("csv", "json")
+CALL_PATH_FORMATS = ("folded", "speedscope")
+EXPORT_FORMATS = TABLE_FORMATS + CALL_PATH_FORMATS
+CALL_PATH_METRICS = ("time", "mpi_time", "visits", "bytes")
+DEFAULT_TABLE = "comm-ops"
+DEFAULT_METRIC = "time"
 
 
 class UsageError(Exception):
@@ -79,19 +88,21 @@ def options_help(options: Sequence[Option]) -> str:
 
 
 def _run_parser(sub: "argparse._SubParsersAction[_Parser]",
-                options: Sequence[Option]) -> argparse.ArgumentParser:
+                options: Optional[Sequence[Option]]) -> argparse.ArgumentParser:
+    """options None: without the option flags (only `run` itself needs them)."""
     parser: argparse.ArgumentParser = sub.add_parser(
         "run", help="run one rank of an MPI program under pathscope",
         usage="pathscope run [options] -- PROGRAM [ARGS...]",
         description="Run PROGRAM (one rank; put pathscope run after mpirun/mpiexec/srun) with "
                     "the pathscope runtime preloaded.  Everything is checked before the program "
                     "starts; then pathscope replaces itself with the program.",
-        epilog=options_help(options), formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=options_help(options) if options is not None else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mpi", choices=("auto",) + MPI_FLAVOURS, default="auto",
                         dest="library_mpi",
                         help="which runtime build to preload: build/<mpi>/libpathscope.so "
                              "(default auto: from the launcher's environment, else ldd PROGRAM)")
-    for option in options:
+    for option in options or ():
         if option.field in RUN_SETS_ITSELF:
             continue
         names, kwargs = _flag_for(option)
@@ -137,7 +148,12 @@ def _command_run(parser: argparse.ArgumentParser, argv: Sequence[str],
     return 0  # not reached: execute() replaces this process or raises
 
 
-# ---- report and export -------------------------------------------------------------------------
+# ---- report, export, symbolize -----------------------------------------------------------------
+
+def _print_notes(notes: Sequence[str]) -> None:
+    for note in notes:
+        print(f"pathscope: note: {note}", file=sys.stderr)
+
 
 def _command_report(args: argparse.Namespace) -> int:
     from pathscope.reader import load_profile
@@ -154,27 +170,82 @@ def _open_output(path: str) -> TextIO:
         raise OutputError(f"cannot write '{path}': {e.strerror}") from e
 
 
-def _command_export(args: argparse.Namespace) -> int:
-    from pathscope.export import export
+def _check_export_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Flags that do not apply to the chosen format are usage errors, not silently ignored."""
+    if args.format in CALL_PATH_FORMATS:
+        if args.table is not None:
+            parser.error(f"--table applies to --format {' or '.join(TABLE_FORMATS)}, "
+                         f"not {args.format}")
+        return
+    for flag, value in (("--metric", args.metric), ("--rank", args.rank),
+                        ("--thread", args.thread)):
+        if value is not None:
+            parser.error(f"{flag} applies to --format {' or '.join(CALL_PATH_FORMATS)}, "
+                         f"not {args.format}")
+
+
+def _command_export(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from pathscope.export import export, export_call_paths
     from pathscope.reader import load_profile
 
+    _check_export_flags(parser, args)
     profile = load_profile(args.directory)
+    if args.format in CALL_PATH_FORMATS:
+        from pathscope.calltree import check_selection
+        from pathscope.symbolize import resolve_symbols
+
+        check_selection(profile, args.rank, args.thread)
+        symbols = resolve_symbols(profile)
+        _print_notes(symbols.notes)
+        text = io.StringIO()        # complete before anything is written (no partial file)
+        export_call_paths(profile, args.format, text, symbols, args.metric or DEFAULT_METRIC,
+                          args.rank, args.thread)
+
+        def write(out: TextIO) -> None:
+            out.write(text.getvalue())
+    else:
+        def write(out: TextIO) -> None:
+            export(profile, args.table or DEFAULT_TABLE, args.format, out)
     if args.output is None:
-        export(profile, args.table, args.format, sys.stdout)
+        write(sys.stdout)
         return 0
     out = _open_output(args.output)
     try:
         with out:
-            export(profile, args.table, args.format, out)
+            write(out)
     except OSError as e:
         raise OutputError(f"cannot write '{args.output}': {e.strerror}") from e
     return 0
 
 
+def _command_symbolize(args: argparse.Namespace) -> int:
+    from pathscope.calltree import check_selection
+    from pathscope.reader import load_profile
+    from pathscope.symbolize import symbolize
+
+    profile = load_profile(args.directory)
+    check_selection(profile)
+    result = symbolize(profile)
+    if result.written is None:
+        print(f"no code addresses to resolve in {profile.path}")
+        return 0
+    resolved = sum(m.resolved for m in result.modules)
+    total = resolved + sum(m.unresolved for m in result.modules)
+    print(f"wrote {result.written}: {resolved} of {total} addresses resolved")
+    rows = [[m.path, m.build_id or "-", m.status, str(m.resolved), str(m.unresolved)]
+            for m in result.modules]
+    print(table(["module", "build id", "status", "resolved", "unresolved"], rows, "lllrr"))
+    return 0
+
+
 # ---- entry point -------------------------------------------------------------------------------
 
-def build_parser(options: Sequence[Option]) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
-    parser = _Parser(prog="pathscope", description="pathscope: MPI profiler, per communicator.")
+def build_parser(options: Optional[Sequence[Option]]) -> tuple[
+        argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The top-level parser and the commands' parsers by name; options None: run without its
+    option flags."""
+    parser = _Parser(prog="pathscope", description="pathscope: MPI profiler, per communicator "
+                                                   "and call path.")
     parser.add_argument("--version", action="version", version=f"pathscope {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     run = _run_parser(sub, options)
@@ -182,29 +253,49 @@ def build_parser(options: Sequence[Option]) -> tuple[argparse.ArgumentParser, ar
                             description="Print the text report of a profile directory.")
     report.add_argument("directory", metavar="DIR")
     export = sub.add_parser(
-        "export", help="write one table of a profile as CSV or JSON",
-        description="Write one table of a profile as CSV or JSON (stdout unless -o).  Tables: "
-                    "comm-ops (per communicator and operation), ops (per operation, over all "
+        "export", help="write a table (CSV, JSON) or the call paths (folded, speedscope)",
+        description="Write one table of a profile as CSV or JSON, or its call paths as folded "
+                    "stacks or a speedscope file (stdout unless -o).  Tables: comm-ops (per "
+                    "communicator and operation), ops (per operation, over all "
                     "communicators), comms (communicators), ranks.")
     export.add_argument("directory", metavar="DIR")
-    export.add_argument("--table", choices=EXPORT_TABLES, default="comm-ops",
-                        help="default: comm-ops")
     export.add_argument("--format", choices=EXPORT_FORMATS, default="csv", help="default: csv")
+    export.add_argument("--table", choices=EXPORT_TABLES,
+                        help=f"csv and json: the table (default: {DEFAULT_TABLE})")
+    export.add_argument("--metric", choices=CALL_PATH_METRICS,
+                        help=f"folded and speedscope: the value of a path (default: "
+                             f"{DEFAULT_METRIC}; times in microseconds)")
+    export.add_argument("--rank", type=int, metavar="R",
+                        help="folded and speedscope: only world rank R (default: all, summed)")
+    export.add_argument("--thread", type=int, metavar="T",
+                        help="folded and speedscope: only thread index T (0: the main thread; "
+                             "default: all, summed)")
     export.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
-    return parser, run
+    symbolize = sub.add_parser(
+        "symbolize", help="(re)write DIR/symbols.tsv, the names of the call-path addresses",
+        description="Ask the symbolizer (pathscope-symbolize; $PATHSCOPE_SYMBOLIZER overrides "
+                    "it) for the names, files and lines of every call-path address of the "
+                    "profile, write them to DIR/symbols.tsv, and print how many were resolved "
+                    "per module.  report and export do this themselves when symbols.tsv is "
+                    "missing; run this after the modules changed or became readable.")
+    symbolize.add_argument("directory", metavar="DIR")
+    return parser, {"run": run, "report": report, "export": export, "symbolize": symbolize}
 
 
 def _dispatch(argv: Sequence[str]) -> int:
-    options = load_options()
-    parser, run_parser = build_parser(options)
     if argv and argv[0] == "run":
-        return _command_run(run_parser, argv[1:], options)
+        options = load_options()
+        _parser, commands = build_parser(options)
+        return _command_run(commands["run"], argv[1:], options)
+    parser, commands = build_parser(None)
     args = parser.parse_args(argv)
     if args.command == "report":
         return _command_report(args)
     if args.command == "export":
-        return _command_export(args)
-    parser.error("missing command: run, report or export")
+        return _command_export(commands["export"], args)
+    if args.command == "symbolize":
+        return _command_symbolize(args)
+    parser.error("missing command: run, report, export or symbolize")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -27,3 +27,7 @@ class LaunchError(PathscopeError):
 
 class OutputError(PathscopeError):
     """A result file cannot be written."""
+
+
+class SymbolizerError(PathscopeError):
+    """The symbolizer executable is missing, failed, or answered something malformed."""

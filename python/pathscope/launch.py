@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 from pathscope.errors import LaunchError
-from pathscope.home import HOME_VARIABLE, MPI_FLAVOURS, runtime_library_path
+from pathscope.home import (HOME_VARIABLE, MPI_FLAVOURS, SYMBOLIZER_VARIABLE,
+                            runtime_library_path)
 from pathscope.options import Option, validate_environment
 
 LIBRARY_VARIABLE = "PATHSCOPE_LIB"
 # Variables the CLI reads itself; the runtime would reject them, so the program never sees them.
-CLI_VARIABLES = (HOME_VARIABLE, LIBRARY_VARIABLE)
+CLI_VARIABLES = (HOME_VARIABLE, LIBRARY_VARIABLE, SYMBOLIZER_VARIABLE)
 DEFAULT_MPI = "openmpi"
 _LDD_SIGNATURES = (("libmpi.so.40", "openmpi"), ("libmpich.so", "mpich"),
                    ("libmpi.so.12", "mpich"))

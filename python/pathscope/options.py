@@ -12,7 +12,8 @@ from typing import Mapping, Optional, Sequence
 from pathscope.errors import OptionError
 from pathscope.home import options_def_path
 
-KINDS = {"PS_KIND_PATH": "path", "PS_KIND_BOOL": "bool", "PS_KIND_ENUM": "enum"}
+KINDS = {"PS_KIND_PATH": "path", "PS_KIND_BOOL": "bool", "PS_KIND_ENUM": "enum",
+         "PS_KIND_INT": "int", "PS_KIND_LIST": "list"}
 ENV_PREFIX = "PATHSCOPE_"
 
 _COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
@@ -25,15 +26,16 @@ _LINE = re.compile(
 class Option:
     field: str      # the C struct field, e.g. "output"
     env: str        # the environment variable, e.g. "PATHSCOPE_OUTPUT"
-    kind: str       # "path", "bool" or "enum"
+    kind: str       # "path", "bool", "enum", "int" or "list"
     default: str    # "" when there is none
-    accepted: str   # for bool/enum "a|b|c"; for path a description ("a directory path")
+    accepted: str   # bool/enum "a|b|c"; int "0|10-20000" (numbers and inclusive ranges);
+                    # list "k1|k2=v1|v2" (comma-separated key=value items); path: a description
     doc: str
 
     @property
     def accepted_values(self) -> Optional[tuple[str, ...]]:
         """The values the runtime accepts, or None when any text is accepted (paths)."""
-        if self.kind == "path":
+        if self.kind in ("path", "int", "list"):
             return None
         return tuple(self.accepted.split("|"))
 
@@ -61,10 +63,38 @@ def load_options(path: Optional[Path] = None) -> list[Option]:
     return parse_options(text, str(path))
 
 
+def _int_accepted(accepted: str, value: str) -> bool:
+    if not value.isdigit() or len(value) > 9:
+        return False
+    number = int(value)
+    for alternative in accepted.split("|"):
+        low, _, high = alternative.partition("-")
+        if int(low) <= number <= int(high or low):
+            return True
+    return False
+
+
+def _list_accepted(accepted: str, value: str) -> bool:
+    keys, _, values = accepted.partition("=")
+    if not value:
+        return True
+    for item in value.split(","):
+        key, sep, val = item.partition("=")
+        if not sep or key not in keys.split("|") or val not in values.split("|"):
+            return False
+    return True
+
+
 def check_value(option: Option, value: str) -> None:
     """Raises OptionError (the runtime's message) if value is not accepted by option."""
-    accepted = option.accepted_values
-    if accepted is not None and value not in accepted:
+    if option.kind == "int":
+        ok = _int_accepted(option.accepted, value)
+    elif option.kind == "list":
+        ok = _list_accepted(option.accepted, value)
+    else:
+        accepted = option.accepted_values
+        ok = accepted is None or value in accepted
+    if not ok:
         raise OptionError(f"invalid value '{value}' for {option.env} (accepted: {option.accepted})")
 
 

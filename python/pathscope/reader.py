@@ -1,8 +1,9 @@
-"""Reads a profile directory (docs/format.md, format 1.x) into plain dataclasses.
+"""Reads a profile directory (docs/format.md, formats 1.x and 2.x) into plain dataclasses.
 
     profile = load_profile("pathscope-stencil-20250101-120000")
     profile.ops[("W", "MPI_Send")].calls
     profile.comms["W_a2"].members_list
+    profile.callpaths[0].threads[0].nodes      # format 2.x: each rank's CCTs (pathscope.cct)
 
 Rules this module keeps (the contract is docs/format.md; these are its reader-side duties):
 - profile.tsv is used when present (source "profile"); otherwise the rank files are merged
@@ -10,7 +11,8 @@ Rules this module keeps (the contract is docs/format.md; these are its reader-si
 - The rank files are always read too: they say which ranks are missing, were cut short (no
   `end` line) or ended with a status other than `complete`.
 - A newer major format version is refused (FormatVersionError); unknown line types and
-  trailing fields (newer minor versions) are ignored.
+  trailing fields (newer minor versions) are ignored.  1.x files simply have no call paths.
+- Call paths come from the rank files only (profile.tsv has none); pathscope.cct checks them.
 - A file without its `end` line was cut short: its last line may be partial and is dropped
   if it does not parse.  Any other malformed line is a ProfileError naming file and line.
 Nothing here prints or exits.
@@ -23,9 +25,12 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional, Union
 
 from pathscope import ranges
-from pathscope.errors import FormatVersionError, ProfileError
+from pathscope.cct import CallPathParser, RankCallPaths
+from pathscope.errors import ProfileError
+# parse_hist, unescape, READER_MAJOR: importable from here too (they were defined here)
+from pathscope.tsv import (READER_MAJOR, Record, parse_hist, parse_records,  # noqa: F401
+                           read_file, unescape)
 
-READER_MAJOR = 1
 PROFILE_FILE = "profile.tsv"
 RANKS_DIR = "ranks"
 PROFILE_MAGIC = "pathscope-profile"
@@ -39,7 +44,7 @@ REASON_NO_END = "no end line"
 
 _RANK_FILE = re.compile(r"^rank-(\d+)\.tsv$")
 _PARTIAL_RANK_FILE = re.compile(r"^rank-(\d+)\.tsv\.tmp$")
-_VERSION = re.compile(r"^(\d+)\.(\d+)$")
+_RANK_META = ("command", "tool_version", "mpi_library")   # also in profile.tsv
 
 
 # ---- the data model -----------------------------------------------------------------------
@@ -113,6 +118,13 @@ class Profile:
                                   # (rank, "no end line") for a file cut short
     path: Optional[Path] = None
     partial_rank_files: list[int] = field(default_factory=list)  # rank-N.tsv.tmp left behind
+    callpaths: dict[int, RankCallPaths] = field(default_factory=dict)  # by world rank: the
+                                  # rank files' call paths (format 2.x; empty threads for 1.x)
+
+    def has_call_paths(self) -> bool:
+        """True when some rank unwound something (not for 1.x profiles, nor for runs with the
+        sampler off and every MPI group counted)."""
+        return any(paths.has_paths() for paths in self.callpaths.values())
 
     def host_of(self, rank: int) -> Optional[str]:
         for info in self.ranks:
@@ -132,132 +144,6 @@ class Profile:
         return sum(s.time_sum_ns for s in self.comm_ops(comm))
 
 
-# ---- low-level parsing ----------------------------------------------------------------------
-
-def unescape(text: str) -> str:
-    """Undoes the writer's escaping of TAB, newline and backslash (\\t, \\n, \\\\)."""
-    if "\\" not in text:
-        return text
-    out = []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\" and i + 1 < len(text):
-            nxt = text[i + 1]
-            if nxt in "tn\\":
-                out.append({"t": "\t", "n": "\n", "\\": "\\"}[nxt])
-                i += 2
-                continue
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
-def parse_version(text: str, where: str) -> tuple[int, int]:
-    match = _VERSION.match(text.strip())
-    if not match:
-        raise ProfileError(f"{where}: malformed format version '{text}'")
-    return int(match.group(1)), int(match.group(2))
-
-
-def check_version(version: str, where: str) -> None:
-    major, _minor = parse_version(version, where)
-    if major > READER_MAJOR:
-        raise FormatVersionError(
-            f"profile format {version} is newer than this pathscope (reads {READER_MAJOR}.x)")
-
-
-def parse_hist(text: str) -> dict[int, int]:
-    """`0:10,11:10` -> {0: 10, 11: 10}; `-` -> {}.  Raises ValueError if malformed."""
-    if text == "-" or text == "":
-        return {}
-    hist: dict[int, int] = {}
-    for pair in text.split(","):
-        b, sep, count = pair.partition(":")
-        if not sep:
-            raise ValueError(f"malformed histogram '{text}'")
-        hist[int(b)] = hist.get(int(b), 0) + int(count)
-    return hist
-
-
-@dataclass
-class _Record:
-    kind: str
-    fields: list[str]
-    where: str                    # "file:line"
-
-    def need(self, count: int) -> None:
-        if len(self.fields) < count:
-            raise ProfileError(f"{self.where}: '{self.kind}' line has {len(self.fields)} fields "
-                               f"after the type, expected {count}")
-
-    def number(self, i: int) -> int:
-        try:
-            return int(self.fields[i])
-        except ValueError:
-            raise ProfileError(f"{self.where}: '{self.kind}' line: field {i + 2} "
-                               f"'{self.fields[i]}' is not an integer") from None
-
-    def hist(self, i: int) -> dict[int, int]:
-        try:
-            return parse_hist(self.fields[i])
-        except ValueError:
-            raise ProfileError(f"{self.where}: '{self.kind}' line: malformed histogram "
-                               f"'{self.fields[i]}'") from None
-
-    def text(self, i: int) -> str:
-        return self.fields[i]
-
-
-@dataclass
-class _File:
-    version: str
-    records: list[_Record]
-    has_end: bool
-
-
-def _read_file(path: Path, magic: str) -> _File:
-    try:
-        data = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as e:
-        raise ProfileError(f"cannot read {path}: {e.strerror}") from e
-    lines = data.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    if not lines:
-        raise ProfileError(f"{path} is empty (not a pathscope profile file)")
-    head = lines[0].split("\t")
-    if head[0] != magic or len(head) < 2:
-        raise ProfileError(f"{path} is not a pathscope file (first line is not "
-                           f"'{magic}<TAB>VERSION')")
-    version = unescape(head[1])
-    check_version(version, f"{path}:1")
-    records = []
-    has_end = False
-    for number, line in enumerate(lines[1:], start=2):
-        fields = [unescape(f) for f in line.split("\t")]
-        if fields[0] == "end":
-            has_end = True
-            break
-        records.append(_Record(fields[0], fields[1:], f"{path}:{number}"))
-    return _File(version, records, has_end)
-
-
-def _parse_records(file: _File, handlers: dict[str, Callable[[_Record], None]]) -> None:
-    """Feeds each known record to its handler; unknown line types are skipped.  In a file cut
-    short, a last line that does not parse is dropped (it may have been cut mid-line)."""
-    for index, record in enumerate(file.records):
-        handler = handlers.get(record.kind)
-        if handler is None:
-            continue
-        try:
-            handler(record)
-        except ProfileError:
-            if not file.has_end and index == len(file.records) - 1:
-                continue
-            raise
-
-
 # ---- profile.tsv ----------------------------------------------------------------------------
 
 @dataclass
@@ -271,26 +157,26 @@ class _ProfileTsv:
 
 
 def _read_profile_tsv(path: Path) -> _ProfileTsv:
-    file = _read_file(path, PROFILE_MAGIC)
+    file = read_file(path, PROFILE_MAGIC)
     result = _ProfileTsv({"format_version": file.version}, None, {}, {}, {}, file.has_end)
 
-    def text_meta(record: _Record) -> None:
+    def text_meta(record: Record) -> None:
         record.need(1)
         result.meta[record.kind] = record.text(0)
 
-    def int_meta(record: _Record) -> None:
+    def int_meta(record: Record) -> None:
         record.need(1)
         result.meta[record.kind] = record.number(0)
 
-    def nranks(record: _Record) -> None:
+    def nranks(record: Record) -> None:
         record.need(1)
         result.nranks = record.number(0)
 
-    def rank(record: _Record) -> None:
+    def rank(record: Record) -> None:
         record.need(4)
         result.ranks[record.number(0)] = (record.text(1), record.number(2), record.number(3))
 
-    def comm(record: _Record) -> None:
+    def comm(record: Record) -> None:
         record.need(12)
         c = record.text
         try:
@@ -304,7 +190,7 @@ def _read_profile_tsv(path: Path) -> _ProfileTsv:
                                   c(6), members_list, c(7), record.number(8), record.number(9),
                                   record.number(10), record.number(11))
 
-    def op(record: _Record) -> None:
+    def op(record: Record) -> None:
         record.need(11)
         key = (record.text(0), record.text(1))
         if key in result.ops:
@@ -313,10 +199,10 @@ def _read_profile_tsv(path: Path) -> _ProfileTsv:
                                  record.number(5), record.number(6), record.number(7), record.number(8),
                                  record.number(9), record.hist(10))
 
-    handlers: dict[str, Callable[[_Record], None]] = {
+    handlers: dict[str, Callable[[Record], None]] = {
         k: text_meta for k in ("tool_version", "program", "command", "mpi_library")}
     handlers.update(start_unix_ns=int_meta, nranks=nranks, rank=rank, comm=comm, op=op)
-    _parse_records(file, handlers)
+    parse_records(file, handlers)
     return result
 
 
@@ -338,32 +224,37 @@ class _RankFile:
     version: str
     comms: list[_RankComm]
     ops: dict[tuple[str, str], tuple[int, int, int, dict[int, int]]]  # calls, bytes, ns, hist
+    meta: dict[str, str] = field(default_factory=dict)   # command, tool_version, mpi_library
+    callpaths: Optional[RankCallPaths] = None
 
 
 def _read_rank_file(path: Path, rank_from_name: int) -> _RankFile:
-    file = _read_file(path, RANK_MAGIC)
+    file = read_file(path, RANK_MAGIC)
     info = RankInfo(rank_from_name, "", 0, 0, "", has_end=file.has_end)
     result = _RankFile(rank_from_name, None, info, None, None, file.version, [], {})
+    callpaths = CallPathParser(str(path))
 
-    def rank(record: _Record) -> None:
+    def rank(record: Record) -> None:
         record.need(1)
         result.rank = info.rank = record.number(0)
 
-    def size(record: _Record) -> None:
+    def size(record: Record) -> None:
         record.need(1)
         result.size = record.number(0)
 
-    def text(record: _Record) -> None:
+    def text(record: Record) -> None:
         record.need(1)
         value = record.text(0)
         if record.kind == "status":
             info.status = value
         elif record.kind == "host":
             info.host = value
-        else:
+        elif record.kind == "program":
             result.program = value
+        else:
+            result.meta[record.kind] = value
 
-    def number(record: _Record) -> None:
+    def number(record: Record) -> None:
         record.need(1)
         value = record.number(0)
         if record.kind == "pid":
@@ -379,7 +270,7 @@ def _read_rank_file(path: Path, rank_from_name: int) -> _RankFile:
         else:
             info.counters[record.kind[len("counter_"):]] = value
 
-    def comm(record: _Record) -> None:
+    def comm(record: Record) -> None:
         record.need(13)
         c = record.text
         try:
@@ -392,7 +283,7 @@ def _read_rank_file(path: Path, rank_from_name: int) -> _RankFile:
                  record.number(12)),
             record.number(3)))
 
-    def op(record: _Record) -> None:
+    def op(record: Record) -> None:
         record.need(6)
         key = (record.text(0), record.text(1))
         calls, nbytes, ns, hist = record.number(2), record.number(3), record.number(4), record.hist(5)
@@ -402,17 +293,20 @@ def _read_rank_file(path: Path, rank_from_name: int) -> _RankFile:
             hist = _add_hist(h0, hist)
         result.ops[key] = (calls, nbytes, ns, hist)
 
-    handlers: dict[str, Callable[[_Record], None]] = {
+    handlers: dict[str, Callable[[Record], None]] = {
         "rank": rank, "size": size, "status": text, "host": text, "program": text,
         "comm": comm, "op": op}
+    handlers.update({kind: text for kind in _RANK_META})
+    handlers.update(callpaths.handlers())
     for kind in ("pid", "start_unix_ns", "wall_ns", "mpi_ns", "thread_multiple"):
         handlers[kind] = number
     for record in file.records:
         if record.kind.startswith("counter_"):
             handlers[record.kind] = number
-    _parse_records(file, handlers)
+    parse_records(file, handlers)
     if not info.status:
         info.status = "unknown"
+    result.callpaths = callpaths.finish(result.rank, file.has_end)
     return result
 
 
@@ -575,6 +469,9 @@ def load_profile(path: Union[str, Path]) -> Profile:
         meta = {"format_version": first.version}
         if first.program is not None:
             meta["program"] = first.program
+        for key in _RANK_META:
+            if key in first.meta:
+                meta[key] = first.meta[key]
         starts = [f.start_unix_ns for f in rank_files.values() if f.start_unix_ns is not None]
         if starts:
             meta["start_unix_ns"] = (rank_files[0].start_unix_ns
@@ -593,8 +490,9 @@ def load_profile(path: Union[str, Path]) -> Profile:
             incomplete.append((info.rank, REASON_NO_END))
         elif info.status != STATUS_COMPLETE:
             incomplete.append((info.rank, info.status))
+    callpaths = {r: f.callpaths for r, f in rank_files.items() if f.callpaths is not None}
     return Profile(meta, nranks, source, ranks, comms, ops, missing, incomplete, directory,
-                   [r for r in partial if r in missing])
+                   [r for r in partial if r in missing], callpaths)
 
 
 def _complete_truncated_members(comms: dict[str, Comm], rank_files: dict[int, _RankFile]) -> None:

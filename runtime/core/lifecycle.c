@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +31,17 @@ __thread int ps_in_wrapper __attribute__((tls_model("initial-exec")));
 
 static char program_name[256] = "program";
 static int launcher_rank = -1; /* the rank the launcher told us, before MPI_Init */
+static int launcher_size = -1; /* and the number of processes it started */
 static volatile sig_atomic_t rank_file_written_final;
+/* A process that never calls MPI_Init writes a one-rank profile at its end when it is the
+ * process pathscope was started for: the first to load the library (PATHSCOPE_PID), not its
+ * children, not launchers. */
+static int nompi_target;
+static char nompi_outdir[PS_PATH_MAX];
+extern int ps_paths_on;
+void ps_sample_init(void);
+void ps_threads_stop_sampling(void);
+void ps_threads_close_all(void);
 
 typedef struct {
     const char *env, *def, *accepted;
@@ -69,6 +80,50 @@ static int accepted_value(const char *accepted, const char *v)
     return 0;
 }
 
+static int accepted_int(const char *accepted, const char *v)
+{
+    if (!*v || strspn(v, "0123456789") != strlen(v) || strlen(v) > 9) return 0;
+    long x = atol(v);
+    for (const char *p = accepted; p && *p;) {
+        long lo = atol(p), hi = lo;
+        const char *bar = strchr(p, '|'), *dash = strchr(p, '-');
+        if (dash && (!bar || dash < bar)) hi = atol(dash + 1);
+        if (x >= lo && x <= hi) return 1;
+        p = bar ? bar + 1 : NULL;
+    }
+    return 0;
+}
+
+/* "key=value,key=value" with keys and values from accepted "k1|k2=v1|v2". */
+static int accepted_list(const char *accepted, const char *v)
+{
+    const char *eq = strchr(accepted, '=');
+    if (!eq) return 0;
+    char keys[512], item[256];
+    snprintf(keys, sizeof keys, "%.*s", (int)(eq - accepted), accepted);
+    for (const char *p = v; p && *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        snprintf(item, sizeof item, "%.*s", (int)len, p);
+        char *sep = strchr(item, '=');
+        if (!sep) return 0;
+        *sep = 0;
+        if (!accepted_value(keys, item) || !accepted_value(eq + 1, sep + 1)) return 0;
+        p = comma ? comma + 1 : NULL;
+    }
+    return 1;
+}
+
+static int option_value_ok(const option_desc_t *o, const char *v)
+{
+    switch (o->kind) {
+    case PS_KIND_PATH: return 1;
+    case PS_KIND_INT: return accepted_int(o->accepted, v);
+    case PS_KIND_LIST: return accepted_list(o->accepted, v);
+    default: return accepted_value(o->accepted, v);
+    }
+}
+
 /* Every PATHSCOPE_* variable must be a known option with a valid value. */
 static void options_load(void)
 {
@@ -76,7 +131,7 @@ static void options_load(void)
     for (size_t i = 0; i < N_OPTIONS; i++) {
         const char *v = getenv(option_table[i].env);
         snprintf(option_table[i].value, PS_PATH_MAX, "%s", v ? v : option_table[i].def);
-        if (v && option_table[i].kind != PS_KIND_PATH && !accepted_value(option_table[i].accepted, v))
+        if (v && !option_value_ok(&option_table[i], v))
         {
             char what[256];
             snprintf(what, sizeof what, "%s (accepted: %s)", option_table[i].env,
@@ -153,6 +208,26 @@ static void read_program_name(void)
     }
 }
 
+/* The profile of a program that never initialised MPI: one rank (the launcher's rank if a
+ * launcher started it, else 0).  [signal-safe]: mkdir and string copies only. */
+static void after_fork_in_child(void);
+
+static void nompi_prepare(void)
+{
+    if (!ps_outdir[0]) {
+        size_t n = strlen(nompi_outdir);
+        if (n + 7 >= sizeof ps_outdir) return;
+        memcpy(ps_outdir, nompi_outdir, n + 1);
+        mkdir(ps_outdir, 0777);
+        static char ranks[PS_PATH_MAX + 8];
+        memcpy(ranks, ps_outdir, n);
+        memcpy(ranks + n, "/ranks", 7);
+        mkdir(ranks, 0777);
+    }
+    ps_world_rank = launcher_rank >= 0 ? launcher_rank : 0;
+    if (ps_world_size <= 0) ps_world_size = launcher_size > ps_world_rank ? launcher_size : 1;
+}
+
 /* ---- fatal signals ---------------------------------------------------------------------- */
 static const int fatal_signals[] = {SIGTERM, SIGINT, SIGSEGV, SIGBUS, SIGFPE, SIGABRT, SIGQUIT};
 #define N_FATAL (sizeof fatal_signals / sizeof fatal_signals[0])
@@ -166,8 +241,10 @@ static void on_fatal_signal(int sig, siginfo_t *info, void *context)
     static volatile sig_atomic_t passes[65];
     int idle = 0;
     if (atomic_compare_exchange_strong(&writer, &idle, 1)) {
+        int nompi = ps_state == PS_RUN_STARTED && nompi_target && launcher_rank < 0;
         int before_init = ps_state == PS_RUN_STARTED && launcher_rank >= 0 && ps_outdir[0];
-        if ((ps_state == PS_RUN_MPI || before_init) && !rank_file_written_final) {
+        if (nompi) nompi_prepare();
+        if ((ps_state == PS_RUN_MPI || before_init || nompi) && !rank_file_written_final) {
             static char status[64] = "signal ";
             ps_fmt_t f = {status + 7, 0, 40, -1, 0};
             ps_fmt_u64(&f, (uint64_t)sig);
@@ -227,7 +304,19 @@ void ps_signals_install(void)
  * MPI_Finalize called from the application's atexit handler has already been seen. */
 __attribute__((destructor)) static void pathscope_fini(void)
 {
+    if (ps_state == PS_RUN_STARTED && nompi_target && !rank_file_written_final) {
+        ps_end_ns = ps_clock_monotonic_ns();
+        nompi_prepare();
+        ps_threads_close_all();
+        ps_write_rank_file("complete");
+        rank_file_written_final = 1;
+        if (!ps_option_on(ps_options.quiet) && ps_outdir[0] && launcher_rank <= 0)
+            fprintf(stderr, "pathscope: profile written to %s (view: pathscope report %s)\n",
+                    ps_outdir, ps_outdir);
+        return;
+    }
     if (ps_state == PS_RUN_MPI && !rank_file_written_final) {
+        ps_threads_close_all();
         ps_write_rank_file("exit-without-finalize");
         /* a rank leaving without MPI_Finalize makes some launchers kill the others */
         ps_notify_peers(0);
@@ -246,6 +335,9 @@ __attribute__((constructor)) static void pathscope_init(void)
     static const char *rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
     for (size_t i = 0; i < sizeof rank_vars / sizeof *rank_vars && launcher_rank < 0; i++)
         if (getenv(rank_vars[i])) launcher_rank = atoi(getenv(rank_vars[i]));
+    static const char *size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"};
+    for (size_t i = 0; i < sizeof size_vars / sizeof *size_vars && launcher_size < 0; i++)
+        if (getenv(size_vars[i])) launcher_size = atoi(getenv(size_vars[i]));
     if (ps_options.output[0]) {
         char err[PS_PATH_MAX + 128];
         if (ps_prepare_outdir(ps_options.output, err, sizeof err)) die_config("%s%s", err, "");
@@ -255,6 +347,43 @@ __attribute__((constructor)) static void pathscope_init(void)
                    "pathscope run -o DIR)%s", strerror(errno), "");
     }
     ps_signals_install();
+
+    char self[32];
+    snprintf(self, sizeof self, "%ld", (long)getpid());
+    if (!ps_options.pid[0]) {
+        setenv("PATHSCOPE_PID", self, 1); /* children inherit it: they are not the target */
+        snprintf(ps_options.pid, sizeof ps_options.pid, "%s", self);
+    }
+    void ps_rank_file_host(void);
+    void ps_paths_configure(void);
+    ps_rank_file_host();
+    ps_paths_configure();
+    ps_sample_init();
+    pthread_atfork(NULL, NULL, after_fork_in_child);
+    nompi_target = ps_paths_on && strcmp(ps_options.pid, self) == 0;
+    if (nompi_target && !ps_outdir[0]) {
+        char stamp[32];
+        time_t now = time(NULL);
+        struct tm tm;
+        localtime_r(&now, &tm);
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+        snprintf(nompi_outdir, sizeof nompi_outdir, "pathscope-%s-%s", ps_program_name(), stamp);
+        struct stat st;
+        for (int i = 1; stat(nompi_outdir, &st) == 0; i++)
+            snprintf(nompi_outdir, sizeof nompi_outdir, "pathscope-%s-%s.%d", ps_program_name(), stamp, i);
+    }
 }
 
 void ps_mark_final_written(void) { rank_file_written_final = 1; }
+
+/* A child made by fork() (without exec) is not the process we profile: it must never write
+ * (it would overwrite its parent's rank file) and its inherited samplers belong to the
+ * parent's threads. */
+static void after_fork_in_child(void)
+{
+    rank_file_written_final = 1;
+    nompi_target = 0;
+    ps_state = PS_RUN_FINISHED;
+    void ps_sample_forget_after_fork(void);
+    ps_sample_forget_after_fork();
+}

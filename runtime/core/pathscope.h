@@ -13,12 +13,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PS_FORMAT_VERSION "1.0"
+#define PS_FORMAT_VERSION "2.0"
 #define PS_VERSION "0.1.0"
 #define PS_PATH_MAX 4096
 
 /* ---- options (core/options.def is the one table) ---------------------------------------- */
-typedef enum { PS_KIND_PATH, PS_KIND_BOOL, PS_KIND_ENUM } ps_option_kind;
+typedef enum { PS_KIND_PATH, PS_KIND_BOOL, PS_KIND_ENUM, PS_KIND_INT, PS_KIND_LIST } ps_option_kind;
 
 typedef struct {
 #define PS_OPTION(field, env, kind, def, accepted, doc) char field[PS_PATH_MAX];
@@ -74,12 +74,17 @@ typedef struct {
     _Atomic uint64_t unknown_comms;      /* a call on a communicator we never saw created */
     _Atomic uint64_t alloc_failures;
     _Atomic uint64_t write_errors;
+    _Atomic uint64_t sampler_failures;   /* a thread's sampling timer could not be started */
+    _Atomic uint64_t unwind_unavailable; /* the unwinder could not start (no /proc/self/maps): no call paths */
 } ps_counters_t;
 extern ps_counters_t ps_counters;
 
 /* Per-thread re-entry guard: a wrapper called from inside another wrapper (e.g. a Fortran
  * binding that calls the C MPI_ function, or MPI calling itself) passes straight through. */
 extern __thread int ps_in_wrapper __attribute__((tls_model("initial-exec")));
+/* ps_in_wrapper >= PS_IN_UNTIMED: inside the untimed (counted-only) MPI operation
+ * ps_in_wrapper - PS_IN_UNTIMED; a sample landing there is that call's time. */
+#define PS_IN_UNTIMED 2
 
 /* lifecycle.c */
 void ps_lifecycle_ensure_init(void);

@@ -195,6 +195,8 @@ def emit_c_wrapper(name, ret, params, names, fam):
         out.append("    uint64_t ps_t0 = ps_timed ? ps_now() : 0;")
     elif timed:
         out.append("    uint64_t ps_t0 = ps_now();")
+    else:
+        out.append(f"    ps_in_wrapper = PS_IN_UNTIMED + PS_OP_{name}; /* samples in here are its time */")
     out.append(f"    {ret} ps_rc = P{name}({args});")
     if poll:
         out.append("    uint64_t ps_dt = ps_timed ? (ps_now() - ps_t0) * (uint64_t)ps_poll_sample : 0;")
@@ -266,13 +268,23 @@ def main():
         f.write(STAMP + "#ifndef PS_OPS_H\n#define PS_OPS_H\nenum {\n")
         for op in ops:
             f.write(f"    PS_OP_{op},\n")
-        f.write("    PS_NUM_OPS\n};\nextern const char *const ps_op_names[PS_NUM_OPS];\n#endif\n")
+        f.write("    PS_NUM_OPS\n};\nextern const char *const ps_op_names[PS_NUM_OPS];\n")
+        f.write("/* unwind groups (mpi_semantics.UNWIND_GROUPS), in order */\n")
+        f.write(f"#define PS_NUM_UNWIND_GROUPS {len(sem.UNWIND_GROUPS)}\n")
+        f.write("extern const char *const ps_unwind_group_names[PS_NUM_UNWIND_GROUPS];\n")
+        f.write("extern const unsigned char ps_op_unwind_group[PS_NUM_OPS];\n#endif\n")
     with open(os.path.join(a.outdir, "ps_wrappers.c"), "w") as f:
         f.write(STAMP)
         f.write('#include "mpi_internal.h"\n#include "wrap.h"\n\n')
         f.write("const char *const ps_op_names[PS_NUM_OPS] = {\n")
         for op in ops:
             f.write(f'    "{op}",\n')
+        f.write("};\n\n")
+        f.write("const char *const ps_unwind_group_names[PS_NUM_UNWIND_GROUPS] = {")
+        f.write(", ".join(f'"{g}"' for g in sem.UNWIND_GROUPS) + "};\n")
+        f.write("const unsigned char ps_op_unwind_group[PS_NUM_OPS] = {\n")
+        for op in ops:
+            f.write(f"    {sem.UNWIND_GROUPS.index(sem.unwind_group(op))}, /* {op} */\n")
         f.write("};\n\n")
         f.write("\n\n".join(c_wrappers) + "\n")
     with open(os.path.join(a.outdir, "coverage.txt"), "w") as f:

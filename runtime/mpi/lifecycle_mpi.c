@@ -25,6 +25,7 @@ __thread uint32_t ps_poll_rng __attribute__((tls_model("initial-exec")));
 char ps_mpi_library[256]; /* first line of MPI_Get_library_version, read at start */
 void ps_rank_file_host(void);
 void ps_mark_final_written(void);
+void ps_threads_close_all(void);
 void ps_reduce_and_write(void);
 void ps_peers_init(void);
 
@@ -97,6 +98,7 @@ static void mpi_start(int provided, int agree_over_world)
         snprintf(ps_mpi_library, sizeof ps_mpi_library, "%s", lib);
     }
     ps_registry_init();
+    ps_paths_configure();
     if (!ps_outdir[0]) default_outdir(agree_over_world);
     else if (agree_over_world) spawned_outdir();
     if (agree_over_world) ps_peers_init();
@@ -121,21 +123,43 @@ int ps_wrap_enter_slow(void)
     return ps_state == PS_RUN_MPI;
 }
 
+/* MPI_Init's own time is MPI time: samples inside it are ignored, and it is recorded (on the
+ * pseudo communicator "-") once recording has started. */
+static void record_init(int op, uint64_t dt)
+{
+    if (ps_state != PS_RUN_MPI) return;
+    ps_in_wrapper = 1;
+    ps_record(PS_COMM_NONE, op, dt, 0, 0);
+    ps_in_wrapper = 0;
+}
+
 int MPI_Init(int *argc, char ***argv)
 {
+    int outer = ps_in_wrapper;
+    ps_in_wrapper = 1;
+    uint64_t t0 = ps_now();
     int rc = PMPI_Init(argc, argv);
-    if (rc == MPI_SUCCESS && ps_state == PS_RUN_STARTED) {
+    ps_in_wrapper = outer;
+    if (rc == MPI_SUCCESS && ps_state == PS_RUN_STARTED && !outer) {
         int provided = MPI_THREAD_SINGLE;
         PMPI_Query_thread(&provided);
         ps_mpi_after_init(provided);
+        record_init(PS_OP_MPI_Init, ps_now() - t0); /* our own start-up collectives included */
     }
     return rc;
 }
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
+    int outer = ps_in_wrapper;
+    ps_in_wrapper = 1;
+    uint64_t t0 = ps_now();
     int rc = PMPI_Init_thread(argc, argv, required, provided);
-    if (rc == MPI_SUCCESS && ps_state == PS_RUN_STARTED) ps_mpi_after_init(*provided);
+    ps_in_wrapper = outer;
+    if (rc == MPI_SUCCESS && ps_state == PS_RUN_STARTED && !outer) {
+        ps_mpi_after_init(*provided);
+        record_init(PS_OP_MPI_Init_thread, ps_now() - t0);
+    }
     return rc;
 }
 
@@ -148,6 +172,7 @@ void ps_mpi_finalize_begin(void)
         ps_in_wrapper = 1;
         ps_state = PS_RUN_FINISHED; /* calls made by our reduction are not recorded */
         ps_end_ns = ps_clock_monotonic_ns();
+        ps_threads_close_all();
         ps_write_rank_file("complete");
         ps_mark_final_written();
         ps_reduce_and_write();

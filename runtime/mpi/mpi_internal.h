@@ -82,6 +82,10 @@ static inline int ps_hist_bin(uint64_t bytes)
     return b < PS_HIST_BINS ? b : PS_HIST_BINS - 1;
 }
 
+extern int ps_paths_on; /* sample/sample.c: call paths active */
+void ps_path_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_bytes); /* paths.c */
+void ps_paths_configure(void);
+
 /* The one recording primitive: one call of op on the communicator, dt ticks, bytes moved. */
 static inline void ps_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_bytes)
 {
@@ -97,6 +101,7 @@ static inline void ps_record(int comm_id, int op, uint64_t dt, uint64_t bytes, i
         }
     }
     ps_unlock();
+    if (ps_paths_on) ps_path_record(comm_id, op, dt, bytes, count_bytes);
 }
 
 /* ---- requests (requests.c) ------------------------------------------------------------- */

@@ -158,3 +158,44 @@ def _build_families():
 
 
 FAMILIES = _build_families()
+
+
+# Unwind groups (selective unwinding, PATHSCOPE_UNWIND): every operation belongs to one group;
+# a group is either unwound at every call (`path`) or counted without a call path (`count`).
+# The defaults keep the cheap, frequent local queries from paying a stack walk: an
+# application calling MPI_Comm_rank a million times pays a counter increment each.
+UNWIND_GROUPS = ("env", "topo", "poll", "p2p", "coll", "rma", "io", "other")
+UNWIND_DEFAULT_COUNT = ("env", "topo")
+TOPOLOGY_QUERIES = {
+    "MPI_Topo_test", "MPI_Cartdim_get", "MPI_Cart_get", "MPI_Cart_rank", "MPI_Cart_coords",
+    "MPI_Cart_shift", "MPI_Cart_map", "MPI_Graphdims_get", "MPI_Graph_get", "MPI_Graph_map",
+    "MPI_Graph_neighbors_count", "MPI_Graph_neighbors", "MPI_Dist_graph_neighbors_count",
+    "MPI_Dist_graph_neighbors",
+}
+POLL_OPS = {"MPI_Test", "MPI_Testany", "MPI_Testsome", "MPI_Testall", "MPI_Iprobe", "MPI_Improbe"}
+_P2P_WORDS = ("send", "recv", "probe", "wait", "start", "request", "cancel", "buffer")
+
+
+def unwind_group(name: str) -> str:
+    """The unwind group of an MPI operation (large-count `_c` twins share their base's)."""
+    base = name[:-2] if name.endswith("_c") else name
+    if base in TOPOLOGY_QUERIES:
+        return "topo"
+    if base in COUNT_ONLY:
+        return "env"
+    if base in POLL_OPS:
+        return "poll"
+    stem = base[4:]
+    for coll in COLLECTIVE_VOLUME:
+        if stem in (coll, "I" + coll[0].lower() + coll[1:], coll + "_init"):
+            return "coll"
+    if stem.startswith("File_") or stem.startswith("Register_datarep"):
+        return "io"
+    if stem.startswith("Win_") or stem in ("Put", "Get", "Accumulate", "Get_accumulate", "Rput",
+                                           "Rget", "Raccumulate", "Rget_accumulate",
+                                           "Fetch_and_op", "Compare_and_swap"):
+        return "rma"
+    low = stem.lower()
+    if any(w in low for w in _P2P_WORDS) or low.startswith("pready") or low.startswith("parrived"):
+        return "p2p"
+    return "other"

@@ -70,7 +70,7 @@ void ps_write_rank_body(ps_fmt_t *f, const char *status)
     ps_fmt_char(f, '\n');
     ps_fmt_str(f, "tool_version\t" PS_VERSION "\n");
     extern char ps_mpi_library[];
-    ps_fmt_str(f, "mpi_library\t"); ps_fmt_tsv(f, ps_mpi_library); ps_fmt_char(f, '\n');
+    ps_fmt_str(f, "mpi_library\t"); ps_fmt_tsv(f, ps_mpi_library[0] ? ps_mpi_library : "-"); ps_fmt_char(f, '\n');
     kv(f, "start_unix_ns", ps_start_realtime_ns);
     kv(f, "wall_ns", ps_wall_ns());
     kv(f, "mpi_ns", ps_ticks_to_ns(ps_rank_mpi_ticks()));
@@ -81,6 +81,10 @@ void ps_write_rank_body(ps_fmt_t *f, const char *status)
     kv(f, "counter_unknown_comms", atomic_load(&ps_counters.unknown_comms));
     kv(f, "counter_alloc_failures", atomic_load(&ps_counters.alloc_failures));
     kv(f, "counter_write_errors", atomic_load(&ps_counters.write_errors));
+    kv(f, "counter_sampler_failures", atomic_load(&ps_counters.sampler_failures));
+    kv(f, "counter_unwind_unavailable", atomic_load(&ps_counters.unwind_unavailable));
+    void ps_write_paths(ps_fmt_t *f);
+    ps_write_paths(f);
     for (int c = 0; c < ps_ncomms; c++) {
         ps_comm_t *cm = ps_comms[c];
         ps_fmt_str(f, "comm\t");

@@ -19,8 +19,9 @@ def test_unknown_variable(mpi, tmp_path):
     p = run_env(mpi, {"PATHSCOPE_OUTPT": "x"}, tmp_path)
     assert p.returncode == 2
     assert p.stderr.strip() == ("pathscope: unknown option PATHSCOPE_OUTPT (known: PATHSCOPE_OUTPUT, "
-                                "PATHSCOPE_MPI, PATHSCOPE_SIGNALS, PATHSCOPE_POLL_TIMING, PATHSCOPE_QUIET, "
-                                "PATHSCOPE_COMMAND)")
+                                "PATHSCOPE_MPI, PATHSCOPE_SIGNALS, PATHSCOPE_POLL_TIMING, PATHSCOPE_PATHS, "
+                                "PATHSCOPE_SAMPLE_RATE, PATHSCOPE_SAMPLE_CLOCK, PATHSCOPE_UNWIND, "
+                                "PATHSCOPE_QUIET, PATHSCOPE_PID, PATHSCOPE_COMMAND)")
 
 
 def test_bad_value(mpi, tmp_path):

@@ -134,3 +134,29 @@ def write_profile(directory: Path, profile=None, ranks=None) -> Path:
 def write_sample(directory: Path, with_profile=True) -> Path:
     return write_profile(directory, profile_rows() if with_profile else None,
                          {0: RANK0, 1: RANK1, 2: RANK2})
+
+
+# ---- call paths (format 2.0) ------------------------------------------------------------------
+# tests/python/data/hybrid: a 2-rank run of a "solver" with 2 threads per rank, written by hand
+# (data/hybrid/README.md has the tree and the numbers), with its profile.tsv and symbols.tsv.
+HYBRID = Path(__file__).parent / "data" / "hybrid"
+
+
+def copy_hybrid(directory: Path, symbols=True, profile=True) -> Path:
+    """A writable copy of the hybrid fixture (optionally without symbols.tsv / profile.tsv)."""
+    import shutil
+
+    shutil.copytree(HYBRID, directory, ignore=shutil.ignore_patterns("README.md"))
+    if not symbols:
+        (directory / "symbols.tsv").unlink()
+    if not profile:
+        (directory / "profile.tsv").unlink()
+    return directory
+
+
+def read_rows(path: Path) -> list[list[str]]:
+    return [line.split("\t") for line in path.read_text().splitlines()]
+
+
+def write_rows(path: Path, rows) -> None:
+    path.write_text(tsv_text(rows))

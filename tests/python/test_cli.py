@@ -125,7 +125,8 @@ def test_run_exit_status_is_the_programs(tmp_path):
      "'mpich') (try 'pathscope run --help')"),
     (["run", "--", "true"], {"PATHSCOPE_VERBOSE": "1"},
      "pathscope: unknown option PATHSCOPE_VERBOSE (known: PATHSCOPE_OUTPUT, PATHSCOPE_MPI, "
-     "PATHSCOPE_SIGNALS, PATHSCOPE_POLL_TIMING, PATHSCOPE_QUIET, PATHSCOPE_COMMAND)"),
+     "PATHSCOPE_SIGNALS, PATHSCOPE_POLL_TIMING, PATHSCOPE_PATHS, PATHSCOPE_SAMPLE_RATE, "
+     "PATHSCOPE_SAMPLE_CLOCK, PATHSCOPE_UNWIND, PATHSCOPE_QUIET, PATHSCOPE_PID, PATHSCOPE_COMMAND)"),
     (["run", "--", "true"], {"PATHSCOPE_QUIET": "yes"},
      "pathscope: invalid value 'yes' for PATHSCOPE_QUIET (accepted: on|off)"),
     (["run", "-o", "prof", "--", "no-such-program-xyz"], {},
@@ -138,7 +139,8 @@ def test_run_exit_status_is_the_programs(tmp_path):
     (["report"], {},
      "pathscope report: the following arguments are required: DIR "
      "(try 'pathscope report --help')"),
-    ([], {}, "pathscope: missing command: run, report or export (try 'pathscope --help')"),
+    ([], {}, "pathscope: missing command: run, report, export or symbolize "
+             "(try 'pathscope --help')"),
 ])
 def test_errors_are_one_line_and_exit_2(tmp_path, args, extra_env, message):
     (tmp_path / "plain").write_text("")

@@ -1,4 +1,6 @@
 """pathscope.options: the one option table (runtime/core/options.def) and its validation."""
+import re
+
 import pytest
 
 from pathscope.errors import OptionError
@@ -25,8 +27,8 @@ def test_parse_options():
 
 
 def test_parse_options_rejects_unknown_kind_and_empty():
-    with pytest.raises(OptionError, match="unknown option kind PS_KIND_INT"):
-        parse_options('PS_OPTION(n, "PATHSCOPE_N", PS_KIND_INT, "1", "1|2", "n")')
+    with pytest.raises(OptionError, match="unknown option kind PS_KIND_FLOAT"):
+        parse_options('PS_OPTION(n, "PATHSCOPE_N", PS_KIND_FLOAT, "1", "1|2", "n")')
     with pytest.raises(OptionError, match="no PS_OPTION lines"):
         parse_options("/* nothing */")
 
@@ -39,8 +41,12 @@ def test_repository_table():
     """The real table: every option the runtime knows, in its order."""
     options = load_options()
     assert [o.env for o in options] == ["PATHSCOPE_OUTPUT", "PATHSCOPE_MPI", "PATHSCOPE_SIGNALS",
-                                        "PATHSCOPE_POLL_TIMING", "PATHSCOPE_QUIET",
+                                        "PATHSCOPE_POLL_TIMING", "PATHSCOPE_PATHS",
+                                        "PATHSCOPE_SAMPLE_RATE", "PATHSCOPE_SAMPLE_CLOCK",
+                                        "PATHSCOPE_UNWIND", "PATHSCOPE_QUIET", "PATHSCOPE_PID",
                                         "PATHSCOPE_COMMAND"]
+    assert by_env_default(options, "PATHSCOPE_SAMPLE_RATE") == "1000"
+    assert by_env_default(options, "PATHSCOPE_SAMPLE_CLOCK") == "cpu"
     assert by_env_default(options, "PATHSCOPE_POLL_TIMING") == "sampled"
     by_env = {o.env: o for o in options}
     assert by_env["PATHSCOPE_MPI"].default == "on"
@@ -83,3 +89,24 @@ def test_user_guide_option_table_is_generated_from_options_def():
     block = guide.split("<!-- options:begin")[1].split("-->", 1)[1]
     block = block.split("<!-- options:end -->")[0].strip()
     assert block == markdown_table(load_options())
+
+
+@pytest.mark.parametrize("env, value, ok", [
+    ("PATHSCOPE_SAMPLE_RATE", "0", True), ("PATHSCOPE_SAMPLE_RATE", "10", True),
+    ("PATHSCOPE_SAMPLE_RATE", "20000", True), ("PATHSCOPE_SAMPLE_RATE", "9", False),
+    ("PATHSCOPE_SAMPLE_RATE", "20001", False), ("PATHSCOPE_SAMPLE_RATE", "-5", False),
+    ("PATHSCOPE_SAMPLE_RATE", "", False), ("PATHSCOPE_SAMPLE_RATE", "1e3", False),
+    ("PATHSCOPE_UNWIND", "", True), ("PATHSCOPE_UNWIND", "env=path", True),
+    ("PATHSCOPE_UNWIND", "all=count,p2p=path", True), ("PATHSCOPE_UNWIND", "env", False),
+    ("PATHSCOPE_UNWIND", "env=path,", False), ("PATHSCOPE_UNWIND", "mpi=path", False),
+    ("PATHSCOPE_UNWIND", "env=yes", False),
+])
+def test_int_and_list_options(env, value, ok):
+    """The integer and list kinds accept exactly what the runtime accepts (lifecycle.c)."""
+    option = {o.env: o for o in load_options()}[env]
+    if ok:
+        check_value(option, value)
+    else:
+        with pytest.raises(OptionError, match=re.escape(
+                f"invalid value '{value}' for {env} (accepted: {option.accepted})")):
+            check_value(option, value)

@@ -125,17 +125,17 @@ def test_missing_rank_file_next_to_profile_tsv(tmp_path):
 
 
 def test_newer_major_version_refused(tmp_path):
-    d = write_profile(tmp_path / "prof", profile_rows(version="2.0"), {0: RANK0})
+    d = write_profile(tmp_path / "prof", profile_rows(version="3.0"), {0: RANK0})
     with pytest.raises(FormatVersionError) as e:
         load_profile(d)
-    assert str(e.value) == "profile format 2.0 is newer than this pathscope (reads 1.x)"
+    assert str(e.value) == "profile format 3.0 is newer than this pathscope (reads 2.x)"
 
 
 def test_newer_major_version_in_rank_file_refused(tmp_path):
     d = write_profile(tmp_path / "prof", None, {0: rank_rows(0, 1, "complete", "h", 1, 1,
                                                              version="3.1")})
     with pytest.raises(FormatVersionError, match=r"^profile format 3\.1 is newer than this "
-                                                 r"pathscope \(reads 1\.x\)$"):
+                                                 r"pathscope \(reads 2\.x\)$"):
         load_profile(d)
 
 

@@ -1,12 +1,13 @@
-"""The text report: a golden file for the sample profile, the ranks section for unfinished
-runs, and the consistency check (OK / MISMATCH)."""
+"""The text report: golden files for the sample profile (format 1.0) and the hybrid
+call-path fixture (2.0), the ranks section for unfinished runs, and the consistency check
+(OK / MISMATCH)."""
 from pathlib import Path
 
 from pathscope.cli import main
 from pathscope.reader import load_profile
 from pathscope.report import render
-from pathscope_samples import (RANK0, RANK1, RANK2, SAMPLE_COMMS, profile_rows, rank_rows,
-                               write_profile, write_sample)
+from pathscope_samples import (HYBRID, RANK0, RANK1, RANK2, SAMPLE_COMMS, copy_hybrid,
+                               profile_rows, rank_rows, write_profile, write_sample)
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -17,6 +18,61 @@ def test_golden_report(tmp_path):
     d = write_sample(tmp_path / "prof")
     expected = (GOLDEN / "report_sample.txt").read_text().replace("{path}", str(d))
     assert render(load_profile(d)) == expected
+
+
+def test_golden_report_with_call_paths():
+    """The hybrid fixture: time split, call tree and hot path between Summary and the
+    communicators (symbols from the fixture's symbols.tsv: no symbolizer runs)."""
+    expected = (GOLDEN / "report_hybrid.txt").read_text().replace("{path}", str(HYBRID))
+    assert render(load_profile(HYBRID)) == expected
+
+
+def test_call_path_sections_in_order():
+    text = render(load_profile(HYBRID))
+    headings = [block.splitlines()[0] for block in text.split("\n\n")
+                if block and not block.startswith(" ")]
+    assert headings == ["pathscope report: " + str(HYBRID), "Ranks", "Summary",
+                        "Time split (call paths of 4 threads on 2 ranks; per rank: min, mean, "
+                        "max)",
+                        "Call tree (inclusive time, top-down; nodes with at least 1% of the "
+                        "total time)",
+                        "Hot path (at each level the child with the most inclusive time, from "
+                        "the root but not into [failed unwind] or [not unwound]; max/mean: the "
+                        "load imbalance)",
+                        "Communicators ranked by MPI time",
+                        "Consistency (point-to-point: sent == received on each "
+                        "intracommunicator)"]
+
+
+def test_report_without_call_paths_has_no_new_sections(tmp_path):
+    """Sampler off and every group counted: call-path lines, but nothing unwound."""
+    extra = [("sampler", "off", 0, "cpu"), ("unwind", "p2p", "count"),
+             ("thread", 0, 77, 1000, 0, 0, 0, 0, 3),
+             ("node", 0, 0, "-", "root", "-", "-", 0, 0, 0, 0, 0),
+             ("node", 0, 1, 0, "not_unwound", "-", "-", 0, 900, 0, 0, 0),
+             ("node", 0, 2, 1, "mpi", "-", "MPI_Send", 1, 0, 0, 100, 8)]
+    off = write_profile(tmp_path / "off", None, {0: rank_rows(
+        0, 1, "complete", "h", 1000, 100, version="2.0", extra=extra)})
+    plain = write_profile(tmp_path / "plain", None, {0: rank_rows(
+        0, 1, "complete", "h", 1000, 100, version="2.0")})
+    text = render(load_profile(off))
+    assert "Time split" not in text and "Call tree" not in text and "Hot path" not in text
+    assert text.replace(str(off), "DIR") == render(load_profile(plain)).replace(str(plain), "DIR")
+
+
+def test_report_frames_unresolved_without_symbolizer(tmp_path, monkeypatch):
+    monkeypatch.delenv("PATHSCOPE_SYMBOLIZER", raising=False)
+    monkeypatch.setenv("PATHSCOPE_HOME", str(tmp_path))
+    d = copy_hybrid(tmp_path / "prof", symbols=False)
+    text = render(load_profile(d))
+    tree = text.split("\nCall tree")[1].split("\n\n")[0].splitlines()
+    assert tree[1] == ("  note: symbols: pathscope-symbolize not found (run `make build`); "
+                       "frames shown as module+offset")
+    # no names, so no main to collapse the frames above: one line per frame
+    assert [line.split(")  ")[-1] for line in tree[4:10]] == [
+        "  solver+0x401025", "    libc.so.6+0x2724a", "      solver+0x401345",
+        "        solver+0x401288", "          solver+0x401100", "          solver+0x401130"]
+    assert text.count("note: symbols") == 1
 
 
 def test_report_from_rank_files_differs_only_in_header(tmp_path):
@@ -86,11 +142,11 @@ def test_cli_report(tmp_path, capsys):
 
 
 def test_cli_report_version_refused(tmp_path, capsys):
-    d = write_profile(tmp_path / "prof", profile_rows(version="2.0"), {0: RANK0})
+    d = write_profile(tmp_path / "prof", profile_rows(version="3.0"), {0: RANK0})
     assert main(["report", str(d)]) == 2
     captured = capsys.readouterr()
-    assert captured.err == "pathscope: profile format 2.0 is newer than this pathscope " \
-                           "(reads 1.x)\n"
+    assert captured.err == "pathscope: profile format 3.0 is newer than this pathscope " \
+                           "(reads 2.x)\n"
     assert captured.out == ""
 
 
@@ -98,3 +154,17 @@ def test_cli_report_missing_directory(tmp_path, capsys):
     assert main(["report", str(tmp_path / "nope")]) == 2
     assert capsys.readouterr().err == f"pathscope: profile directory not found: " \
                                       f"{tmp_path / 'nope'}\n"
+
+
+def test_time_split_warns_when_the_tree_does_not_add_up(tmp_path):
+    d = copy_hybrid(tmp_path / "prof")
+    path = d / "ranks" / "rank-000000.tsv"
+    path.write_text(path.read_text().replace("thread\t1\t4105\t1500000000\t145\t0\t0\t0\t7\n",
+                                             "thread\t1\t4105\t1500000100\t145\t0\t0\t0\t9\n"))
+    section = render(load_profile(d)).split("\n\nTime split")[1].split("\n\n")[0].splitlines()
+    assert section[-3:] == [
+        "  WARNING: rank 0: the call tree holds 100 ns less than its threads' elapsed time "
+        "(allowed: 1 ns per node, 25 ns)",
+        "  WARNING: rank 0 thread 1: 9 nodes declared, 7 read",
+        "  per rank: over the 2 ranks with call paths; a rank without a value counts as 0; "
+        "(rank) is the lowest on ties"]

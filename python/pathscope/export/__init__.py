@@ -1,15 +1,22 @@
-"""Exports: a table (pathscope.export.tables) written in a format.  Each format is a module
-with `write(table, out)`, imported only when asked for.
+"""Exports behind one dispatcher; each format is a module, imported only when asked for.
 
+Tables (pathscope.export.tables) as CSV or JSON, each format with `write(table, out)`:
     export(profile, "comm-ops", "csv", sys.stdout)
+Call paths (pathscope.export.stacks) as flame-graph formats, each with
+`write(stacks, out, name)` and WITH_FILES (whether frames keep their source file):
+    export_call_paths(profile, "folded", sys.stdout, symbols, metric="time", rank=0)
 """
 import importlib
-from typing import TextIO
+from typing import Optional, TextIO
 
 from pathscope.export.tables import TABLES, build_table
 from pathscope.reader import Profile
+from pathscope.symbols import SymbolTable
 
 FORMATS = {"csv": "pathscope.export.csv_format", "json": "pathscope.export.json_format"}
+CALL_PATH_FORMATS = {"folded": "pathscope.export.folded",
+                     "speedscope": "pathscope.export.speedscope"}
+CALL_PATH_METRICS = ("time", "mpi_time", "visits", "bytes")
 
 
 def export(profile: Profile, table: str, fmt: str, out: TextIO) -> None:
@@ -18,4 +25,20 @@ def export(profile: Profile, table: str, fmt: str, out: TextIO) -> None:
     importlib.import_module(FORMATS[fmt]).write(build_table(profile, table), out)
 
 
-__all__ = ["FORMATS", "TABLES", "export"]
+def export_call_paths(profile: Profile, fmt: str, out: TextIO, symbols: SymbolTable,
+                      metric: str = "time", rank: Optional[int] = None,
+                      thread: Optional[int] = None) -> None:
+    """ProfileError when the profile has no call paths, or rank / thread are not in it."""
+    from pathscope.export.stacks import collect_stacks
+
+    if fmt not in CALL_PATH_FORMATS:
+        raise ValueError(f"unknown call-path format {fmt!r} "
+                         f"(known: {', '.join(CALL_PATH_FORMATS)})")
+    module = importlib.import_module(CALL_PATH_FORMATS[fmt])
+    stacks = collect_stacks(profile, symbols, metric, rank, thread, module.WITH_FILES)
+    name = str(profile.meta.get("program") or (profile.path.name if profile.path else "profile"))
+    module.write(stacks, out, name)
+
+
+__all__ = ["CALL_PATH_FORMATS", "CALL_PATH_METRICS", "FORMATS", "TABLES", "export",
+           "export_call_paths"]

@@ -1,7 +1,8 @@
-"""The text report (`pathscope report DIR`): header, ranks, summary, communicators ranked by
-time, and the point-to-point consistency check.
+"""The text report (`pathscope report DIR`): header, ranks, summary, the call-path sections
+(pathscope.report.calltree: time split, call tree, hot path; only for profiles with call
+paths), communicators ranked by time, and the point-to-point consistency check.
 
-Pure formatting: takes a Profile, returns a str.  Problems with the run (missing or unfinished
+Pure formatting: takes a Profile (and the names of its frames), returns a str.  Problems with the run (missing or unfinished
 ranks, runtime counters, send/receive mismatches) are printed in full, never summarised away.
 """
 from __future__ import annotations
@@ -13,34 +14,31 @@ from typing import Optional, Sequence
 from pathscope import ranges
 from pathscope.reader import (NO_COMM, REASON_NO_END, STATUS_MISSING, TOTAL_COMM,
                               UNDEFINED_RANK, Comm, OpStat, Profile)
+from pathscope.report import calltree
+from pathscope.report.layout import INDENT
+from pathscope.report.layout import table as _table
+from pathscope.symbolize import resolve_symbols
+from pathscope.symbols import SymbolTable
 from pathscope.units import format_bytes, format_percent, format_time, hist_bin_label
 
 TOP_OPERATIONS = 10
 MEMBERS_SHOWN = 60          # characters of a member list shown before eliding
 NAMES_SHOWN = 12            # communicator names listed for "no recorded calls"
-INDENT = "  "
 PARTIAL_FILE = "partial"   # a missing rank whose ranks/rank-N.tsv.tmp exists
 
 
-def render(profile: Profile) -> str:
-    sections = [_header(profile), _ranks(profile), _summary(profile), _communicators(profile),
+def render(profile: Profile, symbols: Optional[SymbolTable] = None) -> str:
+    """symbols: the names of the call-path frames; by default resolved now (symbols.tsv, or
+    the symbolizer: pathscope.symbolize.resolve_symbols)."""
+    if symbols is None:
+        symbols = resolve_symbols(profile)
+    sections = [_header(profile), _ranks(profile), _summary(profile),
+                *calltree.sections(profile, symbols), _communicators(profile),
                 _consistency(profile)]
     return "\n\n".join(s.rstrip("\n") for s in sections) + "\n"
 
 
 # ---- helpers ----------------------------------------------------------------------------------
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str,
-           indent: str = INDENT) -> str:
-    """Columns padded to their widest cell; align has one letter per column, l or r."""
-    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
-    lines = []
-    for row in [headers, *rows]:
-        cells = [str(c).ljust(w) if align[i] == "l" else str(c).rjust(w)
-                 for i, (c, w) in enumerate(zip(row, widths))]
-        lines.append((indent + "  ".join(cells)).rstrip())
-    return "\n".join(lines)
-
 
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"

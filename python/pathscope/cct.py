@@ -1,0 +1,243 @@
+"""The call paths of one rank file (docs/format.md, "Call paths (format 2.0)"): the sampler
+and unwind settings, the modules, and per thread its calling context tree (CCT).
+
+    rank_paths = profile.callpaths[0]
+    thread = rank_paths.threads[0]
+    thread.nodes[0].kind == "root"; thread.nodes[5].parent == 3
+
+Rules this module keeps (the reader-side duties of the contract):
+- Node ids are dense per thread, node 0 is the root, a parent's id is smaller than its
+  child's; a node names a module listed in the file; a `pcomm` line names an `mpi` node;
+  a `node` or `pcomm` line names a thread that has a `thread` line.  Anything else is a
+  ProfileError naming file and line.
+- In a file cut short (no `end` line) the tree is kept up to the first node that breaks a rule
+  (a missing id, an unknown parent): what was written before the cut is still data.
+- Metrics stay as written: exclusive, per node.  Merging across threads and ranks is
+  pathscope.calltree's job; names are pathscope.symbols'.
+Nothing here prints or exits.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from pathscope.errors import ProfileError
+from pathscope.tsv import Record
+
+ROOT = "root"
+CALL = "call"
+FN = "fn"
+PC = "pc"
+MPI = "mpi"
+FAILED = "failed"
+NOT_UNWOUND = "not_unwound"
+CODE_KINDS = (CALL, FN, PC)          # nodes with a module and an address
+PSEUDO_KINDS = (FAILED, NOT_UNWOUND)  # the pseudo frames, children of the root
+
+
+@dataclass
+class Module:
+    id: int
+    path: str                     # as mapped; `[vdso]` for the vDSO
+    build_id: str                 # hex, or "" when the file has none
+
+
+@dataclass
+class PathComm:
+    """One communicator's share of an `mpi` node (a `pcomm` line)."""
+    comm: str
+    calls: int
+    time_ns: int
+    bytes: int
+
+
+@dataclass
+class Node:
+    id: int
+    parent: Optional[int]         # None for the root
+    kind: str                     # root | call | fn | pc | mpi | failed | not_unwound | newer
+    module: Optional[int]         # module id (code kinds), or None
+    address: Optional[int]        # ELF virtual address (code kinds), or None
+    op: str                       # mpi: the operation name; a newer kind: its address field
+    visits: int
+    sample_ns: int
+    samples: int
+    mpi_ns: int
+    bytes: int
+    comms: list[PathComm] = field(default_factory=list)
+
+    @property
+    def time_ns(self) -> int:
+        """The node's exclusive time: sampled time plus measured MPI time."""
+        return self.sample_ns + self.mpi_ns
+
+
+@dataclass
+class Thread:
+    index: int                    # 0 = the main thread, then in order of registration
+    tid: int
+    elapsed_ns: int
+    samples_kept: int
+    samples_in_mpi: int
+    samples_other: int            # dropped inside pathscope itself or while the tree was full
+    unwind_failures: int
+    node_count: int               # as declared on the `thread` line
+    nodes: list[Node] = field(default_factory=list)   # by id: nodes[0] is the root
+
+    def tree_time_ns(self) -> int:
+        return sum(n.time_ns for n in self.nodes)
+
+    def time_balance_ns(self) -> int:
+        """elapsed_ns minus the time in the tree: within ±len(nodes) ns for a correct thread
+        (each node's weight may be rounded by 1 ns, docs/format.md)."""
+        return self.elapsed_ns - self.tree_time_ns()
+
+
+@dataclass
+class Sampler:
+    source: str                   # perf-task-clock | posix-cpu-timer | posix-wall-timer | off
+    rate_hz: int
+    clock: str                    # cpu | wall
+
+
+@dataclass
+class RankCallPaths:
+    rank: int
+    sampler: Optional[Sampler]
+    unwind: dict[str, str]        # MPI function group -> path | count
+    modules: dict[int, Module]
+    threads: dict[int, Thread]    # by thread index, sorted
+
+    def has_paths(self) -> bool:
+        """True when something was unwound: a node outside `[not unwound]` besides the root.
+        A run with the sampler off and every group counted has none."""
+        for thread in self.threads.values():
+            inside = {n.id for n in thread.nodes if n.kind == NOT_UNWOUND}
+            for node in thread.nodes[1:]:
+                if node.parent in inside:
+                    inside.add(node.id)
+                elif node.id not in inside:
+                    return True
+        return False
+
+
+class CallPathParser:
+    """Collects the call-path lines of one rank file; finish() checks and links them."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.sampler: Optional[Sampler] = None
+        self.unwind: dict[str, str] = {}
+        self.modules: dict[int, Module] = {}
+        self.threads: dict[int, Thread] = {}
+        self.nodes: dict[int, dict[int, tuple[Node, str]]] = {}   # thread -> id -> node, where
+        self.pcomms: list[tuple[int, int, PathComm, str]] = []
+
+    def handlers(self) -> dict[str, Callable[[Record], None]]:
+        return {"sampler": self._sampler, "unwind": self._unwind, "module": self._module,
+                "thread": self._thread, "node": self._node, "pcomm": self._pcomm}
+
+    def _sampler(self, r: Record) -> None:
+        r.need(3)
+        self.sampler = Sampler(r.text(0), r.number(1), r.text(2))
+
+    def _unwind(self, r: Record) -> None:
+        r.need(2)
+        self.unwind[r.text(0)] = r.text(1)
+
+    def _module(self, r: Record) -> None:
+        r.need(3)
+        module_id = r.number(0)
+        if module_id in self.modules:
+            raise ProfileError(f"{r.where}: module {module_id} listed twice")
+        build_id = r.text(2)
+        self.modules[module_id] = Module(module_id, r.text(1), "" if build_id == "-" else build_id)
+
+    def _thread(self, r: Record) -> None:
+        r.need(8)
+        index = r.number(0)
+        if index in self.threads:
+            raise ProfileError(f"{r.where}: thread {index} listed twice")
+        n = r.number
+        self.threads[index] = Thread(index, n(1), n(2), n(3), n(4), n(5), n(6), n(7))
+
+    def _node(self, r: Record) -> None:
+        r.need(11)
+        thread, node_id, kind = r.number(0), r.number(1), r.text(3)
+        parent = r.optional_number(2)
+        module = r.optional_number(4)
+        address: Optional[int] = None
+        op = ""
+        if kind in CODE_KINDS:
+            address = r.hex_number(5)
+        elif kind not in (ROOT,) + PSEUDO_KINDS:
+            op = r.text(5)          # mpi: the operation; a kind from a newer minor version
+        node = Node(node_id, parent, kind, module, address, op, r.number(6), r.number(7),
+                    r.number(8), r.number(9), r.number(10))
+        nodes = self.nodes.setdefault(thread, {})
+        if node_id in nodes:
+            raise ProfileError(f"{r.where}: node {node_id} of thread {thread} listed twice")
+        nodes[node_id] = (node, r.where)
+
+    def _pcomm(self, r: Record) -> None:
+        r.need(6)
+        self.pcomms.append((r.number(0), r.number(1),
+                            PathComm(r.text(2), r.number(3), r.number(4), r.number(5)),
+                            r.where))
+
+    def finish(self, rank: int, complete: bool) -> RankCallPaths:
+        """Links and checks the lines read.  complete: the file has its `end` line (otherwise
+        a tree is cut at the first node that breaks a rule instead of raising)."""
+        for thread_index, nodes in sorted(self.nodes.items()):
+            if thread_index not in self.threads:
+                node, where = min(nodes.values(), key=lambda nw: nw[0].id)
+                raise ProfileError(f"{where}: node {node.id} of thread {thread_index}, which "
+                                   f"has no 'thread' line")
+        for thread_index, nodes in sorted(self.nodes.items()):
+            self.threads[thread_index].nodes = self._link(thread_index, nodes, complete)
+        for thread_index, node_id, path_comm, where in self.pcomms:
+            thread = self.threads.get(thread_index)
+            if thread is None or node_id >= len(thread.nodes):
+                if not complete:
+                    continue
+                raise ProfileError(f"{where}: 'pcomm' line names node {node_id} of thread "
+                                   f"{thread_index}, which does not exist")
+            node = thread.nodes[node_id]
+            if node.kind != MPI:
+                raise ProfileError(f"{where}: 'pcomm' line names node {node_id} of thread "
+                                   f"{thread_index}, a '{node.kind}' node (expected 'mpi')")
+            node.comms.append(path_comm)
+        return RankCallPaths(rank, self.sampler, self.unwind, self.modules,
+                             dict(sorted(self.threads.items())))
+
+    def _link(self, thread_index: int, nodes: dict[int, tuple[Node, str]],
+              complete: bool) -> list[Node]:
+        linked: list[Node] = []
+        for node_id in range(len(nodes)):
+            if node_id not in nodes:
+                if not complete:
+                    break
+                raise ProfileError(f"{self.name}: thread {thread_index}: node ids are not dense "
+                                   f"(no node {node_id}, highest id {max(nodes)})")
+            node, where = nodes[node_id]
+            problem = self._problem(node)
+            if problem:
+                if not complete:
+                    break
+                raise ProfileError(f"{where}: node {node.id} of thread {thread_index}: {problem}")
+            linked.append(node)
+        return linked
+
+    def _problem(self, node: Node) -> Optional[str]:
+        if node.id == 0:
+            if node.kind != ROOT or node.parent is not None:
+                return "node 0 must be the root (kind 'root', parent '-')"
+        elif node.kind == ROOT:
+            return "only node 0 may be the root"
+        elif node.parent is None:
+            return "only node 0 may have no parent"
+        elif node.parent >= node.id:
+            return f"parent {node.parent} is not smaller than the node's id"
+        if node.module is not None and node.module not in self.modules:
+            return f"unknown module id {node.module}"
+        return None

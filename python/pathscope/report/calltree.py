@@ -1,0 +1,260 @@
+"""The call-path sections of the text report: the time split (Table I of Szebenyi et al.,
+"Reconciling sampling and direct instrumentation"), the call tree and the hot path.
+
+Pure formatting: takes a Profile and its SymbolTable, returns the sections; none when the
+profile has no call paths.  Display choices (docs/user-guide.md says the same):
+- One line per merged node (pathscope.calltree).  A code frame is named by its innermost
+  function, with `[inlined into outer > ...]` when functions were inlined; the file (basename)
+  and line are the call site for `call` frames and the function's own line for sampled leaves.
+- The frames above `main` (`_start > __libc_start_call_main`) are one line; exports keep them.
+- The tree shows the nodes with at least 1% of the total time; its footer counts the others.
+- Per-rank columns: min, mean and max of the node's inclusive time over the ranks with call
+  paths; a rank without the node counts as 0; on ties the lowest rank is named.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+from pathscope import ranges
+from pathscope.calltree import (BYTES, VISITS, CallTree, MergedNode, RankStats, build_tree,
+                                is_mpi, time_split)
+from pathscope.cct import CODE_KINDS, FAILED, NOT_UNWOUND
+from pathscope.reader import Profile
+from pathscope.report.layout import INDENT, table
+from pathscope.symbols import SymbolTable
+from pathscope.units import format_bytes, format_percent, format_time
+
+SHOWN_PERCENT = 1             # the tree hides nodes below this share of the total time
+TOP_COMMS = 3                 # communicators listed under an MPI leaf
+ABOVE_MAIN_NAMES = 3          # names of the collapsed frames above main shown in full
+MAIN = "main"
+ROOT_LABEL = "[all threads]"
+STEP = "  "                   # tree indentation per level
+STATS_HEADERS = ["min (rank)", "mean", "max (rank)"]
+
+
+def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
+    """The call-path sections, or [] when the profile has none."""
+    if not profile.has_call_paths():
+        return []
+    tree = build_tree(profile)
+    view = _View(tree, symbols)
+    return [_time_split(profile, tree), _call_tree(view, symbols.notes), _hot_path(view)]
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+def _stats_cells(stats: RankStats) -> list[str]:
+    return [f"{format_time(stats.min)} ({stats.min_rank})", format_time(stats.mean),
+            f"{format_time(stats.max)} ({stats.max_rank})"]
+
+
+def _optional_time(ns: int) -> str:
+    return format_time(ns) if ns else "-"
+
+
+def _grouped(by_rank: Mapping[int, str]) -> str:
+    """One value, or `ranks 0-1: a; ranks 2: b` when the ranks differ."""
+    values = sorted(set(by_rank.values()))
+    if len(values) == 1:
+        return values[0]
+    return "; ".join(f"ranks {ranges.compress(sorted(r for r, v in by_rank.items() if v == value))}"
+                     f": {value}" for value in values)
+
+
+@dataclass
+class _Row:
+    """A line of the tree: one merged node, or the chain of frames above main."""
+    label: str
+    nodes: list[MergedNode]
+
+    @property
+    def head(self) -> MergedNode:
+        return self.nodes[0]
+
+    @property
+    def incl_ns(self) -> int:
+        return self.head.incl_time_ns
+
+    @property
+    def self_ns(self) -> int:
+        return sum(n.time_ns for n in self.nodes)
+
+
+class _View:
+    """The merged tree as displayed: labels, and the frames above main as one row."""
+
+    def __init__(self, tree: CallTree, symbols: SymbolTable):
+        self.tree = tree
+        self.symbols = symbols
+        self.above_main = self._above_main()
+        self.root = _Row(ROOT_LABEL, [tree.root])
+        self.total_ns = tree.root.incl_time_ns
+
+    def _above_main(self) -> list[MergedNode]:
+        """The frames from the root's child down to the shallowest `main`, not included."""
+        level = [c for c in self.tree.root.children.values()
+                 if c.frame.kind not in (FAILED, NOT_UNWOUND)]
+        while level:
+            for node in level:
+                names = self.symbols.names(node.frame)
+                if names and names[0] == MAIN:
+                    above = []
+                    parent = node.parent
+                    while parent is not None and parent.parent is not None:
+                        above.append(parent)
+                        parent = parent.parent
+                    return above[::-1]
+            level = [c for node in level for c in node.children.values()]
+        return []
+
+    def label(self, node: MergedNode) -> str:
+        names = self.symbols.names(node.frame)
+        if not names:
+            return ROOT_LABEL
+        if node.frame.kind not in CODE_KINDS:
+            return names[0]
+        text = names[-1]
+        lines = self.symbols.lines(node.frame)
+        if lines and lines[-1].file:
+            where = os.path.basename(lines[-1].file)
+            text += f" ({where}:{lines[-1].line})" if lines[-1].line else f" ({where})"
+        if len(names) > 1:
+            text += f" [inlined into {' > '.join(names[:-1])}]"
+        return text
+
+    def row(self, node: MergedNode) -> _Row:
+        if len(self.above_main) > 1 and node is self.above_main[0]:
+            names = [n for above in self.above_main for n in self.symbols.names(above.frame)]
+            if len(names) > ABOVE_MAIN_NAMES:
+                names = names[:2] + ["...", names[-1]]
+            return _Row(" > ".join(names), list(self.above_main))
+        return _Row(self.label(node), [node])
+
+    def children(self, row: _Row) -> list[_Row]:
+        inside = {id(n) for n in row.nodes[1:]}
+        rows = [self.row(c) for n in row.nodes for c in n.children.values()
+                if id(c) not in inside]
+        return sorted(rows, key=lambda r: (-r.incl_ns, r.label))
+
+    def percent(self, ns: int) -> str:
+        return format_percent(ns / self.total_ns) if self.total_ns else "-"
+
+
+# ---- sections --------------------------------------------------------------------------------
+
+def _time_split(profile: Profile, tree: CallTree) -> str:
+    split = time_split(tree)
+    total = sum(split.time.values())
+    rows = []
+    for label, values, always in (
+            ("Time", split.time, True),
+            ("  Failed unwind", split.failed, True),
+            ("    MPI", split.failed_mpi, False),
+            ("  Not unwound", split.not_unwound, True),
+            ("    MPI (groups counted, not unwound)", split.not_unwound_mpi, False),
+            ("  Execution", split.execution, True),
+            ("    MPI", split.execution_mpi, True)):
+        ns = sum(values.values())
+        if not ns and not always:
+            continue
+        share = format_percent(ns / total) if total else "-"
+        rows.append([label, format_time(ns), share] + _stats_cells(tree.stats(values)))
+    threads = [profile.callpaths[r].threads[t] for r, t in tree.threads]
+    lines = [f"Time split (call paths of {len(threads)} threads on {len(tree.ranks)} ranks; "
+             f"per rank: min, mean, max)",
+             table(["", "time", "%"] + STATS_HEADERS, rows, "lrrrrr")]
+    samplers = {}
+    unwinding = {}
+    for r in tree.ranks:
+        paths = profile.callpaths[r]
+        sampler = paths.sampler
+        samplers[r] = (f"{sampler.source}, {sampler.rate_hz} Hz, {sampler.clock} clock"
+                       if sampler else "-")
+        modes: dict[str, list[str]] = {}
+        for group, mode in paths.unwind.items():
+            modes.setdefault(mode, []).append(group)
+        unwinding[r] = "; ".join(f"{mode}: {', '.join(groups)}"
+                                 for mode, groups in sorted(modes.items(), reverse=True)) or "-"
+    kept = sum(t.samples_kept for t in threads)
+    in_mpi = sum(t.samples_in_mpi for t in threads)
+    other = sum(t.samples_other for t in threads)
+    failures = sum(t.unwind_failures for t in threads)
+    lines.append(f"{INDENT}sampler    {_grouped(samplers)}")
+    lines.append(f"{INDENT}samples    {kept} kept, {in_mpi} in MPI (its time is measured), "
+                 f"{other} other (dropped); {failures} unwind failures")
+    lines.append(f"{INDENT}unwinding  {_grouped(unwinding)}")
+    for r in tree.ranks:
+        if abs(split.unaccounted[r]) > tree.nodes[r]:
+            side = "less" if split.unaccounted[r] > 0 else "more"
+            lines.append(f"{INDENT}WARNING: rank {r}: the call tree holds "
+                         f"{format_time(abs(split.unaccounted[r]))} {side} than its threads' "
+                         f"elapsed time (allowed: 1 ns per node, {tree.nodes[r]} ns)")
+    for (r, index), thread in zip(tree.threads, threads):
+        if thread.node_count != len(thread.nodes):
+            lines.append(f"{INDENT}WARNING: rank {r} thread {index}: {thread.node_count} nodes "
+                         f"declared, {len(thread.nodes)} read")
+    lines.append(f"{INDENT}per rank: over the {len(tree.ranks)} ranks with call paths; a rank "
+                 f"without a value counts as 0; (rank) is the lowest on ties")
+    return "\n".join(lines)
+
+
+def _comms_line(node: MergedNode) -> str:
+    ranked = sorted(node.comms.items(), key=lambda kv: (-kv[1][1], kv[0]))
+    parts = [f"{comm} {format_time(ns)} ({calls} calls, {format_bytes(nbytes)})"
+             for comm, (calls, ns, nbytes) in ranked[:TOP_COMMS]]
+    if len(ranked) > TOP_COMMS:
+        parts.append(f"+{len(ranked) - TOP_COMMS} more")
+    return "comms: " + ", ".join(parts)
+
+
+def _call_tree(view: _View, notes: list[str]) -> str:
+    headers = ["time", "%", "self", "MPI", "visits", "bytes"] + STATS_HEADERS + ["call path"]
+    rows: list[list[str]] = []
+    hidden = 0
+    stack: list[tuple[_Row, int]] = [(view.root, 0)]
+    while stack:
+        row, depth = stack.pop()
+        if depth and row.incl_ns * 100 < view.total_ns * SHOWN_PERCENT:
+            hidden += sum(1 for _ in row.head.walk())
+            continue
+        mpi = is_mpi(row.head)
+        rows.append([format_time(row.incl_ns), view.percent(row.incl_ns),
+                     _optional_time(row.self_ns), _optional_time(row.head.incl_mpi_ns),
+                     str(row.head.total(VISITS)) if mpi else "",
+                     format_bytes(row.head.total(BYTES)) if mpi else ""]
+                    + _stats_cells(view.tree.stats(row.head.incl_time))
+                    + [STEP * depth + row.label])
+        if mpi and row.head.comms:
+            rows.append([""] * 9 + [STEP * (depth + 1) + _comms_line(row.head)])
+        for child in reversed(view.children(row)):
+            stack.append((child, depth + 1))
+    lines = [f"Call tree (inclusive time, top-down; nodes with at least {SHOWN_PERCENT}% of "
+             f"the total time)"]
+    lines += [f"{INDENT}note: {note}" for note in notes]
+    lines.append(table(headers, rows, "rrrrrrrrrl"))
+    lines.append(f"{INDENT}{hidden} node{'' if hidden == 1 else 's'} below {SHOWN_PERCENT}% of "
+                 f"the total time hidden (pathscope export --format folded shows every path)")
+    return "\n".join(lines)
+
+
+def _hot_path(view: _View) -> str:
+    """From the root, the child with the most inclusive time, down to a leaf; at the root the
+    pseudo frames are passed over (they are no part of the program: see the time split)."""
+    rows = []
+    row: Optional[_Row] = view.root
+    while row is not None:
+        stats = view.tree.stats(row.head.incl_time)
+        balance = f"{stats.max / stats.mean:.2f}" if stats.mean else "-"
+        rows.append([format_time(row.incl_ns), view.percent(row.incl_ns)]
+                    + _stats_cells(stats) + [balance, row.label])
+        children = view.children(row)
+        if row is view.root:
+            children = [c for c in children if c.head.frame.kind not in (FAILED, NOT_UNWOUND)]
+        row = children[0] if children else None
+    return "\n".join([
+        "Hot path (at each level the child with the most inclusive time, from the root but not "
+        "into [failed unwind] or [not unwound]; max/mean: the load imbalance)",
+        table(["time", "%"] + STATS_HEADERS + ["max/mean", "frame"], rows, "rrrrrrl")])

@@ -1,0 +1,18 @@
+"""Layout helpers shared by the report sections: aligned tables."""
+from __future__ import annotations
+
+from typing import Sequence
+
+INDENT = "  "
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str,
+          indent: str = INDENT) -> str:
+    """Columns padded to their widest cell; align has one letter per column, l or r."""
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+    lines = []
+    for row in [headers, *rows]:
+        cells = [str(c).ljust(w) if align[i] == "l" else str(c).rjust(w)
+                 for i, (c, w) in enumerate(zip(row, widths))]
+        lines.append((indent + "  ".join(cells)).rstrip())
+    return "\n".join(lines)

@@ -1,0 +1,175 @@
+/* Threads and calling context trees: see cct.h for the contract.
+ *
+ * A tree is an array of nodes plus an open-addressing hash of (parent, kind, key) -> node,
+ * both mapped once per thread (MAP_NORESERVE: only touched pages cost memory).  The path of
+ * the previous insertion is kept, so the common case -- the same call chain as last time, or
+ * one sharing a long prefix with it -- compares addresses instead of hashing every frame. */
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cct.h"
+
+#define PS_MAX_NODES (1u << 17)
+#define PS_MAX_PCOMM (1u << 14)
+
+__thread ps_thread_t *ps_self __attribute__((tls_model("initial-exec")));
+ps_thread_t *ps_threads[PS_MAX_THREADS];
+_Atomic int ps_nthreads;
+volatile int ps_cct_frozen;
+
+void ps_sample_thread_start(ps_thread_t *t); /* sample/sample.c */
+
+static void *map_zeroed(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+ps_thread_t *ps_thread_register(void)
+{
+    if (ps_self) return ps_self;
+    if (atomic_load(&ps_nthreads) >= PS_MAX_THREADS) return NULL;
+    ps_thread_t *t = map_zeroed(sizeof *t);
+    ps_node_t *nodes = map_zeroed(sizeof(ps_node_t) * PS_MAX_NODES);
+    uint32_t *hash = map_zeroed(sizeof(uint32_t) * PS_MAX_NODES * 2);
+    ps_pcomm_t *pcomm = map_zeroed(sizeof(ps_pcomm_t) * PS_MAX_PCOMM);
+    if (!t || !nodes || !hash || !pcomm) {
+        atomic_fetch_add(&ps_counters.alloc_failures, 1);
+        return NULL;
+    }
+    t->tid = (int)syscall(SYS_gettid);
+    t->nodes = nodes;
+    t->max_nodes = PS_MAX_NODES;
+    t->hash = hash;
+    t->hash_mask = PS_MAX_NODES * 2 - 1;
+    t->pcomm = pcomm;
+    t->pcomm_mask = PS_MAX_PCOMM - 1;
+    t->nnodes = 1; /* the root */
+    t->sampler_fd = -1;
+    t->start_ticks = t->last_ticks = ps_now();
+    void ps_unwind_thread_init(ps_thread_t *t);
+    ps_unwind_thread_init(t);
+    t->failed_node = ps_cct_child(t, 0, PS_NODE_FAILED, 0);
+    t->not_unwound_node = ps_cct_child(t, 0, PS_NODE_NOT_UNWOUND, 0);
+    int index = atomic_fetch_add(&ps_nthreads, 1);
+    if (index >= PS_MAX_THREADS) {
+        atomic_fetch_sub(&ps_nthreads, 1);
+        return NULL;
+    }
+    t->index = index;
+    ps_self = t;
+    ps_threads[index] = t; /* published last: the writer reads only complete entries */
+    ps_sample_thread_start(t);
+    return t;
+}
+
+void ps_thread_close(ps_thread_t *t, uint64_t now)
+{
+    if (!t || t->end_ticks) return;
+    /* the time since the last sample has no sampled location: [not unwound] */
+    int64_t tail = (int64_t)(now - t->last_ticks) - (int64_t)t->mpi_ticks_since + t->carry;
+    t->last_ticks = now;
+    t->mpi_ticks_since = 0;
+    t->carry = 0;
+    if (tail > 0) t->nodes[t->not_unwound_node].sample_ticks += (uint64_t)tail;
+    t->end_ticks = now;
+}
+
+void ps_threads_freeze(void)
+{
+    ps_cct_frozen = 1;
+    atomic_thread_fence(memory_order_seq_cst);
+    int n = atomic_load(&ps_nthreads);
+    for (int i = 0; i < n; i++) {
+        ps_thread_t *t = ps_threads[i];
+        if (!t || t == ps_self) continue;
+        /* an update in flight on another thread takes nanoseconds; never wait long */
+        for (int spin = 0; spin < 1000000 && t->busy; spin++) __asm__ __volatile__("pause");
+    }
+}
+
+static inline uint32_t hash_key(uint32_t parent, int kind, uintptr_t key)
+{
+    uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull ^ ((uint64_t)parent << 3 | (uint64_t)kind);
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+uint32_t ps_cct_child(ps_thread_t *t, uint32_t parent, int kind, uintptr_t key)
+{
+    uint32_t i = hash_key(parent, kind, key) & t->hash_mask;
+    for (;;) {
+        uint32_t id = t->hash[i];
+        if (!id) break;
+        ps_node_t *n = &t->nodes[id];
+        if (n->key == key && n->parent == parent && n->kind == (uint32_t)kind) return id;
+        i = (i + 1) & t->hash_mask;
+    }
+    if (t->nnodes >= t->max_nodes) {
+        t->tree_full++;
+        return 0; /* caller keeps the deepest node it has */
+    }
+    uint32_t id = t->nnodes++;
+    ps_node_t *n = &t->nodes[id];
+    n->key = key;
+    n->parent = parent;
+    n->kind = (uint32_t)kind;
+    t->hash[i] = id;
+    return id;
+}
+
+uint32_t ps_cct_insert_path(ps_thread_t *t, uint32_t parent, const uintptr_t *frames, int n,
+                            int leaf_kind)
+{
+    /* call-site chain: frames[n-1] (outermost) .. frames[calls_end] */
+    int chain = leaf_kind == PS_NODE_CALL ? n : n - 1;
+    uint32_t node = parent;
+    int j = 0;
+    if (parent == 0) {
+        /* reuse the prefix shared with the previous path from the root */
+        int limit = chain < t->last_n ? chain : t->last_n;
+        while (j < limit && t->last_keys[j] == frames[n - 1 - j]) j++;
+        if (j) node = t->last_nodes[j - 1];
+    }
+    for (; j < chain; j++) {
+        uint32_t child = ps_cct_child(t, node, PS_NODE_CALL, frames[n - 1 - j]);
+        if (!child) {
+            if (parent == 0) t->last_n = j; /* positions j.. still hold the previous path */
+            return node;
+        }
+        node = child;
+        if (parent == 0) {
+            t->last_keys[j] = frames[n - 1 - j];
+            t->last_nodes[j] = node;
+        }
+    }
+    if (parent == 0) t->last_n = chain;
+    if (chain < n) {
+        uint32_t leaf = ps_cct_child(t, node, leaf_kind, frames[0]);
+        if (leaf) node = leaf;
+    }
+    return node;
+}
+
+ps_pcomm_t *ps_cct_pcomm(ps_thread_t *t, uint32_t node, int comm)
+{
+    uint32_t i = hash_key(node, 7, (uintptr_t)(uint32_t)comm) & t->pcomm_mask;
+    for (uint32_t probes = 0; probes <= t->pcomm_mask; probes++) {
+        ps_pcomm_t *p = &t->pcomm[i];
+        if (p->node == node && p->comm == comm) return p;
+        if (!p->node) {
+            if (t->npcomm >= t->pcomm_mask / 4 * 3) return NULL;
+            t->npcomm++;
+            p->node = node;
+            p->comm = comm;
+            return p;
+        }
+        i = (i + 1) & t->pcomm_mask;
+    }
+    return NULL;
+}

@@ -1,0 +1,116 @@
+/* Threads and their calling context trees (CCT).
+ *
+ * Every thread that pathscope sees gets one ps_thread_t, created outside signal handlers
+ * (library load, our pthread_create trampoline, or the first MPI call of a thread we did not
+ * start) from memory mapped once; it is never freed, so the end of the run can write it.
+ *
+ * Contract: everything declared [signal-safe] may run in the sampling handler and in the
+ * MPI wrappers: no malloc, no locks, no stdio, only the thread's own preallocated storage.
+ * A thread's tree is written only by that thread; the writer at the end freezes the trees
+ * (ps_cct_frozen) and waits for in-flight updates (busy) before reading them.
+ */
+#ifndef PS_CCT_H
+#define PS_CCT_H
+#include <stdint.h>
+#include <time.h>
+#include "pathscope.h"
+
+#define PS_MAX_DEPTH 256      /* frames kept per path; deeper stacks count as failed */
+#define PS_MAX_THREADS 4096
+#define PS_OP_NODE_CACHE 1024 /* operations with a cached [not unwound] node */
+#define PS_RANGE_CACHE 4096  /* function ranges cached per thread */
+#define PS_RULE_CACHE 4096   /* unwind rules cached per thread (power of 2) */
+
+typedef enum {
+    PS_NODE_ROOT = 0,
+    PS_NODE_CALL,        /* a return address (call site) */
+    PS_NODE_FN,          /* innermost frame of a sample: function entry address */
+    PS_NODE_PC,          /* innermost frame of a sample, function unknown: the pc */
+    PS_NODE_MPI,         /* an MPI operation; key = op number */
+    PS_NODE_FAILED,      /* [failed unwind] */
+    PS_NODE_NOT_UNWOUND, /* [not unwound] */
+} ps_node_kind;
+
+typedef struct {
+    uintptr_t key;
+    uint32_t parent;
+    uint32_t kind;
+    uint64_t visits, bytes;          /* MPI nodes */
+    uint64_t mpi_ticks;              /* MPI nodes */
+    uint64_t sample_ticks, samples;  /* FN, PC, FAILED, NOT_UNWOUND */
+} ps_node_t;
+
+typedef struct {
+    uint32_t node; /* 0 = empty slot */
+    int32_t comm;
+    uint64_t calls, ticks, bytes;
+} ps_pcomm_t;
+
+typedef struct ps_thread {
+    int index;                 /* 0 = first registered (the main thread) */
+    int tid;
+    uintptr_t start_routine;   /* the function pthread_create started (0: the main thread) */
+    uint64_t start_ticks, end_ticks; /* end_ticks 0 while the thread runs */
+    /* hybrid accounting (effective sample intervals) */
+    uint64_t last_ticks;       /* previous kept sample, or the thread's start */
+    uint64_t mpi_ticks_since;  /* MPI time measured since then */
+    int64_t carry;             /* negative remainder of the last weight, carried forward */
+    volatile int busy;         /* inside a tree update */
+    volatile int close_requested; /* end of the run: take a closing sample (sample.c) */
+    uint64_t samples_kept, samples_in_mpi, samples_other, unwind_failures, tree_full;
+    /* the tree */
+    ps_node_t *nodes;
+    uint32_t nnodes, max_nodes;
+    uint32_t *hash;            /* node ids by (parent, kind, key); 0 = empty */
+    uint32_t hash_mask;
+    ps_pcomm_t *pcomm;
+    uint32_t pcomm_mask, npcomm;
+    uint32_t failed_node, not_unwound_node;
+    uint32_t op_node[PS_OP_NODE_CACHE]; /* [not unwound] -> operation nodes, by op number */
+    /* the previous path from the root: reused while it is a prefix of the next one */
+    int last_n;
+    uintptr_t last_keys[PS_MAX_DEPTH];
+    uint32_t last_nodes[PS_MAX_DEPTH];
+    /* sampler */
+    int sampler_fd;            /* perf event, or -1 */
+    int has_timer;
+    timer_t timer;
+    uintptr_t scratch[PS_MAX_DEPTH + 64]; /* unwinder output */
+    uintptr_t stack_lo, stack_hi; /* the thread's stack: walks never read outside it */
+    uint64_t rules[PS_RULE_CACHE * 2]; /* unwind rules by address (unwind.c) */
+    int nranges;               /* function ranges seen by samples (unwind.c) */
+    struct { uintptr_t start, end; } ranges[PS_RANGE_CACHE];
+} ps_thread_t;
+
+extern __thread ps_thread_t *ps_self __attribute__((tls_model("initial-exec")));
+extern ps_thread_t *ps_threads[PS_MAX_THREADS];
+extern _Atomic int ps_nthreads;
+extern volatile int ps_cct_frozen; /* the end of the run is reading the trees */
+
+ps_thread_t *ps_thread_register(void);  /* not signal-safe (maps memory) */
+static inline ps_thread_t *ps_thread_get(void)
+{
+    ps_thread_t *t = ps_self;
+    return t ? t : ps_thread_register();
+}
+void ps_thread_close(ps_thread_t *t, uint64_t now); /* end of the thread's timeline [signal-safe] */
+void ps_threads_freeze(void);                       /* before writing [signal-safe] */
+
+/* Inserts a path of frames (innermost first: frames[0] is the leaf, of kind leaf_kind; the
+ * others are call sites) below parent and returns the leaf's node id. [signal-safe] */
+uint32_t ps_cct_insert_path(ps_thread_t *t, uint32_t parent, const uintptr_t *frames, int n,
+                            int leaf_kind);
+uint32_t ps_cct_child(ps_thread_t *t, uint32_t parent, int kind, uintptr_t key); /* [signal-safe] */
+ps_pcomm_t *ps_cct_pcomm(ps_thread_t *t, uint32_t node, int comm); /* NULL if full [signal-safe] */
+
+/* The hybrid accounting: the weight of a kept sample taken now. [signal-safe] */
+static inline uint64_t ps_sample_weight(ps_thread_t *t, uint64_t now)
+{
+    int64_t w = (int64_t)(now - t->last_ticks) - (int64_t)t->mpi_ticks_since + t->carry;
+    t->last_ticks = now;
+    t->mpi_ticks_since = 0;
+    if (w < 0) { t->carry = w; return 0; }
+    t->carry = 0;
+    return (uint64_t)w;
+}
+#endif

@@ -1,0 +1,137 @@
+/* Call paths of MPI calls: every recorded MPI call (ps_record) lands on a node of the
+ * calling thread's tree -- the MPI operation below the call path that reached it -- with its
+ * time, bytes and a per-communicator breakdown.  Operations of groups set to `count`
+ * (PATHSCOPE_UNWIND) land below [not unwound] without a walk.  The MPI time also feeds the
+ * hybrid accounting (cct.h: ps_sample_weight).
+ *
+ * Runs inside the wrappers, never in a signal handler, but a sample may arrive while it runs:
+ * the wrappers' re-entry flag makes the handler ignore it.  No malloc, no locks. */
+#include <string.h>
+
+#include "mpi_internal.h"
+#include "../core/cct.h"
+#include "../unwind/unwind.h"
+
+static unsigned char group_counted[PS_NUM_UNWIND_GROUPS]; /* 1: count only */
+
+/* PATHSCOPE_UNWIND, already validated at load time: "group=mode,..." ("all" = every group). */
+void ps_paths_configure(void)
+{
+    static const char *defaults = "env=count,topo=count";
+    for (int pass = 0; pass < 2; pass++) {
+        const char *p = pass ? ps_options.unwind : defaults;
+        while (p && *p) {
+            const char *comma = strchr(p, ',');
+            size_t len = comma ? (size_t)(comma - p) : strlen(p);
+            const char *eq = memchr(p, '=', len);
+            if (eq) {
+                size_t glen = (size_t)(eq - p);
+                int counted = strncmp(eq + 1, "count", len - glen - 1) == 0;
+                for (int g = 0; g < PS_NUM_UNWIND_GROUPS; g++)
+                    if ((glen == 3 && strncmp(p, "all", 3) == 0) ||
+                        (strlen(ps_unwind_group_names[g]) == glen &&
+                         strncmp(p, ps_unwind_group_names[g], glen) == 0))
+                        group_counted[g] = (unsigned char)counted;
+            }
+            p = comma ? comma + 1 : NULL;
+        }
+    }
+}
+
+int ps_paths_group_counted(int group) { return group_counted[group]; }
+
+static uint32_t counted_op_node(ps_thread_t *t, int op)
+{
+    uint32_t node = op < PS_OP_NODE_CACHE ? t->op_node[op] : 0;
+    if (!node) {
+        node = ps_cct_child(t, t->not_unwound_node, PS_NODE_MPI, (uintptr_t)op);
+        if (!node) return t->not_unwound_node;
+        if (op < PS_OP_NODE_CACHE) t->op_node[op] = node;
+    }
+    return node;
+}
+
+/* A sample inside an untimed MPI call: the operation's node, below its call path when the
+ * group is unwound (the walk from the signal context, our own frames cut off).
+ * [signal-safe] */
+uint32_t ps_untimed_sample_node(ps_thread_t *t, int op, void *context)
+{
+    if (op < 0 || op >= PS_NUM_OPS) return t->not_unwound_node;
+    if (group_counted[ps_op_unwind_group[op]]) return counted_op_node(t, op);
+    int complete = 0;
+    int n = ps_unwind_signal(context, t->scratch, PS_MAX_DEPTH, &complete);
+    int last_self = -1;
+    for (int i = 0; i < n; i++)
+        if (ps_unwind_in_self(t->scratch[i])) last_self = i;
+    if (last_self < 0) return counted_op_node(t, op); /* not below our wrapper after all */
+    const uintptr_t *frames = t->scratch + last_self + 1;
+    n -= last_self + 1;
+    if (!complete) t->unwind_failures++;
+    uint32_t parent = complete ? 0 : t->failed_node;
+    uint32_t node = n > 0 ? ps_cct_insert_path(t, parent, frames, n, PS_NODE_CALL) : parent;
+    uint32_t leaf = ps_cct_child(t, node, PS_NODE_MPI, (uintptr_t)op);
+    return leaf ? leaf : node;
+}
+
+/* Samples come at intervals of the thread's CPU time, so a thread that was off the CPU
+ * (blocked in a system call, descheduled) gets no sample for that time, and the next kept
+ * sample would carry it -- across this MPI call, to wherever the thread computes next.  When
+ * more than two sampling periods passed since the last kept sample before this call (minus
+ * the MPI time in between), that time is charged here: to the function that made this call,
+ * below its call path, as sampled time.  Then the interval starts anew. */
+extern int ps_sample_rate;
+static uint64_t gap_ticks; /* two sampling periods, in ticks */
+
+static void charge_gap_before_call(ps_thread_t *t, int n)
+{
+    if (!ps_sample_rate) return;
+    if (!gap_ticks) gap_ticks = (uint64_t)(ps_ticks_per_ns() * 2e9 / ps_sample_rate);
+    uint64_t now = ps_now();
+    /* mpi_ticks_since already holds this call's dt */
+    int64_t pending = (int64_t)(now - t->last_ticks) - (int64_t)t->mpi_ticks_since + t->carry;
+    if (pending <= (int64_t)gap_ticks) return;
+    uintptr_t call_site = t->scratch[0];
+    uintptr_t start = ps_unwind_function_start(t, call_site - 1);
+    if (!start) return;
+    t->scratch[0] = start;
+    uint32_t node = ps_cct_insert_path(t, 0, t->scratch, n, PS_NODE_FN);
+    t->scratch[0] = call_site;
+    t->nodes[node].sample_ticks += (uint64_t)pending;
+    t->last_ticks = now;
+    t->mpi_ticks_since = 0;
+    t->carry = 0;
+}
+
+void ps_path_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_bytes)
+{
+    ps_thread_t *t = ps_thread_get();
+    if (!t || ps_cct_frozen) return;
+    t->busy = 1;
+    t->mpi_ticks_since += dt;
+    uint32_t node;
+    if (group_counted[ps_op_unwind_group[op]]) {
+        node = counted_op_node(t, op);
+    } else {
+        int complete = 0;
+        int n = ps_unwind_caller(t->scratch, PS_MAX_DEPTH, &complete);
+        uint32_t parent = complete ? 0 : t->failed_node;
+        if (!complete) t->unwind_failures++;
+        else if (n > 0) charge_gap_before_call(t, n);
+        node = n ? ps_cct_insert_path(t, parent, t->scratch, n, PS_NODE_CALL) : parent;
+        uint32_t leaf = ps_cct_child(t, node, PS_NODE_MPI, (uintptr_t)op);
+        if (leaf) node = leaf;
+    }
+    ps_node_t *nd = &t->nodes[node];
+    nd->visits++;
+    nd->mpi_ticks += dt;
+    if (count_bytes) nd->bytes += bytes;
+    ps_pcomm_t *pc = ps_cct_pcomm(t, node, comm_id);
+    if (pc) {
+        pc->calls++;
+        pc->ticks += dt;
+        if (count_bytes) pc->bytes += bytes;
+    } else {
+        t->tree_full++;
+    }
+    t->busy = 0;
+}

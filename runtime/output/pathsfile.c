@@ -1,0 +1,267 @@
+/* The call-path part of the rank file (docs/format.md, "Call paths"): sampler, unwind
+ * groups, modules, threads, tree nodes, per-communicator breakdown of MPI nodes.
+ *
+ * Called from ps_write_rank_body(), which may run in a fatal-signal handler: everything
+ * here is async-signal-safe -- /proc/self/maps is read with open/read into static storage,
+ * ELF headers and build-id notes are read from the loaded images in memory, no malloc. */
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../mpi/mpi_internal.h"
+#include "../core/cct.h"
+#include "../sample/sample.h"
+
+int ps_paths_group_counted(int group); /* mpi/paths.c */
+
+#define MAX_MAPPINGS 2048
+#define MAX_MODULES 1024
+
+typedef struct {
+    uintptr_t start, end;
+    int module;
+} mapping_t;
+
+typedef struct {
+    const char *path; /* into maps_text */
+    uintptr_t base;   /* lowest mapped address of the file */
+    uintptr_t bias;   /* load bias: runtime address - ELF virtual address */
+    char build_id[41];
+    int executable;   /* has an executable mapping: written */
+} module_t;
+
+static char maps_text[1 << 20];
+static mapping_t mappings[MAX_MAPPINGS];
+static module_t modules[MAX_MODULES];
+static int nmappings, nmodules;
+
+static uintptr_t parse_hex(const char **p)
+{
+    uintptr_t v = 0;
+    for (;; (*p)++) {
+        char c = **p;
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0) return v;
+        v = v * 16 + (uintptr_t)d;
+    }
+}
+
+/* Bias and build id of an image loaded at base (its ELF header is mapped there). */
+static void read_image(module_t *m, int readable)
+{
+    m->bias = 0;
+    m->build_id[0] = 0;
+    if (!readable) return;
+    const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)m->base;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_phoff > 4096) return;
+    const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(m->base + eh->e_phoff);
+    uintptr_t min_vaddr = UINTPTR_MAX;
+    for (int i = 0; i < eh->e_phnum; i++)
+        if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < min_vaddr) min_vaddr = ph[i].p_vaddr;
+    if (min_vaddr == UINTPTR_MAX) return;
+    if (eh->e_type == ET_DYN) m->bias = m->base - (min_vaddr & ~(uintptr_t)4095);
+    for (int i = 0; i < eh->e_phnum; i++) {
+        if (ph[i].p_type != PT_NOTE) continue;
+        const char *p = (const char *)(m->bias + ph[i].p_vaddr), *end = p + ph[i].p_memsz;
+        while (p + sizeof(ElfW(Nhdr)) <= end) {
+            const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+            const char *name = p + sizeof *nh;
+            const unsigned char *desc = (const unsigned char *)name + ((nh->n_namesz + 3) & ~3u);
+            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && memcmp(name, "GNU", 4) == 0 &&
+                nh->n_descsz <= 20) {
+                static const char hex[] = "0123456789abcdef";
+                for (unsigned j = 0; j < nh->n_descsz; j++) {
+                    m->build_id[2 * j] = hex[desc[j] >> 4];
+                    m->build_id[2 * j + 1] = hex[desc[j] & 15];
+                }
+                m->build_id[2 * nh->n_descsz] = 0;
+                return;
+            }
+            p = (const char *)desc + ((nh->n_descsz + 3) & ~3u);
+        }
+    }
+}
+
+static void load_mappings(void)
+{
+    nmappings = nmodules = 0;
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    size_t len = 0;
+    for (;;) {
+        ssize_t r = read(fd, maps_text + len, sizeof maps_text - 1 - len);
+        if (r <= 0) break;
+        len += (size_t)r;
+    }
+    close(fd);
+    maps_text[len] = 0;
+    /* first pass: one module per path, at its lowest mapping */
+    for (char *line = maps_text; *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        const char *p = line;
+        uintptr_t start = parse_hex(&p);
+        p++;
+        uintptr_t end = parse_hex(&p);
+        p++;
+        char perm_r = p[0], perm_x = p[2];
+        const char *path = strchr(p, '/');
+        const char *bracket = strchr(p, '[');
+        if (!path || (bracket && bracket < path)) path = bracket;
+        if (path) {
+            int id = -1;
+            for (int i = 0; i < nmodules; i++)
+                if (strcmp(modules[i].path, path) == 0) { id = i; break; }
+            if (id < 0 && nmodules < MAX_MODULES) {
+                id = nmodules++;
+                modules[id].path = path;
+                modules[id].base = start;
+                modules[id].executable = 0;
+                read_image(&modules[id], perm_r == 'r');
+            }
+            if (id >= 0 && perm_x == 'x' && nmappings < MAX_MAPPINGS) {
+                mappings[nmappings].start = start;
+                mappings[nmappings].end = end;
+                mappings[nmappings].module = id;
+                nmappings++;
+                modules[id].executable = 1;
+            }
+        }
+        if (!nl) break;
+        line = nl + 1;
+    }
+}
+
+static int module_of(uintptr_t addr)
+{
+    int lo = 0, hi = nmappings;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (mappings[mid].end <= addr) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < nmappings && mappings[lo].start <= addr ? mappings[lo].module : -1;
+}
+
+static void tab(ps_fmt_t *f) { ps_fmt_char(f, '\t'); }
+
+static void hex(ps_fmt_t *f, uintptr_t v)
+{
+    char buf[20];
+    int n = 0;
+    do {
+        buf[n++] = "0123456789abcdef"[v & 15];
+        v >>= 4;
+    } while (v);
+    ps_fmt_str(f, "0x");
+    while (n) ps_fmt_char(f, buf[--n]);
+}
+
+static const char *const kind_names[] = {"root", "call", "fn", "pc", "mpi", "failed", "not_unwound"};
+
+static void write_thread(ps_fmt_t *f, ps_thread_t *t)
+{
+    ps_fmt_str(f, "thread\t");
+    ps_fmt_u64(f, (uint64_t)t->index); tab(f);
+    ps_fmt_u64(f, (uint64_t)t->tid); tab(f);
+    ps_fmt_u64(f, ps_ticks_to_ns(t->end_ticks - t->start_ticks)); tab(f);
+    ps_fmt_u64(f, t->samples_kept); tab(f);
+    ps_fmt_u64(f, t->samples_in_mpi); tab(f);
+    ps_fmt_u64(f, t->samples_other); tab(f);
+    ps_fmt_u64(f, t->unwind_failures); tab(f);
+    ps_fmt_u64(f, t->nnodes); tab(f);
+    if (t->start_routine) {
+        int m = module_of(t->start_routine);
+        if (m >= 0) {
+            ps_fmt_u64(f, (uint64_t)m); tab(f);
+            hex(f, t->start_routine - modules[m].bias);
+        } else {
+            ps_fmt_str(f, "-\t");
+            hex(f, t->start_routine);
+        }
+    } else {
+        ps_fmt_str(f, "-\t-");
+    }
+    ps_fmt_char(f, '\n');
+    for (uint32_t id = 0; id < t->nnodes; id++) {
+        ps_node_t *n = &t->nodes[id];
+        ps_fmt_str(f, "node\t");
+        ps_fmt_u64(f, (uint64_t)t->index); tab(f);
+        ps_fmt_u64(f, id); tab(f);
+        if (id) ps_fmt_u64(f, n->parent);
+        else ps_fmt_char(f, '-');
+        tab(f);
+        ps_fmt_str(f, kind_names[n->kind < 7 ? n->kind : 0]); tab(f);
+        if (n->kind == PS_NODE_CALL || n->kind == PS_NODE_FN || n->kind == PS_NODE_PC) {
+            int m = module_of(n->key);
+            if (m >= 0) {
+                ps_fmt_u64(f, (uint64_t)m); tab(f);
+                hex(f, n->key - modules[m].bias);
+            } else {
+                ps_fmt_str(f, "-\t");
+                hex(f, n->key);
+            }
+        } else if (n->kind == PS_NODE_MPI) {
+            ps_fmt_str(f, "-\t");
+            ps_fmt_str(f, n->key < PS_NUM_OPS ? ps_op_names[n->key] : "MPI_?");
+        } else {
+            ps_fmt_str(f, "-\t-");
+        }
+        tab(f);
+        ps_fmt_u64(f, n->visits); tab(f);
+        ps_fmt_u64(f, ps_ticks_to_ns(n->sample_ticks)); tab(f);
+        ps_fmt_u64(f, n->samples); tab(f);
+        ps_fmt_u64(f, ps_ticks_to_ns(n->mpi_ticks)); tab(f);
+        ps_fmt_u64(f, n->bytes); ps_fmt_char(f, '\n');
+    }
+    for (uint32_t i = 0; i <= t->pcomm_mask; i++) {
+        ps_pcomm_t *p = &t->pcomm[i];
+        if (!p->node) continue;
+        ps_fmt_str(f, "pcomm\t");
+        ps_fmt_u64(f, (uint64_t)t->index); tab(f);
+        ps_fmt_u64(f, p->node); tab(f);
+        ps_fmt_tsv(f, p->comm >= 0 && p->comm < ps_ncomms ? ps_comms[p->comm]->name : "-"); tab(f);
+        ps_fmt_u64(f, p->calls); tab(f);
+        ps_fmt_u64(f, ps_ticks_to_ns(p->ticks)); tab(f);
+        ps_fmt_u64(f, p->bytes); ps_fmt_char(f, '\n');
+    }
+}
+
+void ps_write_paths(ps_fmt_t *f)
+{
+    if (!ps_paths_on) return;
+    ps_threads_freeze();
+    ps_threads_stop_sampling();
+    uint64_t now = ps_now();
+    int nthreads = atomic_load(&ps_nthreads);
+    uint64_t full = 0;
+    for (int i = 0; i < nthreads; i++)
+        if (ps_threads[i]) {
+            ps_thread_close(ps_threads[i], now);
+            full += ps_threads[i]->tree_full;
+        }
+    ps_fmt_str(f, "counter_tree_full\t"); ps_fmt_u64(f, full); ps_fmt_char(f, '\n');
+    ps_fmt_str(f, "sampler\t");
+    ps_fmt_str(f, ps_sample_source); tab(f);
+    ps_fmt_u64(f, (uint64_t)ps_sample_rate); tab(f);
+    ps_fmt_str(f, strcmp(ps_options.sample_clock, "wall") == 0 ? "wall" : "cpu");
+    ps_fmt_char(f, '\n');
+    for (int g = 0; g < PS_NUM_UNWIND_GROUPS; g++) {
+        ps_fmt_str(f, "unwind\t");
+        ps_fmt_str(f, ps_unwind_group_names[g]); tab(f);
+        ps_fmt_str(f, ps_paths_group_counted(g) ? "count\n" : "path\n");
+    }
+    load_mappings();
+    for (int m = 0; m < nmodules; m++) {
+        if (!modules[m].executable) continue;
+        ps_fmt_str(f, "module\t");
+        ps_fmt_u64(f, (uint64_t)m); tab(f);
+        ps_fmt_tsv(f, modules[m].path); tab(f);
+        ps_fmt_str(f, modules[m].build_id[0] ? modules[m].build_id : "-");
+        ps_fmt_char(f, '\n');
+    }
+    for (int i = 0; i < nthreads; i++)
+        if (ps_threads[i]) write_thread(f, ps_threads[i]);
+}

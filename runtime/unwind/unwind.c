@@ -1,0 +1,699 @@
+/* The stack walker: pathscope's own DWARF call-frame-information (CFI) unwinder for x86_64.
+ *
+ * Why our own and not libunwind: (1) async-signal safety -- libunwind keeps per-thread state
+ * in __thread variables of a shared library, whose first use in a thread (and the first use
+ * after any dlopen of a library with TLS) goes through __tls_get_addr, which may call malloc:
+ * a sample that interrupted malloc then corrupts the heap (we saw exactly that, in a Fortran
+ * test under Open MPI); (2) speed -- a walk here is a few loads per frame from a per-thread
+ * rule cache; (3) no symbols of ours in the application (libunwind.so also defines _Unwind_*
+ * and backtrace).
+ *
+ * How: the unwind tables every x86_64 binary carries (.eh_frame, indexed by .eh_frame_hdr,
+ * PT_GNU_EH_FRAME) say, for every instruction, how to find the caller's frame: the canonical
+ * frame address (CFA) as rsp or rbp plus an offset, where the return address and the saved
+ * rbp are.  The first time a thread meets an address we run the CFI program up to it and
+ * cache the resulting rule (or "cannot unwind here") in the thread's rule cache; after that a
+ * frame costs a cache probe and two loads.  Rules that are DWARF expressions (PLT stubs,
+ * realigned stacks) are evaluated each time by a small stack machine.
+ *
+ * The walk ends where the CFI says the return address is undefined (_start, the thread start
+ * in clone3): that is a complete walk.  It stops early -- an incomplete walk, reported as
+ * [failed unwind] with the frames found -- on code without CFI, on unsupported CFI, and when
+ * a computed frame leaves the thread's stack or does not move up it.
+ *
+ * Everything here is async-signal-safe: modules are found by reading /proc/self/maps with
+ * open/read into static storage and the ELF headers in memory (no dl_iterate_phdr, no locks
+ * that a signal could deadlock on: one thread rebuilds the table, the others wait for nothing
+ * and count a failure); memory is read only inside the thread's stack or inside mapped
+ * modules' unwind tables.
+ */
+#define _GNU_SOURCE
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "unwind.h"
+
+int ps_unwind_ok;
+
+/* ---- modules: executable mappings and their .eh_frame_hdr ---------------------------------- */
+#define MAX_CODE 1024
+typedef struct {
+    uintptr_t start, end;       /* executable mapping */
+    const uint8_t *eh_frame_hdr; /* NULL: no unwind tables */
+} code_t;
+
+static code_t code_tables[2][MAX_CODE];
+static int code_counts[2];
+static _Atomic unsigned code_seq;  /* even: table [seq/2 % 2] is valid */
+static atomic_flag code_rebuilding = ATOMIC_FLAG_INIT;
+static char maps_buf[1 << 20];
+static uintptr_t self_start, self_end; /* pathscope's own code */
+
+static uintptr_t parse_hex(const char **p)
+{
+    uintptr_t v = 0;
+    for (;; (*p)++) {
+        char c = **p;
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0) return v;
+        v = v * 16 + (uintptr_t)d;
+    }
+}
+
+/* The .eh_frame_hdr of the image whose ELF header is mapped at base. */
+static const uint8_t *image_eh_frame_hdr(uintptr_t base)
+{
+    const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)base;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_phoff > 4096) return NULL;
+    const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(base + eh->e_phoff);
+    uintptr_t min_vaddr = UINTPTR_MAX;
+    for (int i = 0; i < eh->e_phnum; i++)
+        if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < min_vaddr) min_vaddr = ph[i].p_vaddr;
+    if (min_vaddr == UINTPTR_MAX) return NULL;
+    uintptr_t bias = eh->e_type == ET_DYN ? base - (min_vaddr & ~(uintptr_t)4095) : 0;
+    for (int i = 0; i < eh->e_phnum; i++)
+        if (ph[i].p_type == PT_GNU_EH_FRAME) return (const uint8_t *)(bias + ph[i].p_vaddr);
+    return NULL;
+}
+
+/* Reads /proc/self/maps into the inactive table and publishes it.  Returns 0 if another
+ * thread is rebuilding (the caller counts a failure). [signal-safe] */
+static int code_rebuild(void)
+{
+    if (atomic_flag_test_and_set(&code_rebuilding)) return 0;
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        atomic_flag_clear(&code_rebuilding);
+        return 0;
+    }
+    size_t len = 0;
+    for (;;) {
+        ssize_t r = read(fd, maps_buf + len, sizeof maps_buf - 1 - len);
+        if (r <= 0) break;
+        len += (size_t)r;
+    }
+    close(fd);
+    maps_buf[len] = 0;
+    unsigned seq = atomic_load(&code_seq);
+    int target = (int)((seq / 2 + 1) % 2);
+    code_t *table = code_tables[target];
+    int n = 0;
+    /* the base of the current file: its lowest mapping (offset 0, readable) */
+    char current_path[512] = "";
+    uintptr_t current_base = 0;
+    int current_readable = 0;
+    for (char *line = maps_buf; *line && n < MAX_CODE;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        const char *p = line;
+        uintptr_t start = parse_hex(&p);
+        p++;
+        uintptr_t end = parse_hex(&p);
+        p++;
+        char perm_r = p[0], perm_x = p[2];
+        const char *path = strchr(p, '/');
+        const char *bracket = strchr(p, '[');
+        if (!path || (bracket && bracket < path)) path = bracket;
+        if (path) {
+            if (strncmp(path, current_path, sizeof current_path) != 0) {
+                size_t l = strlen(path);
+                if (l >= sizeof current_path) l = sizeof current_path - 1;
+                memcpy(current_path, path, l);
+                current_path[l] = 0;
+                current_base = start;
+                current_readable = perm_r == 'r';
+            }
+            if (perm_x == 'x') {
+                table[n].start = start;
+                table[n].end = end;
+                table[n].eh_frame_hdr = current_readable ? image_eh_frame_hdr(current_base) : NULL;
+                n++;
+            }
+        }
+        if (!nl) break;
+        line = nl + 1;
+    }
+    code_counts[target] = n;
+    atomic_store(&code_seq, seq + 1); /* odd: switching */
+    atomic_store(&code_seq, seq + 2);
+    atomic_flag_clear(&code_rebuilding);
+    return 1;
+}
+
+/* The eh_frame_hdr for pc, or NULL.  *known is 0 when pc is in no mapping we know. */
+static const uint8_t *code_lookup(uintptr_t pc, int *known)
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        unsigned seq = atomic_load(&code_seq);
+        const code_t *table = code_tables[(seq / 2) % 2];
+        int lo = 0, hi = code_counts[(seq / 2) % 2];
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (table[mid].end <= pc) lo = mid + 1;
+            else hi = mid;
+        }
+        const code_t *c = lo < code_counts[(seq / 2) % 2] && table[lo].start <= pc ? &table[lo] : NULL;
+        const uint8_t *hdr = c ? c->eh_frame_hdr : NULL;
+        if (atomic_load(&code_seq) != seq) continue; /* rebuilt meanwhile: look again */
+        *known = c != NULL;
+        return hdr;
+    }
+    *known = 0;
+    return NULL;
+}
+
+/* ---- DWARF encodings ---------------------------------------------------------------------- */
+#define DW_EH_PE_omit 0xff
+static uint64_t read_uleb(const uint8_t **p, const uint8_t *end)
+{
+    uint64_t v = 0;
+    int shift = 0;
+    while (*p < end) {
+        uint8_t b = *(*p)++;
+        if (shift < 64) v |= (uint64_t)(b & 0x7f) << shift;
+        shift += 7;
+        if (!(b & 0x80)) break;
+    }
+    return v;
+}
+
+static int64_t read_sleb(const uint8_t **p, const uint8_t *end)
+{
+    int64_t v = 0;
+    int shift = 0;
+    uint8_t b = 0;
+    while (*p < end) {
+        b = *(*p)++;
+        if (shift < 64) v |= (int64_t)(b & 0x7f) << shift;
+        shift += 7;
+        if (!(b & 0x80)) break;
+    }
+    if (shift < 64 && (b & 0x40)) v |= -((int64_t)1 << shift);
+    return v;
+}
+
+/* Decodes a pointer of encoding enc at *p; data = base for DW_EH_PE_datarel.  Returns 0 on an
+ * encoding we do not read (indirect, textrel, funcrel). */
+static int read_encoded(const uint8_t **p, const uint8_t *end, uint8_t enc, uintptr_t data,
+                        uintptr_t *out)
+{
+    if (enc == DW_EH_PE_omit) return 0;
+    const uint8_t *start = *p;
+    uintptr_t v;
+    switch (enc & 0x0f) {
+    case 0x00: if (end - *p < 8) return 0; memcpy(&v, *p, 8); *p += 8; break;
+    case 0x01: v = (uintptr_t)read_uleb(p, end); break;
+    case 0x02: { uint16_t x; if (end - *p < 2) return 0; memcpy(&x, *p, 2); *p += 2; v = x; break; }
+    case 0x03: { uint32_t x; if (end - *p < 4) return 0; memcpy(&x, *p, 4); *p += 4; v = x; break; }
+    case 0x04: if (end - *p < 8) return 0; memcpy(&v, *p, 8); *p += 8; break;
+    case 0x09: v = (uintptr_t)read_sleb(p, end); break;
+    case 0x0a: { int16_t x; if (end - *p < 2) return 0; memcpy(&x, *p, 2); *p += 2; v = (uintptr_t)(intptr_t)x; break; }
+    case 0x0b: { int32_t x; if (end - *p < 4) return 0; memcpy(&x, *p, 4); *p += 4; v = (uintptr_t)(intptr_t)x; break; }
+    case 0x0c: if (end - *p < 8) return 0; memcpy(&v, *p, 8); *p += 8; break;
+    default: return 0;
+    }
+    switch (enc & 0x70) {
+    case 0x00: break;
+    case 0x10: v += (uintptr_t)start; break;
+    case 0x30: v += data; break;
+    default: return 0;
+    }
+    if (enc & 0x80) return 0; /* indirect */
+    *out = v;
+    return 1;
+}
+
+/* ---- FDE search and the CFA program ------------------------------------------------------- */
+#define DW_RBP 6
+#define DW_RSP 7
+#define DW_RA 16
+#define NO_SAVE 0x7fff
+
+typedef struct {
+    int cfa_reg;             /* DW_RSP or DW_RBP; -1: CFA is an expression */
+    int64_t cfa_off;
+    const uint8_t *cfa_expr; /* when cfa_reg == -1 */
+    uint64_t cfa_expr_len;
+    int rbp_saved;           /* rbp at CFA + rbp_off */
+    int64_t rbp_off;
+    int ra_undefined;        /* the outermost frame */
+    int ra_off_ok;           /* return address at CFA - 8 */
+} cfa_state_t;
+
+typedef struct {
+    uintptr_t pc_begin, pc_end;
+    const uint8_t *insns, *insns_end;        /* the FDE's program */
+    const uint8_t *cie_insns, *cie_insns_end;
+    uint64_t code_align;
+    int64_t data_align;
+    uint64_t ra_reg;
+} fde_t;
+
+/* Finds the FDE covering pc through the binary-search table of .eh_frame_hdr. */
+static int fde_find(const uint8_t *hdr, uintptr_t pc, fde_t *f)
+{
+    if (hdr[0] != 1) return 0;
+    uint8_t ptr_enc = hdr[1], count_enc = hdr[2], table_enc = hdr[3];
+    const uint8_t *p = hdr + 4, *far = hdr + (1 << 30);
+    uintptr_t eh_frame, count;
+    if (!read_encoded(&p, far, ptr_enc, (uintptr_t)hdr, &eh_frame)) return 0;
+    if (!read_encoded(&p, far, count_enc, (uintptr_t)hdr, &count) || !count) return 0;
+    if (table_enc != 0x3b) return 0; /* datarel sdata4: what every toolchain writes */
+    const int32_t *table = (const int32_t *)p;
+    size_t lo = 0, hi = count;
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if ((uintptr_t)hdr + (uintptr_t)(intptr_t)table[2 * mid] <= pc) lo = mid;
+        else hi = mid;
+    }
+    uintptr_t first = (uintptr_t)hdr + (uintptr_t)(intptr_t)table[2 * lo];
+    if (pc < first) return 0;
+    const uint8_t *fde = hdr + table[2 * lo + 1];
+    /* FDE: length, CIE pointer, pc_begin, pc_range, [augmentation data], instructions */
+    uint32_t len32;
+    memcpy(&len32, fde, 4);
+    if (len32 == 0 || len32 == 0xffffffffu) return 0;
+    const uint8_t *fde_end = fde + 4 + len32;
+    int32_t cie_ptr;
+    memcpy(&cie_ptr, fde + 4, 4);
+    const uint8_t *cie = fde + 4 - cie_ptr;
+    memcpy(&len32, cie, 4);
+    if (len32 == 0 || len32 == 0xffffffffu) return 0;
+    const uint8_t *cie_end = cie + 4 + len32;
+    const uint8_t *c = cie + 8; /* after length and CIE id */
+    uint8_t version = *c++;
+    const char *aug = (const char *)c;
+    size_t aug_len = strnlen(aug, (size_t)(cie_end - c));
+    c += aug_len + 1;
+    if (aug[0] && aug[0] != 'z') return 0;
+    f->code_align = read_uleb(&c, cie_end);
+    f->data_align = read_sleb(&c, cie_end);
+    f->ra_reg = version == 1 ? *c++ : read_uleb(&c, cie_end);
+    uint8_t fde_enc = 0x00;
+    int has_aug_data = aug[0] == 'z';
+    if (has_aug_data) {
+        uint64_t alen = read_uleb(&c, cie_end);
+        const uint8_t *adata = c, *aend = c + alen;
+        for (size_t i = 1; i < aug_len; i++) {
+            switch (aug[i]) {
+            case 'R': fde_enc = *adata++; break;
+            case 'L': adata++; break;
+            case 'P': {
+                uint8_t penc = *adata++;
+                uintptr_t ignored;
+                if (!read_encoded(&adata, aend, penc & 0x7f, 0, &ignored)) return 0;
+                break;
+            }
+            case 'S': break;
+            default: return 0;
+            }
+        }
+        c = aend;
+    }
+    f->cie_insns = c;
+    f->cie_insns_end = cie_end;
+    const uint8_t *q = fde + 8;
+    uintptr_t pc_begin, pc_range;
+    if (!read_encoded(&q, fde_end, fde_enc, 0, &pc_begin)) return 0;
+    if (!read_encoded(&q, fde_end, fde_enc & 0x0f, 0, &pc_range)) return 0;
+    if (has_aug_data) {
+        uint64_t alen = read_uleb(&q, fde_end);
+        q += alen;
+    }
+    f->pc_begin = pc_begin;
+    f->pc_end = pc_begin + pc_range;
+    f->insns = q;
+    f->insns_end = fde_end;
+    return pc >= f->pc_begin && pc < f->pc_end;
+}
+
+#define STATE_STACK 8
+
+/* Runs the CFI program (CIE initial instructions, then the FDE's) up to pc. */
+static int cfa_run(const fde_t *f, uintptr_t pc, cfa_state_t *st)
+{
+    cfa_state_t initial, stack[STATE_STACK];
+    int depth = 0;
+    memset(st, 0, sizeof *st);
+    st->cfa_reg = DW_RSP;
+    st->cfa_off = 8;
+    initial = *st;
+    for (int pass = 0; pass < 2; pass++) {
+        const uint8_t *p = pass ? f->insns : f->cie_insns, *end = pass ? f->insns_end : f->cie_insns_end;
+        uintptr_t loc = f->pc_begin;
+        if (pass) initial = *st;
+        while (p < end) {
+            uint8_t op = *p++;
+            uint64_t reg, off;
+            if ((op & 0xc0) == 0x40) { /* advance_loc */
+                loc += (op & 0x3f) * f->code_align;
+                if (pass && loc > pc) return 1;
+                continue;
+            }
+            switch (op & 0xc0) {
+            case 0x80: /* offset */
+                reg = op & 0x3f;
+                off = read_uleb(&p, end);
+                if (reg == DW_RBP) { st->rbp_saved = 1; st->rbp_off = (int64_t)off * f->data_align; }
+                if (reg == f->ra_reg) st->ra_off_ok = (int64_t)off * f->data_align == -8;
+                continue;
+            case 0xc0: /* restore */
+                reg = op & 0x3f;
+                if (reg == DW_RBP) { st->rbp_saved = initial.rbp_saved; st->rbp_off = initial.rbp_off; }
+                if (reg == f->ra_reg) { st->ra_off_ok = initial.ra_off_ok; st->ra_undefined = initial.ra_undefined; }
+                continue;
+            }
+            switch (op) {
+            case 0x00: break; /* nop */
+            case 0x01: { /* set_loc */
+                uintptr_t to;
+                if (!read_encoded(&p, end, 0x00, 0, &to)) return 0;
+                if (pass && to > pc) return 1;
+                loc = to;
+                break;
+            }
+            case 0x02: loc += *p++ * f->code_align; if (pass && loc > pc) return 1; break;
+            case 0x03: { uint16_t d; memcpy(&d, p, 2); p += 2; loc += d * f->code_align; if (pass && loc > pc) return 1; break; }
+            case 0x04: { uint32_t d; memcpy(&d, p, 4); p += 4; loc += d * f->code_align; if (pass && loc > pc) return 1; break; }
+            case 0x05: /* offset_extended */
+            case 0x11: /* offset_extended_sf */
+                reg = read_uleb(&p, end);
+                {
+                    int64_t o = op == 0x05 ? (int64_t)read_uleb(&p, end) : read_sleb(&p, end);
+                    if (reg == DW_RBP) { st->rbp_saved = 1; st->rbp_off = o * f->data_align; }
+                    if (reg == f->ra_reg) st->ra_off_ok = o * f->data_align == -8;
+                }
+                break;
+            case 0x06: /* restore_extended */
+                reg = read_uleb(&p, end);
+                if (reg == DW_RBP) { st->rbp_saved = initial.rbp_saved; st->rbp_off = initial.rbp_off; }
+                break;
+            case 0x07: /* undefined */
+                reg = read_uleb(&p, end);
+                if (reg == f->ra_reg) st->ra_undefined = 1;
+                if (reg == DW_RBP) st->rbp_saved = 0;
+                break;
+            case 0x08: /* same_value */
+                reg = read_uleb(&p, end);
+                if (reg == DW_RBP) st->rbp_saved = 0;
+                break;
+            case 0x09: /* register */
+                reg = read_uleb(&p, end);
+                read_uleb(&p, end);
+                if (reg == DW_RBP || reg == f->ra_reg) return 0;
+                break;
+            case 0x0a: /* remember_state */
+                if (depth >= STATE_STACK) return 0;
+                stack[depth++] = *st;
+                break;
+            case 0x0b: /* restore_state */
+                if (!depth) return 0;
+                *st = stack[--depth];
+                break;
+            case 0x0c: /* def_cfa */
+                st->cfa_reg = (int)read_uleb(&p, end);
+                st->cfa_off = (int64_t)read_uleb(&p, end);
+                break;
+            case 0x0d: st->cfa_reg = (int)read_uleb(&p, end); break;   /* def_cfa_register */
+            case 0x0e: st->cfa_off = (int64_t)read_uleb(&p, end); break; /* def_cfa_offset */
+            case 0x0f: /* def_cfa_expression */
+                st->cfa_expr_len = read_uleb(&p, end);
+                st->cfa_expr = p;
+                st->cfa_reg = -1;
+                p += st->cfa_expr_len;
+                break;
+            case 0x10: /* expression */
+            case 0x16: /* val_expression */
+                reg = read_uleb(&p, end);
+                off = read_uleb(&p, end);
+                p += off;
+                if (reg == DW_RBP || reg == f->ra_reg) return 0;
+                break;
+            case 0x12: /* def_cfa_sf */
+                st->cfa_reg = (int)read_uleb(&p, end);
+                st->cfa_off = read_sleb(&p, end) * f->data_align;
+                break;
+            case 0x13: st->cfa_off = read_sleb(&p, end) * f->data_align; break; /* def_cfa_offset_sf */
+            case 0x14: /* val_offset */
+            case 0x15: /* val_offset_sf */
+                reg = read_uleb(&p, end);
+                if (op == 0x14) read_uleb(&p, end);
+                else read_sleb(&p, end);
+                if (reg == DW_RBP || reg == f->ra_reg) return 0;
+                break;
+            case 0x2e: read_uleb(&p, end); break; /* GNU_args_size */
+            case 0x2f: /* GNU_negative_offset_extended */
+                reg = read_uleb(&p, end);
+                off = read_uleb(&p, end);
+                if (reg == DW_RBP) { st->rbp_saved = 1; st->rbp_off = -(int64_t)off * f->data_align; }
+                if (reg == f->ra_reg) st->ra_off_ok = -(int64_t)off * f->data_align == -8;
+                break;
+            default:
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* ---- the per-thread rule cache ------------------------------------------------------------ */
+enum { RULE_EMPTY = 0, RULE_RSP, RULE_RBP, RULE_EXPR, RULE_END, RULE_NONE };
+
+typedef struct {
+    uintptr_t pc;
+    int32_t cfa_off;
+    int16_t rbp_off;   /* NO_SAVE: rbp unchanged */
+    uint8_t kind;
+    uint8_t pad;
+} rule_entry_t;
+
+_Static_assert(sizeof(rule_entry_t) == 16, "rule entries are 16 bytes");
+_Static_assert(sizeof(rule_entry_t) * PS_RULE_CACHE <= sizeof(((ps_thread_t *)0)->rules),
+               "rule cache fits ps_thread_t.rules");
+
+/* Finds or computes the rule at pc.  For RULE_EXPR the FDE is searched again by the caller. */
+static const rule_entry_t *rule_at(ps_thread_t *t, uintptr_t pc)
+{
+    rule_entry_t *cache = (rule_entry_t *)t->rules;
+    rule_entry_t *e = &cache[(pc ^ (pc >> 12)) & (PS_RULE_CACHE - 1)];
+    if (e->pc == pc && e->kind != RULE_EMPTY) return e;
+    e->pc = pc;
+    e->kind = RULE_NONE;
+    e->rbp_off = NO_SAVE;
+    e->cfa_off = 0;
+    int known = 0;
+    const uint8_t *hdr = code_lookup(pc, &known);
+    if (!known && code_rebuild()) hdr = code_lookup(pc, &known);
+    fde_t f;
+    cfa_state_t st;
+    if (!hdr || !fde_find(hdr, pc, &f) || !cfa_run(&f, pc, &st)) return e;
+    if (st.ra_undefined) {
+        e->kind = RULE_END;
+        return e;
+    }
+    if (!st.ra_off_ok) return e;
+    if (st.rbp_saved) {
+        if (st.rbp_off < -32768 || st.rbp_off > 32767) return e;
+        e->rbp_off = (int16_t)st.rbp_off;
+    }
+    if (st.cfa_reg == -1) {
+        e->kind = RULE_EXPR;
+        return e;
+    }
+    if ((st.cfa_reg != DW_RSP && st.cfa_reg != DW_RBP) || st.cfa_off < 0 || st.cfa_off > INT32_MAX)
+        return e;
+    e->kind = st.cfa_reg == DW_RSP ? RULE_RSP : RULE_RBP;
+    e->cfa_off = (int32_t)st.cfa_off;
+    return e;
+}
+
+/* The few DWARF operations CFA expressions use (PLT stubs, realigned frames). */
+static int eval_cfa_expr(uintptr_t pc, uintptr_t sp, uintptr_t rbp, uintptr_t lo, uintptr_t hi,
+                         uintptr_t *cfa)
+{
+    int known = 0;
+    const uint8_t *hdr = code_lookup(pc, &known);
+    fde_t f;
+    cfa_state_t st;
+    if (!hdr || !fde_find(hdr, pc, &f) || !cfa_run(&f, pc, &st) || st.cfa_reg != -1) return 0;
+    uintptr_t stack[16];
+    int n = 0;
+    const uint8_t *p = st.cfa_expr, *end = p + st.cfa_expr_len;
+    while (p < end) {
+        uint8_t op = *p++;
+        if (n >= 15) return 0;
+        if (op >= 0x30 && op <= 0x4f) { stack[n++] = op - 0x30; continue; } /* lit0..31 */
+        if (op >= 0x70 && op <= 0x8f) {                                        /* bregN */
+            int reg = op - 0x70;
+            int64_t off = read_sleb(&p, end);
+            uintptr_t base = reg == DW_RSP ? sp : reg == DW_RBP ? rbp : reg == DW_RA ? pc : 0;
+            if (reg != DW_RSP && reg != DW_RBP && reg != DW_RA) return 0;
+            stack[n++] = base + (uintptr_t)off;
+            continue;
+        }
+        switch (op) {
+        case 0x06: /* deref */
+            if (n < 1 || stack[n - 1] < lo || stack[n - 1] + 8 > hi) return 0;
+            stack[n - 1] = *(const uintptr_t *)stack[n - 1];
+            break;
+        case 0x08: stack[n++] = *p++; break;                         /* const1u */
+        case 0x09: stack[n++] = (uintptr_t)(intptr_t)(int8_t)*p++; break; /* const1s */
+        case 0x10: stack[n++] = (uintptr_t)read_uleb(&p, end); break; /* constu */
+        case 0x11: stack[n++] = (uintptr_t)read_sleb(&p, end); break; /* consts */
+        case 0x1a: if (n < 2) return 0; stack[n - 2] &= stack[n - 1]; n--; break; /* and */
+        case 0x22: if (n < 2) return 0; stack[n - 2] += stack[n - 1]; n--; break; /* plus */
+        case 0x1c: if (n < 2) return 0; stack[n - 2] -= stack[n - 1]; n--; break; /* minus */
+        case 0x24: if (n < 2) return 0; stack[n - 2] <<= stack[n - 1]; n--; break; /* shl */
+        case 0x2a: if (n < 2) return 0; stack[n - 2] = (intptr_t)stack[n - 2] >= (intptr_t)stack[n - 1]; n--; break; /* ge */
+        case 0x23: stack[n - 1] += (uintptr_t)read_uleb(&p, end); break; /* plus_uconst */
+        default: return 0;
+        }
+    }
+    if (n != 1) return 0;
+    *cfa = stack[0];
+    return 1;
+}
+
+/* ---- walking ------------------------------------------------------------------------------ */
+/* Walks from (pc, sp, rbp); pc is exact for the first frame (first_exact), a return address
+ * for the others.  Writes pcs/return addresses innermost first. */
+static int walk(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int first_exact,
+                uintptr_t *out, int max, int *complete)
+{
+    uintptr_t lo = t->stack_lo, hi = t->stack_hi;
+    int n = 0;
+    *complete = 0;
+    for (int exact = first_exact; n < max; exact = 0) {
+        out[n++] = pc;
+        uintptr_t lookup = exact ? pc : pc - 1;
+        const rule_entry_t *r = rule_at(t, lookup);
+        uintptr_t cfa;
+        switch (r->kind) {
+        case RULE_RSP: cfa = sp + (uintptr_t)r->cfa_off; break;
+        case RULE_RBP: cfa = rbp + (uintptr_t)r->cfa_off; break;
+        case RULE_EXPR:
+            if (!eval_cfa_expr(lookup, sp, rbp, lo, hi, &cfa)) return n;
+            break;
+        case RULE_END: *complete = 1; return n;
+        default: return n;
+        }
+        if (cfa <= sp || cfa > hi || cfa - 8 < lo) return n;
+        uintptr_t ra = *(const uintptr_t *)(cfa - 8);
+        if (r->rbp_off != NO_SAVE) {
+            uintptr_t at = cfa + (uintptr_t)(intptr_t)r->rbp_off;
+            if (at < lo || at + 8 > hi) return n;
+            rbp = *(const uintptr_t *)at;
+        }
+        if (!ra) return n;
+        pc = ra;
+        sp = cfa;
+    }
+    return n;
+}
+
+/* The thread's stack, so that no walk reads outside it. */
+void ps_unwind_thread_init(ps_thread_t *t)
+{
+    pthread_attr_t attr;
+    void *addr = NULL;
+    size_t size = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        pthread_attr_getstack(&attr, &addr, &size);
+        pthread_attr_destroy(&attr);
+    }
+    t->stack_lo = (uintptr_t)addr;
+    t->stack_hi = (uintptr_t)addr + size;
+}
+
+int ps_unwind_in_self(uintptr_t addr) { return addr >= self_start && addr < self_end; }
+
+__attribute__((noinline)) int ps_unwind_caller(uintptr_t *out, int max, int *complete)
+{
+    *complete = 0;
+    ps_thread_t *t = ps_self;
+    if (!ps_unwind_ok || !t) return 0;
+    uintptr_t pc, sp, rbp;
+    __asm__ __volatile__("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
+                         : "=r"(pc), "=r"(sp), "=r"(rbp));
+    int n = walk(t, pc, sp, rbp, 1, out, max, complete);
+    int skip = 0;
+    while (skip < n && ps_unwind_in_self(out[skip])) skip++;
+    n -= skip;
+    if (n <= 0) {
+        *complete = 0;
+        return 0;
+    }
+    if (skip) memmove(out, out + skip, sizeof *out * (size_t)n);
+    return n;
+}
+
+int ps_unwind_signal(void *ucontext, uintptr_t *out, int max, int *complete)
+{
+    *complete = 0;
+    ps_thread_t *t = ps_self;
+    if (!ps_unwind_ok || !t) return 0;
+    const ucontext_t *uc = ucontext;
+    return walk(t, (uintptr_t)uc->uc_mcontext.gregs[REG_RIP], (uintptr_t)uc->uc_mcontext.gregs[REG_RSP],
+                (uintptr_t)uc->uc_mcontext.gregs[REG_RBP], 1, out, max, complete);
+}
+
+/* Function entries come from the FDE covering pc (pc_begin), cached per thread in a sorted
+ * range table so that a function is searched once. */
+uintptr_t ps_unwind_function_start(ps_thread_t *t, uintptr_t pc)
+{
+    int lo = 0, hi = t->nranges;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (t->ranges[mid].end <= pc) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo < t->nranges && t->ranges[lo].start <= pc && pc < t->ranges[lo].end)
+        return t->ranges[lo].start;
+    int known = 0;
+    const uint8_t *hdr = code_lookup(pc, &known);
+    if (!known && code_rebuild()) hdr = code_lookup(pc, &known);
+    fde_t f;
+    if (!hdr || !fde_find(hdr, pc, &f)) return 0;
+    if (t->nranges < PS_RANGE_CACHE) {
+        memmove(&t->ranges[lo + 1], &t->ranges[lo], sizeof t->ranges[0] * (size_t)(t->nranges - lo));
+        t->ranges[lo].start = f.pc_begin;
+        t->ranges[lo].end = f.pc_end;
+        t->nranges++;
+    }
+    return f.pc_begin;
+}
+
+static int find_self(struct dl_phdr_info *info, size_t size, void *data)
+{
+    uintptr_t probe = (uintptr_t)data;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X)) continue;
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (probe >= lo && probe < hi) {
+            self_start = lo;
+            self_end = hi;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int ps_unwind_init(char *err, size_t errlen)
+{
+    dl_iterate_phdr(find_self, (void *)(uintptr_t)&ps_unwind_init);
+    if (!code_rebuild()) {
+        snprintf(err, errlen, "cannot read /proc/self/maps: call paths are off");
+        return -1;
+    }
+    ps_unwind_ok = 1;
+    return 0;
+}

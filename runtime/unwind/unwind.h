@@ -1,0 +1,32 @@
+/* The one stack walker of pathscope: every source (MPI wrappers, samples) asks it for the
+ * current call path.  Addresses only; names come at the end (runtime/symbols).  Our own
+ * DWARF CFI unwinder (unwind.c says why and how); everything here is async-signal-safe.
+ */
+#ifndef PS_UNWIND_H
+#define PS_UNWIND_H
+#include <stdint.h>
+#include "cct.h"
+
+extern int ps_unwind_ok; /* the module table could be read */
+int ps_unwind_init(char *err, size_t errlen); /* at load time; 0 on success */
+
+/* The call path of pathscope's caller (our own frames skipped), return addresses, innermost
+ * first.  Returns the number of frames; *complete is 1 when the walk reached the thread's
+ * first frame (where the unwind tables say the return address is undefined: _start, the
+ * thread start in clone3). [signal-safe] */
+int ps_unwind_caller(uintptr_t *out, int max, int *complete);
+
+/* From a signal handler: out[0] is the interrupted instruction, then return addresses.
+ * [signal-safe] */
+int ps_unwind_signal(void *ucontext, uintptr_t *out, int max, int *complete);
+
+/* Entry of the function containing pc (from the unwind tables); 0 if unknown.  Keeps a
+ * per-thread range cache, so only the first sample in a function pays the table search.
+ * [signal-safe] */
+uintptr_t ps_unwind_function_start(ps_thread_t *t, uintptr_t pc);
+
+int ps_unwind_in_self(uintptr_t addr); /* in pathscope's own code [signal-safe] */
+
+/* At thread registration (not in a signal handler): the stack bounds walks stay within. */
+void ps_unwind_thread_init(ps_thread_t *t);
+#endif
