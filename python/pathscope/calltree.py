@@ -128,6 +128,8 @@ class CallTree:
     threads: list[tuple[int, int]]  # (rank, thread index) merged
     elapsed: dict[int, int]       # rank -> sum of its merged threads' elapsed_ns
     nodes: dict[int, int]         # rank -> number of CCT nodes merged (the 1 ns tolerances)
+    runtime_threads: list[tuple[int, int]] = field(default_factory=list)  # left out
+    runtime_elapsed: int = 0      # their summed elapsed time
 
     def stats(self, values: Mapping[int, int]) -> RankStats:
         return rank_stats(values, self.ranks)
@@ -164,9 +166,10 @@ def check_selection(profile: Profile, rank: Optional[int] = None,
 
 
 def build_tree(profile: Profile, rank: Optional[int] = None,
-               thread: Optional[int] = None) -> CallTree:
-    """Merges the CCTs of the chosen threads (all by default).  ProfileError when the profile
-    has no call paths, or rank / thread are not in it."""
+               thread: Optional[int] = None, runtime_threads: bool = True) -> CallTree:
+    """Merges the CCTs of the chosen threads (all by default; without the MPI library's own
+    threads when runtime_threads is False -- they are counted in tree.runtime_threads).
+    ProfileError when the profile has no call paths, or rank / thread are not in it."""
     ranks = check_selection(profile, rank, thread)
     root = MergedNode(ROOT_FRAME, None)
     tree = CallTree(root, ranks, [], {r: 0 for r in ranks}, {r: 0 for r in ranks})
@@ -174,6 +177,10 @@ def build_tree(profile: Profile, rank: Optional[int] = None,
         paths = profile.callpaths[r]
         for index, cct in paths.threads.items():
             if thread is not None and index != thread:
+                continue
+            if not runtime_threads and cct.runtime_thread(paths.modules):
+                tree.runtime_threads.append((r, index))
+                tree.runtime_elapsed += cct.elapsed_ns
                 continue
             tree.threads.append((r, index))
             tree.elapsed[r] += cct.elapsed_ns

@@ -18,6 +18,8 @@ Nothing here prints or exits.
 """
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -34,6 +36,12 @@ NOT_UNWOUND = "not_unwound"
 CODE_KINDS = (CALL, FN, PC)          # nodes with a module and an address
 PSEUDO_KINDS = (FAILED, NOT_UNWOUND)  # the pseudo frames, children of the root
 
+
+# Modules whose threads are the MPI library's own (progress, PMIx, event loops): the report's
+# call tree leaves them out by default (their time is mostly waiting in poll/epoll_wait).
+RUNTIME_MODULES = re.compile(r"^(libmpi|libopen-pal|libopen-rte|libpmix|libpmi|libmpich|"
+                             r"libevent|libucs|libucp|libuct|libfabric|libpsm|libhwloc|mca_|"
+                             r"libprrte|libprte|libhcoll|libxpmem)")
 
 @dataclass
 class Module:
@@ -83,6 +91,15 @@ class Thread:
     unwind_failures: int
     node_count: int               # as declared on the `thread` line
     nodes: list[Node] = field(default_factory=list)   # by id: nodes[0] is the root
+    start_module: Optional[int] = None   # module id of the function pthread_create started
+    start_address: Optional[int] = None  # (None for the main thread and format 2.0 files
+                                         # written before these fields existed)
+
+    def runtime_thread(self, modules: "dict[int, Module]") -> bool:
+        """True for a thread the MPI library or its runtime started (progress threads of
+        Open MPI, PMIx, libevent, UCX, ...): its start function is in one of their modules."""
+        module = modules.get(self.start_module) if self.start_module is not None else None
+        return module is not None and bool(RUNTIME_MODULES.search(module.path.rsplit("/", 1)[-1]))
 
     def tree_time_ns(self) -> int:
         return sum(n.time_ns for n in self.nodes)
@@ -159,7 +176,14 @@ class CallPathParser:
         if index in self.threads:
             raise ProfileError(f"{r.where}: thread {index} listed twice")
         n = r.number
-        self.threads[index] = Thread(index, n(1), n(2), n(3), n(4), n(5), n(6), n(7))
+        thread = Thread(index, n(1), n(2), n(3), n(4), n(5), n(6), n(7))
+        if len(r.fields) >= 10 and r.fields[8] != "-":
+            thread.start_module = n(8)
+            try:
+                thread.start_address = int(r.fields[9], 16)
+            except ValueError:
+                raise ProfileError(f"{r.where}: bad start address '{r.fields[9]}'") from None
+        self.threads[index] = thread
 
     def _node(self, r: Record) -> None:
         r.need(11)

@@ -39,7 +39,7 @@ def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
     """The call-path sections, or [] when the profile has none."""
     if not profile.has_call_paths():
         return []
-    tree = build_tree(profile)
+    tree = build_tree(profile, runtime_threads=False)
     view = _View(tree, symbols)
     return [_time_split(profile, tree), _call_tree(view, symbols.notes), _hot_path(view)]
 
@@ -166,6 +166,10 @@ def _time_split(profile: Profile, tree: CallTree) -> str:
     lines = [f"Time split (call paths of {len(threads)} threads on {len(tree.ranks)} ranks; "
              f"per rank: min, mean, max)",
              table(["", "time", "%"] + STATS_HEADERS, rows, "lrrrrr")]
+    if tree.runtime_threads:
+        lines.append(f"  not shown  {len(tree.runtime_threads)} threads of the MPI library's "
+                     f"runtime (progress, PMIx, event loops; {format_time(tree.runtime_elapsed)} "
+                     f"elapsed, mostly waiting): export --format folded includes them")
     samplers = {}
     unwinding = {}
     for r in tree.ranks:
