@@ -82,7 +82,7 @@ void ps_thread_close(ps_thread_t *t, uint64_t now)
 void ps_threads_freeze(void)
 {
     ps_cct_frozen = 1;
-    atomic_thread_fence(memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst); /* pairs with tree_enter (sample.c, paths.c) */
     int n = atomic_load(&ps_nthreads);
     for (int i = 0; i < n; i++) {
         ps_thread_t *t = ps_threads[i];
@@ -114,11 +114,13 @@ uint32_t ps_cct_child(ps_thread_t *t, uint32_t parent, int kind, uintptr_t key)
         t->tree_full++;
         return 0; /* caller keeps the deepest node it has */
     }
-    uint32_t id = t->nnodes++;
+    uint32_t id = t->nnodes;
     ps_node_t *n = &t->nodes[id];
     n->key = key;
     n->parent = parent;
     n->kind = (uint32_t)kind;
+    atomic_signal_fence(memory_order_seq_cst); /* a writer in a signal handler sees whole nodes */
+    t->nnodes = id + 1;
     t->hash[i] = id;
     return id;
 }

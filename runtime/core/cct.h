@@ -11,6 +11,7 @@
  */
 #ifndef PS_CCT_H
 #define PS_CCT_H
+#include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
 #include "pathscope.h"
@@ -57,6 +58,7 @@ typedef struct ps_thread {
     int64_t carry;             /* negative remainder of the last weight, carried forward */
     volatile int busy;         /* inside a tree update */
     volatile int close_requested; /* end of the run: take a closing sample (sample.c) */
+    volatile int close_done;      /* ... taken */
     uint64_t samples_kept, samples_in_mpi, samples_other, unwind_failures, tree_full;
     /* the tree */
     ps_node_t *nodes;
@@ -72,12 +74,13 @@ typedef struct ps_thread {
     uintptr_t last_keys[PS_MAX_DEPTH];
     uint32_t last_nodes[PS_MAX_DEPTH];
     /* sampler */
-    int sampler_fd;            /* perf event, or -1 */
-    int has_timer;
+    _Atomic int sampler_fd;    /* perf event, or -1 */
+    _Atomic int has_timer;
     timer_t timer;
     uintptr_t scratch[PS_MAX_DEPTH + 64]; /* unwinder output */
     uintptr_t stack_lo, stack_hi; /* the thread's stack: walks never read outside it */
     uint64_t rules[PS_RULE_CACHE * 2]; /* unwind rules by address (unwind.c) */
+    unsigned unwind_generation; /* module changes seen when the caches were filled */
     int nranges;               /* function ranges seen by samples (unwind.c) */
     struct { uintptr_t start, end; } ranges[PS_RANGE_CACHE];
 } ps_thread_t;

@@ -10,7 +10,7 @@ void ps_fmt_flush(ps_fmt_t *f)
     size_t off = 0;
     if (f->fd < 0) return;
     while (off < f->len) {
-        ssize_t n = write(f->fd, f->buf + off, f->len - off);
+        ssize_t n = ps_sys_write(f->fd, f->buf + off, f->len - off);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) { f->failed = 1; break; }
         off += (size_t)n;

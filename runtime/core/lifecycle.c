@@ -211,6 +211,7 @@ static void read_program_name(void)
 /* The profile of a program that never initialised MPI: one rank (the launcher's rank if a
  * launcher started it, else 0).  [signal-safe]: mkdir and string copies only. */
 static void after_fork_in_child(void);
+void ps_block_async_signals(sigset_t *saved);
 
 static void nompi_prepare(void)
 {
@@ -308,8 +309,11 @@ __attribute__((destructor)) static void pathscope_fini(void)
         ps_end_ns = ps_clock_monotonic_ns();
         nompi_prepare();
         ps_threads_close_all();
+        sigset_t saved;
+        ps_block_async_signals(&saved); /* a SIGTERM now waits until the file is complete */
         ps_write_rank_file("complete");
         rank_file_written_final = 1;
+        pthread_sigmask(SIG_SETMASK, &saved, NULL);
         if (!ps_option_on(ps_options.quiet) && ps_outdir[0] && launcher_rank <= 0)
             fprintf(stderr, "pathscope: profile written to %s (view: pathscope report %s)\n",
                     ps_outdir, ps_outdir);
@@ -375,6 +379,18 @@ __attribute__((constructor)) static void pathscope_init(void)
 }
 
 void ps_mark_final_written(void) { rank_file_written_final = 1; }
+
+/* The signals a launcher sends to stop a job, blocked while a final rank file is written:
+ * delivered afterwards, they find the file complete. */
+void ps_block_async_signals(sigset_t *saved)
+{
+    sigset_t block;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGQUIT);
+    pthread_sigmask(SIG_BLOCK, &block, saved);
+}
 
 /* A child made by fork() (without exec) is not the process we profile: it must never write
  * (it would overwrite its parent's rank file) and its inherited samplers belong to the

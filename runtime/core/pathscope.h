@@ -101,6 +101,25 @@ void ps_signals_install(void); /* (re)install the fatal-signal handlers in front
 void ps_set_outdir(const char *dir); /* choose the profile directory (not signal-safe) */
 int ps_prepare_outdir(const char *dir, char *err, size_t errlen);
 
+/* ---- raw system calls ------------------------------------------------------------------ */
+/* Code that may run in a signal handler calls the kernel directly: the libc entry points
+ * open/read/write/close/rename can be interposed by other tools (I/O tracers such as Darshan
+ * take locks and allocate in theirs).  [signal-safe] */
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+static inline int ps_sys_open(const char *path, int flags, int mode)
+{
+    return (int)syscall(SYS_openat, AT_FDCWD, path, flags, mode);
+}
+static inline long ps_sys_read(int fd, void *buf, size_t n) { return syscall(SYS_read, fd, buf, n); }
+static inline long ps_sys_write(int fd, const void *buf, size_t n) { return syscall(SYS_write, fd, buf, n); }
+static inline int ps_sys_close(int fd) { return (int)syscall(SYS_close, fd); }
+static inline int ps_sys_rename(const char *from, const char *to)
+{
+    return (int)syscall(SYS_renameat, AT_FDCWD, from, AT_FDCWD, to);
+}
+
 /* ---- async-signal-safe text formatting (core/fmt.c) ---------------------------------- */
 typedef struct {
     char *buf;

@@ -9,6 +9,8 @@
  * run's profile.tsv.  Finalize called from an atexit handler works the same way.
  */
 #include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,7 @@ char ps_mpi_library[256]; /* first line of MPI_Get_library_version, read at star
 void ps_rank_file_host(void);
 void ps_mark_final_written(void);
 void ps_threads_close_all(void);
+void ps_block_async_signals(sigset_t *saved);
 void ps_reduce_and_write(void);
 void ps_peers_init(void);
 
@@ -84,6 +87,7 @@ static void resolve_fortran_sentinels(void)
 static void mpi_start(int provided, int agree_over_world)
 {
     if (!ps_option_on(ps_options.mpi)) { ps_state = PS_RUN_FINISHED; return; }
+    int outer = ps_in_wrapper;
     ps_in_wrapper = 1;
     PMPI_Comm_rank(MPI_COMM_WORLD, &ps_world_rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &ps_world_size);
@@ -104,7 +108,7 @@ static void mpi_start(int provided, int agree_over_world)
     if (agree_over_world) ps_peers_init();
     ps_signals_install();
     resolve_fortran_sentinels();
-    ps_in_wrapper = 0;
+    ps_in_wrapper = outer;
     ps_state = PS_RUN_MPI;
 }
 
@@ -173,8 +177,11 @@ void ps_mpi_finalize_begin(void)
         ps_state = PS_RUN_FINISHED; /* calls made by our reduction are not recorded */
         ps_end_ns = ps_clock_monotonic_ns();
         ps_threads_close_all();
+        sigset_t saved;
+        ps_block_async_signals(&saved);
         ps_write_rank_file("complete");
         ps_mark_final_written();
+        pthread_sigmask(SIG_SETMASK, &saved, NULL);
         ps_reduce_and_write();
         ps_in_wrapper = 0;
     }

@@ -6,6 +6,7 @@
  *
  * Runs inside the wrappers, never in a signal handler, but a sample may arrive while it runs:
  * the wrappers' re-entry flag makes the handler ignore it.  No malloc, no locks. */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "mpi_internal.h"
@@ -80,12 +81,18 @@ uint32_t ps_untimed_sample_node(ps_thread_t *t, int op, void *context)
  * the MPI time in between), that time is charged here: to the function that made this call,
  * below its call path, as sampled time.  Then the interval starts anew. */
 extern int ps_sample_rate;
+extern const char *ps_sample_source;
 static uint64_t gap_ticks; /* two sampling periods, in ticks */
 
 static void charge_gap_before_call(ps_thread_t *t, int n)
 {
     if (!ps_sample_rate) return;
-    if (!gap_ticks) gap_ticks = (uint64_t)(ps_ticks_per_ns() * 2e9 / ps_sample_rate);
+    if (!gap_ticks) {
+        /* POSIX CPU timers run at the kernel tick (HZ 100..1000), whatever rate was asked */
+        double period_ns = 1e9 / ps_sample_rate;
+        if (strcmp(ps_sample_source, "perf-task-clock") != 0 && period_ns < 1e7) period_ns = 1e7;
+        gap_ticks = (uint64_t)(ps_ticks_per_ns() * 2 * period_ns);
+    }
     uint64_t now = ps_now();
     /* mpi_ticks_since already holds this call's dt */
     int64_t pending = (int64_t)(now - t->last_ticks) - (int64_t)t->mpi_ticks_since + t->carry;
@@ -105,8 +112,13 @@ static void charge_gap_before_call(ps_thread_t *t, int n)
 void ps_path_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_bytes)
 {
     ps_thread_t *t = ps_thread_get();
-    if (!t || ps_cct_frozen) return;
+    if (!t || t->busy) return; /* an MPI call from a handler that interrupted our own update */
     t->busy = 1;
+    atomic_thread_fence(memory_order_seq_cst); /* pairs with ps_threads_freeze */
+    if (ps_cct_frozen || t->end_ticks) {
+        t->busy = 0;
+        return;
+    }
     t->mpi_ticks_since += dt;
     uint32_t node;
     if (group_counted[ps_op_unwind_group[op]]) {
@@ -133,5 +145,6 @@ void ps_path_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_
     } else {
         t->tree_full++;
     }
+    atomic_signal_fence(memory_order_seq_cst);
     t->busy = 0;
 }

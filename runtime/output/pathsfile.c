@@ -17,7 +17,7 @@
 int ps_paths_group_counted(int group); /* mpi/paths.c */
 
 #define MAX_MAPPINGS 2048
-#define MAX_MODULES 1024
+#define MAX_MODULES 4096
 
 typedef struct {
     uintptr_t start, end;
@@ -30,9 +30,10 @@ typedef struct {
     uintptr_t bias;   /* load bias: runtime address - ELF virtual address */
     char build_id[41];
     int executable;   /* has an executable mapping: written */
+    int readable;     /* its lowest mapping is readable (the ELF header) */
 } module_t;
 
-static char maps_text[1 << 20];
+static char maps_text[1 << 23]; /* 8 MiB: virtual until touched */
 static mapping_t mappings[MAX_MAPPINGS];
 static module_t modules[MAX_MODULES];
 static int nmappings, nmodules;
@@ -87,15 +88,15 @@ static void read_image(module_t *m, int readable)
 static void load_mappings(void)
 {
     nmappings = nmodules = 0;
-    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    int fd = ps_sys_open("/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) return;
     size_t len = 0;
     for (;;) {
-        ssize_t r = read(fd, maps_text + len, sizeof maps_text - 1 - len);
+        long r = ps_sys_read(fd, maps_text + len, sizeof maps_text - 1 - len);
         if (r <= 0) break;
         len += (size_t)r;
     }
-    close(fd);
+    ps_sys_close(fd);
     maps_text[len] = 0;
     /* first pass: one module per path, at its lowest mapping */
     for (char *line = maps_text; *line;) {
@@ -119,13 +120,17 @@ static void load_mappings(void)
                 modules[id].path = path;
                 modules[id].base = start;
                 modules[id].executable = 0;
-                read_image(&modules[id], perm_r == 'r');
+                modules[id].readable = perm_r == 'r';
+                modules[id].bias = 0;
+                modules[id].build_id[0] = 0;
             }
             if (id >= 0 && perm_x == 'x' && nmappings < MAX_MAPPINGS) {
                 mappings[nmappings].start = start;
                 mappings[nmappings].end = end;
                 mappings[nmappings].module = id;
                 nmappings++;
+                /* only code files: never touch device or data mappings (GPU, InfiniBand) */
+                if (!modules[id].executable) read_image(&modules[id], modules[id].readable);
                 modules[id].executable = 1;
             }
         }
@@ -232,8 +237,8 @@ static void write_thread(ps_fmt_t *f, ps_thread_t *t)
 void ps_write_paths(ps_fmt_t *f)
 {
     if (!ps_paths_on) return;
-    ps_threads_freeze();
-    ps_threads_stop_sampling();
+    ps_threads_freeze(); /* samplers keep running (stopped at normal ends only): frozen trees
+                          * make their samples no-ops, and stopping a POSIX timer may free() */
     uint64_t now = ps_now();
     int nthreads = atomic_load(&ps_nthreads);
     uint64_t full = 0;

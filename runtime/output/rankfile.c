@@ -140,7 +140,7 @@ void ps_write_rank_file(const char *status)
     if (!ps_outdir[0]) return;
     put_path(tmp, sizeof tmp, ".tsv.tmp");
     put_path(final_path, sizeof final_path, ".tsv");
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = ps_sys_open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         atomic_fetch_add(&ps_counters.write_errors, 1);
         return;
@@ -149,8 +149,8 @@ void ps_write_rank_file(const char *status)
     ps_write_rank_body(&f, status);
     ps_fmt_flush(&f);
     if (f.failed) atomic_fetch_add(&ps_counters.write_errors, 1);
-    close(fd);
-    rename(tmp, final_path);
+    ps_sys_close(fd);
+    ps_sys_rename(tmp, final_path);
 }
 
 /* ---- peers on this node ------------------------------------------------------------------ */

@@ -21,6 +21,7 @@
 #include <linux/perf_event.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,59 +42,29 @@ int ps_paths_on;                  /* call paths (unwinding, trees) active in thi
 /* mpi/paths.c: the node of an untimed MPI call a sample landed in [signal-safe] */
 uint32_t ps_untimed_sample_node(ps_thread_t *t, int op, void *context);
 
-/* The closing sample of a thread that is still running at the end of the run: the time
- * since its last sample (for a helper thread blocked in epoll_wait, most of its life) goes
- * to where it is now, then its timeline ends.  Inside MPI, or if the walk fails, the time
- * goes to [not unwound]. [signal-safe] */
-static void close_here(ps_thread_t *t, void *context)
+/* Claims the thread's tree for an update from this context: busy first, then (after a full
+ * fence, so that the writer's "frozen, then busy?" and our "busy, then frozen?" cannot both
+ * miss each other) check that the trees are not being written. [signal-safe] */
+static inline int tree_enter(ps_thread_t *t)
 {
     t->busy = 1;
-    uint64_t now = ps_now();
-    if (!ps_in_wrapper) {
-        int complete = 0;
-        int n = ps_unwind_signal(context, t->scratch, PS_MAX_DEPTH, &complete);
-        if (n > 0 && complete) {
-            uintptr_t start = ps_unwind_function_start(t, t->scratch[0]);
-            if (start) t->scratch[0] = start;
-            uint32_t node = ps_cct_insert_path(t, 0, t->scratch, n, start ? PS_NODE_FN : PS_NODE_PC);
-            t->nodes[node].sample_ticks += ps_sample_weight(t, now);
-            t->nodes[node].samples++;
-            t->samples_kept++;
-        }
+    atomic_thread_fence(memory_order_seq_cst);
+    if (ps_cct_frozen) {
+        t->busy = 0;
+        return 0;
     }
-    ps_thread_close(t, now);
+    return 1;
+}
+
+static inline void tree_leave(ps_thread_t *t)
+{
+    atomic_signal_fence(memory_order_seq_cst);
     t->busy = 0;
 }
 
-static void on_sample(int sig, siginfo_t *info, void *context)
+/* A sample of this thread at the interrupted context: unwound, weighted, added. */
+static void sample_here(ps_thread_t *t, void *context, uint64_t now)
 {
-    int saved_errno = errno;
-    ps_thread_t *t = ps_self;
-    if (!t || t->end_ticks) goto out;
-    if (t->close_requested && !t->busy) {
-        close_here(t, context);
-        goto out;
-    }
-    int in_wrapper = ps_in_wrapper;
-    if (in_wrapper && in_wrapper < PS_IN_UNTIMED) {
-        t->samples_in_mpi++;
-        goto out;
-    }
-    if (t->busy || ps_cct_frozen) {
-        t->samples_other++;
-        goto out;
-    }
-    t->busy = 1;
-    uint64_t now = ps_now();
-    if (in_wrapper) {
-        /* inside an MPI call that is counted but not timed: the sample is its time */
-        uint32_t node = ps_untimed_sample_node(t, in_wrapper - PS_IN_UNTIMED, context);
-        t->nodes[node].sample_ticks += ps_sample_weight(t, now);
-        t->nodes[node].samples++;
-        t->samples_kept++;
-        t->busy = 0;
-        goto out;
-    }
     int complete = 0;
     int n = ps_unwind_signal(context, t->scratch, PS_MAX_DEPTH, &complete);
     uint64_t weight = ps_sample_weight(t, now);
@@ -108,7 +79,46 @@ static void on_sample(int sig, siginfo_t *info, void *context)
     t->nodes[node].sample_ticks += weight;
     t->nodes[node].samples++;
     t->samples_kept++;
-    t->busy = 0;
+}
+
+/* The closing sample of a thread that is still running at the end of the run: the time
+ * since its last sample (for a helper thread blocked in epoll_wait, most of its life) goes
+ * to where it is now.  Inside MPI the time stays open: the writer closes the timeline and
+ * puts it on [not unwound]. [signal-safe] */
+static void close_here(ps_thread_t *t, void *context)
+{
+    if (!ps_in_wrapper) sample_here(t, context, ps_now());
+}
+
+static void on_sample(int sig, siginfo_t *info, void *context)
+{
+    int saved_errno = errno;
+    ps_thread_t *t = ps_self;
+    if (!t || t->end_ticks) goto out;
+    int in_wrapper = ps_in_wrapper;
+    if (in_wrapper && in_wrapper < PS_IN_UNTIMED && !t->close_requested) {
+        t->samples_in_mpi++;
+        goto out;
+    }
+    if (t->busy || !tree_enter(t)) {
+        t->samples_other++;
+        goto out;
+    }
+    if (t->close_requested) {
+        close_here(t, context);
+        t->close_requested = 0;
+        t->close_done = 1;
+    } else if (in_wrapper) {
+        /* inside an MPI call that is counted but not timed: the sample is its time */
+        uint64_t now = ps_now();
+        uint32_t node = ps_untimed_sample_node(t, in_wrapper - PS_IN_UNTIMED, context);
+        t->nodes[node].sample_ticks += ps_sample_weight(t, now);
+        t->nodes[node].samples++;
+        t->samples_kept++;
+    } else {
+        sample_here(t, context, ps_now());
+    }
+    tree_leave(t);
 out:
     errno = saved_errno;
 }
@@ -123,6 +133,10 @@ static int start_perf(ps_thread_t *t)
     attr.sample_period = 1000000000ull / (uint64_t)ps_sample_rate;
     attr.disabled = 1;
     attr.wakeup_events = 1;
+    /* user mode only: allowed at perf_event_paranoid 2, and a system call is never
+     * interrupted by a sample (the weights still cover the time spent in the kernel) */
+    attr.exclude_kernel = 1;
+    attr.exclude_hv = 1;
     int fd = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
     if (fd < 0) return -1;
     struct f_owner_ex owner = {F_OWNER_TID, t->tid};
@@ -171,15 +185,13 @@ void ps_sample_thread_start(ps_thread_t *t)
 
 void ps_sample_thread_stop(ps_thread_t *t)
 {
-    if (t->sampler_fd >= 0) {
-        ioctl(t->sampler_fd, PERF_EVENT_IOC_DISABLE, 0);
-        close(t->sampler_fd);
-        t->sampler_fd = -1;
+    /* claimed atomically: the thread itself (at its end) and the writer may both stop it */
+    int fd = atomic_exchange(&t->sampler_fd, -1);
+    if (fd >= 0) {
+        ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+        close(fd);
     }
-    if (t->has_timer) {
-        timer_delete(t->timer);
-        t->has_timer = 0;
-    }
+    if (atomic_exchange(&t->has_timer, 0)) timer_delete(t->timer);
 }
 
 /* Before the trees are written at a normal end (MPI_Finalize, exit): every other thread
@@ -205,10 +217,13 @@ void ps_threads_close_all(void)
     for (int wait = 0; wait < 50; wait++) {
         int open = 0;
         for (int i = 0; i < n; i++)
-            if (ps_threads[i] && ps_threads[i]->close_requested && !ps_threads[i]->end_ticks) open++;
+            if (ps_threads[i] && ps_threads[i]->close_requested && !ps_threads[i]->close_done &&
+                !ps_threads[i]->end_ticks)
+                open++;
         if (!open) break;
         nanosleep(&ms, NULL);
     }
+    ps_threads_stop_sampling();
 }
 
 void ps_sample_forget_after_fork(void)
@@ -258,7 +273,14 @@ void ps_sample_init(void)
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_sigaction = on_sample;
-        sigemptyset(&sa.sa_mask);
+        /* nothing else runs inside our handler (an application handler calling MPI there
+         * would meet a half-updated tree), except faults, which must stay synchronous */
+        sigfillset(&sa.sa_mask);
+        sigdelset(&sa.sa_mask, SIGSEGV);
+        sigdelset(&sa.sa_mask, SIGBUS);
+        sigdelset(&sa.sa_mask, SIGFPE);
+        sigdelset(&sa.sa_mask, SIGILL);
+        sigdelset(&sa.sa_mask, SIGTRAP);
         sa.sa_flags = SA_SIGINFO | SA_RESTART;
         sigaction(PS_SAMPLE_SIGNAL, &sa, NULL);
     }
@@ -276,9 +298,10 @@ static void thread_finish(void *arg)
     ps_thread_t *t = arg;
     if (!t) return;
     ps_sample_thread_stop(t);
-    t->busy = 1;
-    if (!ps_cct_frozen) ps_thread_close(t, ps_now());
-    t->busy = 0;
+    if (tree_enter(t)) {
+        ps_thread_close(t, ps_now());
+        tree_leave(t);
+    }
 }
 
 static void *thread_trampoline(void *p)
@@ -310,4 +333,131 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t *thread,
     int rc = real(thread, attr, thread_trampoline, start);
     if (rc) free(start);
     return rc;
+}
+
+/* ---- exec ------------------------------------------------------------------------------ */
+/* A sample signal generated just before execve would be delivered to the new program, whose
+ * handler is reset to the default action of SIGPROF: terminate.  So before any exec the
+ * calling thread's sampler stops and SIGPROF is ignored for a moment, which discards a
+ * pending one; if the exec fails, both come back. */
+static struct sigaction exec_saved_action;
+
+static void exec_prepare(void)
+{
+    ps_thread_t *t = ps_self;
+    if (!ps_sample_rate) return;
+    if (t) ps_sample_thread_stop(t);
+    struct sigaction ignore;
+    memset(&ignore, 0, sizeof ignore);
+    ignore.sa_handler = SIG_IGN;
+    sigaction(PS_SAMPLE_SIGNAL, &ignore, &exec_saved_action);
+}
+
+static void exec_failed(void)
+{
+    int saved_errno = errno;
+    ps_thread_t *t = ps_self;
+    if (ps_sample_rate) {
+        sigaction(PS_SAMPLE_SIGNAL, &exec_saved_action, NULL);
+        if (t && !t->end_ticks) ps_sample_thread_start(t);
+    }
+    errno = saved_errno;
+}
+
+#define PS_EXEC_REAL(name, type)                                                       \
+    static type real;                                                                  \
+    if (!real) real = (type)dlsym(RTLD_NEXT, name);                                    \
+    if (!real) {                                                                       \
+        errno = ENOSYS;                                                                \
+        return -1;                                                                     \
+    }
+
+typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*execvpe_fn)(const char *, char *const[], char *const[]);
+typedef int (*fexecve_fn)(int, char *const[], char *const[]);
+extern char **environ;
+
+__attribute__((visibility("default"))) int execve(const char *path, char *const argv[], char *const envp[])
+{
+    PS_EXEC_REAL("execve", execve_fn);
+    exec_prepare();
+    int rc = real(path, argv, envp);
+    exec_failed();
+    return rc;
+}
+
+__attribute__((visibility("default"))) int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    PS_EXEC_REAL("execvpe", execvpe_fn);
+    exec_prepare();
+    int rc = real(file, argv, envp);
+    exec_failed();
+    return rc;
+}
+
+__attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], char *const envp[])
+{
+    PS_EXEC_REAL("fexecve", fexecve_fn);
+    exec_prepare();
+    int rc = real(fd, argv, envp);
+    exec_failed();
+    return rc;
+}
+
+__attribute__((visibility("default"))) int execv(const char *path, char *const argv[])
+{
+    return execve(path, argv, environ);
+}
+
+__attribute__((visibility("default"))) int execvp(const char *file, char *const argv[])
+{
+    return execvpe(file, argv, environ);
+}
+
+/* execl, execlp, execle: the argument list into an array (on the stack), then the above. */
+#define PS_EXEC_MAX_ARGS 4096
+#define PS_COLLECT_ARGS(first, ap, argv, n)                                            \
+    do {                                                                               \
+        argv[0] = (char *)(first);                                                     \
+        n = 1;                                                                         \
+        while (argv[n - 1] && n < PS_EXEC_MAX_ARGS) argv[n++] = va_arg(ap, char *);   \
+        if (argv[n - 1]) {                                                             \
+            errno = E2BIG;                                                             \
+            va_end(ap);                                                                \
+            return -1;                                                                 \
+        }                                                                              \
+    } while (0)
+
+__attribute__((visibility("default"))) int execl(const char *path, const char *arg, ...)
+{
+    char *argv[PS_EXEC_MAX_ARGS];
+    int n;
+    va_list ap;
+    va_start(ap, arg);
+    PS_COLLECT_ARGS(arg, ap, argv, n);
+    va_end(ap);
+    return execve(path, argv, environ);
+}
+
+__attribute__((visibility("default"))) int execlp(const char *file, const char *arg, ...)
+{
+    char *argv[PS_EXEC_MAX_ARGS];
+    int n;
+    va_list ap;
+    va_start(ap, arg);
+    PS_COLLECT_ARGS(arg, ap, argv, n);
+    va_end(ap);
+    return execvpe(file, argv, environ);
+}
+
+__attribute__((visibility("default"))) int execle(const char *path, const char *arg, ...)
+{
+    char *argv[PS_EXEC_MAX_ARGS];
+    int n;
+    va_list ap;
+    va_start(ap, arg);
+    PS_COLLECT_ARGS(arg, ap, argv, n);
+    char *const *envp = va_arg(ap, char *const *);
+    va_end(ap);
+    return execve(path, argv, envp);
 }

@@ -28,6 +28,7 @@
  * modules' unwind tables.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
@@ -44,7 +45,7 @@
 int ps_unwind_ok;
 
 /* ---- modules: executable mappings and their .eh_frame_hdr ---------------------------------- */
-#define MAX_CODE 1024
+#define MAX_CODE 8192
 typedef struct {
     uintptr_t start, end;       /* executable mapping */
     const uint8_t *eh_frame_hdr; /* NULL: no unwind tables */
@@ -54,7 +55,7 @@ static code_t code_tables[2][MAX_CODE];
 static int code_counts[2];
 static _Atomic unsigned code_seq;  /* even: table [seq/2 % 2] is valid */
 static atomic_flag code_rebuilding = ATOMIC_FLAG_INIT;
-static char maps_buf[1 << 20];
+static char maps_buf[1 << 16];
 static uintptr_t self_start, self_end; /* pathscope's own code */
 
 static uintptr_t parse_hex(const char **p)
@@ -84,90 +85,157 @@ static const uint8_t *image_eh_frame_hdr(uintptr_t base)
     return NULL;
 }
 
-/* Reads /proc/self/maps into the inactive table and publishes it.  Returns 0 if another
- * thread is rebuilding (the caller counts a failure). [signal-safe] */
+/* Changes of the loaded modules: dlclose (interposed below) bumps dl_generation; the table
+ * is rebuilt when its generation is older, and each thread drops its cached rules.  A newly
+ * loaded module needs no signal: its addresses are unknown to the table, which triggers a
+ * rebuild (at most one per REBUILD_GAP_NS for addresses that stay unknown). */
+static _Atomic unsigned dl_generation;
+static unsigned table_generation[2];
+static _Atomic uint64_t last_unknown_rebuild_ns;
+#define REBUILD_GAP_NS 100000000ull
+
+typedef struct {
+    char path[512];
+    uintptr_t base;
+    int readable;
+} maps_file_t;
+
+/* One line of /proc/self/maps into the table. */
+static void code_add_line(char *line, code_t *table, int *n, maps_file_t *file)
+{
+    const char *p = line;
+    uintptr_t start = parse_hex(&p);
+    if (*p != '-') return;
+    p++;
+    uintptr_t end = parse_hex(&p);
+    p++;
+    if (strlen(p) < 4) return;
+    char perm_r = p[0], perm_x = p[2];
+    const char *path = strchr(p, '/');
+    const char *bracket = strchr(p, '[');
+    if (!path || (bracket && bracket < path)) path = bracket;
+    if (path && strncmp(path, file->path, sizeof file->path) != 0) {
+        size_t l = strlen(path);
+        if (l >= sizeof file->path) l = sizeof file->path - 1;
+        memcpy(file->path, path, l);
+        file->path[l] = 0;
+        file->base = start;
+        file->readable = perm_r == 'r';
+    }
+    if (perm_x != 'x' || *n >= MAX_CODE) return;
+    table[*n].start = start;
+    table[*n].end = end;
+    /* anonymous code (JIT) is known, without unwind tables; never read device mappings */
+    table[*n].eh_frame_hdr = path && path[0] == '/' && file->readable ? image_eh_frame_hdr(file->base)
+                             : path && strcmp(path, "[vdso]") == 0 ? image_eh_frame_hdr(start) : NULL;
+    (*n)++;
+}
+
+/* Reads /proc/self/maps (in chunks: any size) into the inactive table and publishes it.
+ * Returns 0 if another thread is rebuilding (the caller counts a failure). [signal-safe] */
 static int code_rebuild(void)
 {
     if (atomic_flag_test_and_set(&code_rebuilding)) return 0;
-    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    unsigned generation = atomic_load(&dl_generation);
+    int fd = ps_sys_open("/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) {
         atomic_flag_clear(&code_rebuilding);
         return 0;
     }
-    size_t len = 0;
-    for (;;) {
-        ssize_t r = read(fd, maps_buf + len, sizeof maps_buf - 1 - len);
-        if (r <= 0) break;
-        len += (size_t)r;
-    }
-    close(fd);
-    maps_buf[len] = 0;
     unsigned seq = atomic_load(&code_seq);
     int target = (int)((seq / 2 + 1) % 2);
     code_t *table = code_tables[target];
     int n = 0;
-    /* the base of the current file: its lowest mapping (offset 0, readable) */
-    char current_path[512] = "";
-    uintptr_t current_base = 0;
-    int current_readable = 0;
-    for (char *line = maps_buf; *line && n < MAX_CODE;) {
-        char *nl = strchr(line, '\n');
-        if (nl) *nl = 0;
-        const char *p = line;
-        uintptr_t start = parse_hex(&p);
-        p++;
-        uintptr_t end = parse_hex(&p);
-        p++;
-        char perm_r = p[0], perm_x = p[2];
-        const char *path = strchr(p, '/');
-        const char *bracket = strchr(p, '[');
-        if (!path || (bracket && bracket < path)) path = bracket;
-        if (path) {
-            if (strncmp(path, current_path, sizeof current_path) != 0) {
-                size_t l = strlen(path);
-                if (l >= sizeof current_path) l = sizeof current_path - 1;
-                memcpy(current_path, path, l);
-                current_path[l] = 0;
-                current_base = start;
-                current_readable = perm_r == 'r';
-            }
-            if (perm_x == 'x') {
-                table[n].start = start;
-                table[n].end = end;
-                table[n].eh_frame_hdr = current_readable ? image_eh_frame_hdr(current_base) : NULL;
-                n++;
-            }
+    static maps_file_t file;
+    memset(&file, 0, sizeof file);
+    size_t have = 0;
+    for (;;) {
+        long r = ps_sys_read(fd, maps_buf + have, sizeof maps_buf - 1 - have);
+        if (r <= 0) break;
+        have += (size_t)r;
+        maps_buf[have] = 0;
+        char *line = maps_buf, *nl;
+        while ((nl = strchr(line, '\n'))) {
+            *nl = 0;
+            code_add_line(line, table, &n, &file);
+            line = nl + 1;
         }
-        if (!nl) break;
-        line = nl + 1;
+        have = (size_t)(maps_buf + have - line); /* keep the partial last line */
+        memmove(maps_buf, line, have);
+        if (have >= sizeof maps_buf - 1) have = 0; /* a line longer than the buffer: skip */
     }
+    ps_sys_close(fd);
     code_counts[target] = n;
+    table_generation[target] = generation;
     atomic_store(&code_seq, seq + 1); /* odd: switching */
     atomic_store(&code_seq, seq + 2);
     atomic_flag_clear(&code_rebuilding);
     return 1;
 }
 
-/* The eh_frame_hdr for pc, or NULL.  *known is 0 when pc is in no mapping we know. */
+/* The eh_frame_hdr for pc, or NULL.  *known: 1 pc is in a mapping of the table, 0 it is
+ * not, -1 the table is out of date and another thread is rebuilding it (inconclusive). */
 static const uint8_t *code_lookup(uintptr_t pc, int *known)
 {
-    for (int attempt = 0; attempt < 2; attempt++) {
+    for (int attempt = 0; attempt < 3; attempt++) {
         unsigned seq = atomic_load(&code_seq);
-        const code_t *table = code_tables[(seq / 2) % 2];
-        int lo = 0, hi = code_counts[(seq / 2) % 2];
+        int which = (int)((seq / 2) % 2);
+        if (table_generation[which] != atomic_load(&dl_generation)) {
+            if (!code_rebuild()) {
+                *known = -1;
+                return NULL;
+            }
+            continue;
+        }
+        const code_t *table = code_tables[which];
+        int lo = 0, hi = code_counts[which];
         while (lo < hi) {
             int mid = (lo + hi) / 2;
             if (table[mid].end <= pc) lo = mid + 1;
             else hi = mid;
         }
-        const code_t *c = lo < code_counts[(seq / 2) % 2] && table[lo].start <= pc ? &table[lo] : NULL;
+        const code_t *c = lo < code_counts[which] && table[lo].start <= pc ? &table[lo] : NULL;
         const uint8_t *hdr = c ? c->eh_frame_hdr : NULL;
         if (atomic_load(&code_seq) != seq) continue; /* rebuilt meanwhile: look again */
+        if (!c && attempt == 0) {
+            /* a module loaded since the last rebuild?  (rate-limited: JIT code stays unknown) */
+            uint64_t now = ps_clock_monotonic_ns(), last = atomic_load(&last_unknown_rebuild_ns);
+            if (now - last > REBUILD_GAP_NS &&
+                atomic_compare_exchange_strong(&last_unknown_rebuild_ns, &last, now) && code_rebuild())
+                continue;
+        }
         *known = c != NULL;
         return hdr;
     }
-    *known = 0;
+    *known = -1;
     return NULL;
+}
+
+/* Called after every dlclose: cached tables and rules may name code that is gone. */
+static void unwind_modules_changed(void) { atomic_fetch_add(&dl_generation, 1); }
+
+/* A thread's caches are dropped when the modules changed since it filled them. */
+static inline void thread_caches_check(ps_thread_t *t)
+{
+    unsigned generation = atomic_load(&dl_generation);
+    if (t->unwind_generation == generation) return;
+    memset(t->rules, 0, sizeof t->rules);
+    t->nranges = 0;
+    t->unwind_generation = generation;
+}
+
+typedef int (*dlclose_fn)(void *);
+
+/* Exported: unloading code must invalidate what we cached about it.  (dlopen is not wrapped:
+ * it resolves paths relative to its caller, and new code is found as unknown addresses.) */
+__attribute__((visibility("default"))) int dlclose(void *handle)
+{
+    static dlclose_fn real;
+    if (!real) real = (dlclose_fn)dlsym(RTLD_NEXT, "dlclose");
+    if (!real) return -1;
+    int rc = real(handle);
+    unwind_modules_changed();
+    return rc;
 }
 
 /* ---- DWARF encodings ---------------------------------------------------------------------- */
@@ -187,17 +255,17 @@ static uint64_t read_uleb(const uint8_t **p, const uint8_t *end)
 
 static int64_t read_sleb(const uint8_t **p, const uint8_t *end)
 {
-    int64_t v = 0;
+    uint64_t v = 0;
     int shift = 0;
     uint8_t b = 0;
     while (*p < end) {
         b = *(*p)++;
-        if (shift < 64) v |= (int64_t)(b & 0x7f) << shift;
+        if (shift < 64) v |= (uint64_t)(b & 0x7f) << shift;
         shift += 7;
         if (!(b & 0x80)) break;
     }
-    if (shift < 64 && (b & 0x40)) v |= -((int64_t)1 << shift);
-    return v;
+    if (shift < 64 && (b & 0x40)) v |= ~(uint64_t)0 << shift;
+    return (int64_t)v;
 }
 
 /* Decodes a pointer of encoding enc at *p; data = base for DW_EH_PE_datarel.  Returns 0 on an
@@ -242,8 +310,9 @@ typedef struct {
     int64_t cfa_off;
     const uint8_t *cfa_expr; /* when cfa_reg == -1 */
     uint64_t cfa_expr_len;
-    int rbp_saved;           /* rbp at CFA + rbp_off */
+    int rbp_saved;           /* rbp at CFA + rbp_off (or rbp + rbp_off: rbp_from_rbp) */
     int64_t rbp_off;
+    int rbp_from_rbp;        /* DW_CFA_expression rbp = [DW_OP_breg6 N] (realigned frames) */
     int ra_undefined;        /* the outermost frame */
     int ra_off_ok;           /* return address at CFA - 8 */
 } cfa_state_t;
@@ -280,13 +349,13 @@ static int fde_find(const uint8_t *hdr, uintptr_t pc, fde_t *f)
     /* FDE: length, CIE pointer, pc_begin, pc_range, [augmentation data], instructions */
     uint32_t len32;
     memcpy(&len32, fde, 4);
-    if (len32 == 0 || len32 == 0xffffffffu) return 0;
+    if (len32 < 12 || len32 == 0xffffffffu) return 0;
     const uint8_t *fde_end = fde + 4 + len32;
     int32_t cie_ptr;
     memcpy(&cie_ptr, fde + 4, 4);
     const uint8_t *cie = fde + 4 - cie_ptr;
     memcpy(&len32, cie, 4);
-    if (len32 == 0 || len32 == 0xffffffffu) return 0;
+    if (len32 < 8 || len32 == 0xffffffffu) return 0;
     const uint8_t *cie_end = cie + 4 + len32;
     const uint8_t *c = cie + 8; /* after length and CIE id */
     uint8_t version = *c++;
@@ -303,6 +372,7 @@ static int fde_find(const uint8_t *hdr, uintptr_t pc, fde_t *f)
         uint64_t alen = read_uleb(&c, cie_end);
         const uint8_t *adata = c, *aend = c + alen;
         for (size_t i = 1; i < aug_len; i++) {
+            if (adata >= aend) return 0;
             switch (aug[i]) {
             case 'R': fde_enc = *adata++; break;
             case 'L': adata++; break;
@@ -362,12 +432,12 @@ static int cfa_run(const fde_t *f, uintptr_t pc, cfa_state_t *st)
             case 0x80: /* offset */
                 reg = op & 0x3f;
                 off = read_uleb(&p, end);
-                if (reg == DW_RBP) { st->rbp_saved = 1; st->rbp_off = (int64_t)off * f->data_align; }
+                if (reg == DW_RBP) { st->rbp_saved = 1; st->rbp_from_rbp = 0; st->rbp_off = (int64_t)off * f->data_align; }
                 if (reg == f->ra_reg) st->ra_off_ok = (int64_t)off * f->data_align == -8;
                 continue;
             case 0xc0: /* restore */
                 reg = op & 0x3f;
-                if (reg == DW_RBP) { st->rbp_saved = initial.rbp_saved; st->rbp_off = initial.rbp_off; }
+                if (reg == DW_RBP) { st->rbp_saved = initial.rbp_saved; st->rbp_off = initial.rbp_off; st->rbp_from_rbp = initial.rbp_from_rbp; }
                 if (reg == f->ra_reg) { st->ra_off_ok = initial.ra_off_ok; st->ra_undefined = initial.ra_undefined; }
                 continue;
             }
@@ -388,13 +458,14 @@ static int cfa_run(const fde_t *f, uintptr_t pc, cfa_state_t *st)
                 reg = read_uleb(&p, end);
                 {
                     int64_t o = op == 0x05 ? (int64_t)read_uleb(&p, end) : read_sleb(&p, end);
-                    if (reg == DW_RBP) { st->rbp_saved = 1; st->rbp_off = o * f->data_align; }
+                    if (reg == DW_RBP) { st->rbp_saved = 1; st->rbp_from_rbp = 0; st->rbp_off = o * f->data_align; }
                     if (reg == f->ra_reg) st->ra_off_ok = o * f->data_align == -8;
                 }
                 break;
             case 0x06: /* restore_extended */
                 reg = read_uleb(&p, end);
-                if (reg == DW_RBP) { st->rbp_saved = initial.rbp_saved; st->rbp_off = initial.rbp_off; }
+                if (reg == DW_RBP) { st->rbp_saved = initial.rbp_saved; st->rbp_off = initial.rbp_off; st->rbp_from_rbp = initial.rbp_from_rbp; }
+                if (reg == f->ra_reg) { st->ra_off_ok = initial.ra_off_ok; st->ra_undefined = initial.ra_undefined; }
                 break;
             case 0x07: /* undefined */
                 reg = read_uleb(&p, end);
@@ -426,6 +497,7 @@ static int cfa_run(const fde_t *f, uintptr_t pc, cfa_state_t *st)
             case 0x0e: st->cfa_off = (int64_t)read_uleb(&p, end); break; /* def_cfa_offset */
             case 0x0f: /* def_cfa_expression */
                 st->cfa_expr_len = read_uleb(&p, end);
+                if (st->cfa_expr_len > (uint64_t)(end - p)) return 0;
                 st->cfa_expr = p;
                 st->cfa_reg = -1;
                 p += st->cfa_expr_len;
@@ -434,8 +506,19 @@ static int cfa_run(const fde_t *f, uintptr_t pc, cfa_state_t *st)
             case 0x16: /* val_expression */
                 reg = read_uleb(&p, end);
                 off = read_uleb(&p, end);
+                if (off > (uint64_t)(end - p)) return 0;
+                if (op == 0x10 && reg == DW_RBP && off >= 2 && p[0] == 0x76) {
+                    /* rbp saved at [DW_OP_breg6 N]: GCC's realigned frames */
+                    const uint8_t *q = p + 1;
+                    int64_t n = read_sleb(&q, p + off);
+                    if (q != p + off) return 0;
+                    st->rbp_saved = 1;
+                    st->rbp_from_rbp = 1;
+                    st->rbp_off = n;
+                } else if (reg == DW_RBP || reg == f->ra_reg) {
+                    return 0;
+                }
                 p += off;
-                if (reg == DW_RBP || reg == f->ra_reg) return 0;
                 break;
             case 0x12: /* def_cfa_sf */
                 st->cfa_reg = (int)read_uleb(&p, end);
@@ -453,7 +536,7 @@ static int cfa_run(const fde_t *f, uintptr_t pc, cfa_state_t *st)
             case 0x2f: /* GNU_negative_offset_extended */
                 reg = read_uleb(&p, end);
                 off = read_uleb(&p, end);
-                if (reg == DW_RBP) { st->rbp_saved = 1; st->rbp_off = -(int64_t)off * f->data_align; }
+                if (reg == DW_RBP) { st->rbp_saved = 1; st->rbp_from_rbp = 0; st->rbp_off = -(int64_t)off * f->data_align; }
                 if (reg == f->ra_reg) st->ra_off_ok = -(int64_t)off * f->data_align == -8;
                 break;
             default:
@@ -472,8 +555,9 @@ typedef struct {
     int32_t cfa_off;
     int16_t rbp_off;   /* NO_SAVE: rbp unchanged */
     uint8_t kind;
-    uint8_t pad;
+    uint8_t flags;     /* RULE_RBP_FROM_RBP: rbp saved at rbp + rbp_off, not CFA + rbp_off */
 } rule_entry_t;
+#define RULE_RBP_FROM_RBP 1
 
 _Static_assert(sizeof(rule_entry_t) == 16, "rule entries are 16 bytes");
 _Static_assert(sizeof(rule_entry_t) * PS_RULE_CACHE <= sizeof(((ps_thread_t *)0)->rules),
@@ -485,13 +569,15 @@ static const rule_entry_t *rule_at(ps_thread_t *t, uintptr_t pc)
     rule_entry_t *cache = (rule_entry_t *)t->rules;
     rule_entry_t *e = &cache[(pc ^ (pc >> 12)) & (PS_RULE_CACHE - 1)];
     if (e->pc == pc && e->kind != RULE_EMPTY) return e;
+    static const rule_entry_t none = {0, 0, NO_SAVE, RULE_NONE, 0};
+    int known = 0;
+    const uint8_t *hdr = code_lookup(pc, &known);
+    if (known < 0) return &none; /* inconclusive: do not cache */
     e->pc = pc;
     e->kind = RULE_NONE;
     e->rbp_off = NO_SAVE;
     e->cfa_off = 0;
-    int known = 0;
-    const uint8_t *hdr = code_lookup(pc, &known);
-    if (!known && code_rebuild()) hdr = code_lookup(pc, &known);
+    e->flags = 0;
     fde_t f;
     cfa_state_t st;
     if (!hdr || !fde_find(hdr, pc, &f) || !cfa_run(&f, pc, &st)) return e;
@@ -503,6 +589,7 @@ static const rule_entry_t *rule_at(ps_thread_t *t, uintptr_t pc)
     if (st.rbp_saved) {
         if (st.rbp_off < -32768 || st.rbp_off > 32767) return e;
         e->rbp_off = (int16_t)st.rbp_off;
+        if (st.rbp_from_rbp) e->flags |= RULE_RBP_FROM_RBP;
     }
     if (st.cfa_reg == -1) {
         e->kind = RULE_EXPR;
@@ -544,8 +631,8 @@ static int eval_cfa_expr(uintptr_t pc, uintptr_t sp, uintptr_t rbp, uintptr_t lo
             if (n < 1 || stack[n - 1] < lo || stack[n - 1] + 8 > hi) return 0;
             stack[n - 1] = *(const uintptr_t *)stack[n - 1];
             break;
-        case 0x08: stack[n++] = *p++; break;                         /* const1u */
-        case 0x09: stack[n++] = (uintptr_t)(intptr_t)(int8_t)*p++; break; /* const1s */
+        case 0x08: if (p >= end) return 0; stack[n++] = *p++; break;  /* const1u */
+        case 0x09: if (p >= end) return 0; stack[n++] = (uintptr_t)(intptr_t)(int8_t)*p++; break;
         case 0x10: stack[n++] = (uintptr_t)read_uleb(&p, end); break; /* constu */
         case 0x11: stack[n++] = (uintptr_t)read_sleb(&p, end); break; /* consts */
         case 0x1a: if (n < 2) return 0; stack[n - 2] &= stack[n - 1]; n--; break; /* and */
@@ -553,7 +640,7 @@ static int eval_cfa_expr(uintptr_t pc, uintptr_t sp, uintptr_t rbp, uintptr_t lo
         case 0x1c: if (n < 2) return 0; stack[n - 2] -= stack[n - 1]; n--; break; /* minus */
         case 0x24: if (n < 2) return 0; stack[n - 2] <<= stack[n - 1]; n--; break; /* shl */
         case 0x2a: if (n < 2) return 0; stack[n - 2] = (intptr_t)stack[n - 2] >= (intptr_t)stack[n - 1]; n--; break; /* ge */
-        case 0x23: stack[n - 1] += (uintptr_t)read_uleb(&p, end); break; /* plus_uconst */
+        case 0x23: if (n < 1) return 0; stack[n - 1] += (uintptr_t)read_uleb(&p, end); break;
         default: return 0;
         }
     }
@@ -568,9 +655,12 @@ static int eval_cfa_expr(uintptr_t pc, uintptr_t sp, uintptr_t rbp, uintptr_t lo
 static int walk(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int first_exact,
                 uintptr_t *out, int max, int *complete)
 {
-    uintptr_t lo = t->stack_lo, hi = t->stack_hi;
+    /* every frame we read lies above the starting stack pointer: below it (down to the
+     * rlimit-based bound of the main thread) the stack may not be mapped */
+    uintptr_t lo = t->stack_lo > sp ? t->stack_lo : sp, hi = t->stack_hi;
     int n = 0;
     *complete = 0;
+    thread_caches_check(t);
     for (int exact = first_exact; n < max; exact = 0) {
         out[n++] = pc;
         uintptr_t lookup = exact ? pc : pc - 1;
@@ -588,7 +678,7 @@ static int walk(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int f
         if (cfa <= sp || cfa > hi || cfa - 8 < lo) return n;
         uintptr_t ra = *(const uintptr_t *)(cfa - 8);
         if (r->rbp_off != NO_SAVE) {
-            uintptr_t at = cfa + (uintptr_t)(intptr_t)r->rbp_off;
+            uintptr_t at = (r->flags & RULE_RBP_FROM_RBP ? rbp : cfa) + (uintptr_t)(intptr_t)r->rbp_off;
             if (at < lo || at + 8 > hi) return n;
             rbp = *(const uintptr_t *)at;
         }
@@ -649,6 +739,7 @@ int ps_unwind_signal(void *ucontext, uintptr_t *out, int max, int *complete)
  * range table so that a function is searched once. */
 uintptr_t ps_unwind_function_start(ps_thread_t *t, uintptr_t pc)
 {
+    thread_caches_check(t);
     int lo = 0, hi = t->nranges;
     while (lo < hi) {
         int mid = (lo + hi) / 2;
@@ -659,7 +750,6 @@ uintptr_t ps_unwind_function_start(ps_thread_t *t, uintptr_t pc)
         return t->ranges[lo].start;
     int known = 0;
     const uint8_t *hdr = code_lookup(pc, &known);
-    if (!known && code_rebuild()) hdr = code_lookup(pc, &known);
     fde_t f;
     if (!hdr || !fde_find(hdr, pc, &f)) return 0;
     if (t->nranges < PS_RANGE_CACHE) {

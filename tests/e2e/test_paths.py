@@ -304,3 +304,16 @@ def test_speedscope_totals(paths_run):
         key = ";".join(frames[i] for i in sample)
         by_path[key] = by_path.get(key, 0) + weight
     assert by_path == folded(out, "visits")
+
+
+def test_exec_and_fork_at_high_rates(openmpi, tmp_path):
+    """A program that forks and execs hundreds of times while sampled at 20 kHz: no child
+    dies of a stray sampling signal, and only the shell writes a profile."""
+    out = tmp_path / "prof"
+    script = "n=0; for i in $(seq 300); do env /bin/true || exit 9; n=$((n+1)); done; echo $n"
+    p = subprocess.run(PATHSCOPE + ["run", "-o", str(out), "--sample-rate", "20000", "--",
+                                    "/bin/bash", "-c", script],
+                       capture_output=True, text=True, env=PY_ENV, timeout=300, cwd=tmp_path)
+    assert (p.returncode, p.stdout.strip()) == (0, "300"), p.stderr
+    assert [r[1] for r in rank_records(out, 0) if r[0] == "status"] == ["complete"]
+    assert [d for d in os.listdir(tmp_path) if d.startswith("pathscope-")] == []
