@@ -10,8 +10,9 @@ one under `perf record -e cpu-clock -F --rate` per rank.  Both tools' self time 
 ranks; time inside MPI is left out of both (pathscope measures it directly on MPI_* call paths;
 perf samples the MPI libraries' internals: samples in libmpi, libopen-pal, libopen-rte,
 libmca_* and the MCA components are dropped), so both shares are "percent of the computation".
-pathscope's names come from its symbolizer (`pathscope export --format folded`, innermost
-frame = the function the sample was in); perf's from `perf report --sort sym`.  C++ names are
+pathscope's names come from its symbolizer (`pathscope export --format folded --thread 0`:
+the ranks' main threads, innermost frame = the function the sample was in); perf's from
+`perf report --sort sym` (all threads: the MPI runtime's threads use almost no CPU).  C++ names are
 compared after removing argument lists (perf prints them without).
 """
 from __future__ import annotations
@@ -49,9 +50,12 @@ def short(name: str) -> str:
 
 def pathscope_self(out: Path) -> dict[str, float]:
     env = dict(bl.clean_environment(), PYTHONPATH=str(bl.REPO / "python"), PATHSCOPE_HOME=str(bl.REPO))
+    # thread 0 of every rank: LAMMPS computes there; the MPI runtime's progress threads
+    # (sampled too) spend their time blocked in poll/epoll_wait, which perf's CPU-time
+    # samples never see
     done = subprocess.run([sys.executable, "-m", "pathscope", "export", str(out), "--format",
-                           "folded", "--metric", "time"], capture_output=True, text=True, env=env,
-                          check=True)
+                           "folded", "--metric", "time", "--thread", "0"], capture_output=True,
+                          text=True, env=env, check=True)
     acc: dict[str, float] = collections.Counter()
     for line in done.stdout.splitlines():
         path, _, value = line.rpartition(" ")
