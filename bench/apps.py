@@ -20,6 +20,9 @@ Variants, interleaved in every repetition (forward order on even repetitions, re
                      (the environment form: no Python start-up per rank)
   perf               mpirun ... perf record -F 99 -g -o DIR/perf-RANK.data -- APP
                      (a sampling profiler, for reference; it measures something else)
+  perf-1khz          mpirun ... perf record -e cpu-clock -F 1000 -- APP (in-kernel sampling at
+                     pathscope's 1 kHz setting, no call graphs: the cost of the timer
+                     interrupts alone on this machine)
   pathscope-100hz    as pathscope-preload with PATHSCOPE_SAMPLE_RATE=100 (call paths at every
                      MPI call, each thread sampled 100 times per CPU second)
   pathscope-1khz     as pathscope-preload with PATHSCOPE_SAMPLE_RATE=1000 (the default rate)
@@ -51,7 +54,7 @@ SAMPLING_VARIANTS = {"pathscope-100hz": {"PATHSCOPE_SAMPLE_RATE": "100"},
                      "pathscope-1khz": {"PATHSCOPE_SAMPLE_RATE": "1000"},
                      "pathscope-nopaths": {"PATHSCOPE_PATHS": "off"}}
 # not run by default: the interposition floor (wrappers installed, measurement off)
-EXTRA_VARIANTS = ("pathscope-off",) + tuple(SAMPLING_VARIANTS)
+EXTRA_VARIANTS = ("pathscope-off", "perf-1khz") + tuple(SAMPLING_VARIANTS)
 MPI = "openmpi"  # Debian builds lmp and hpcc against Open MPI only
 GOAL_PERCENT = 1.0
 # hpccoutf.txt summary values kept for every HPCC run (seconds, except the problem size)
@@ -139,6 +142,9 @@ def command(case: Case, variant: str, cwd: Path, lib: Path) -> list[str]:
     elif variant == "perf":
         program = ["sh", "-c", 'exec perf record -q -F 99 -g -o "perf-$OMPI_COMM_WORLD_RANK.data"'
                    ' -- "$@"', "sh"] + program
+    elif variant == "perf-1khz":
+        program = ["sh", "-c", 'exec perf record -q -e cpu-clock -F 1000 -o '
+                   '"perf-$OMPI_COMM_WORLD_RANK.data" -- "$@"', "sh"] + program
     return bl.mpirun(MPI, case.ranks, program, env)
 
 
@@ -152,7 +158,7 @@ def one_run(case: Case, variant: str, lib: Path, tmp: Path) -> dict:
         summary = bl.profile_summary(cwd / "profile")
         result["profile"] = {k: summary[k] for k in ("profile_tsv_bytes", "dir_bytes", "files")}
         result["profile"]["mpi_calls"] = sum(summary["calls"].values())
-    elif variant == "perf":
+    elif variant in ("perf", "perf-1khz"):
         data = list(cwd.glob("perf-*.data"))
         if len(data) != case.ranks:
             raise bl.BenchError(f"perf wrote {len(data)} data files for {case.ranks} ranks in {cwd}")

@@ -2,7 +2,8 @@
 # Every pathscope benchmark in one command (no make target needed):
 #   bench/run-all.sh           installs the benchmark dependencies (apt, as root), builds the
 #                              runtime for Open MPI and MPICH, runs bench/percall.py,
-#                              bench/clockfence.c and bench/apps.py, prints their tables and
+#                              bench/clockfence.c, bench/unwind.py, bench/perfcompare.py and
+#                              bench/apps.py, prints their tables and
 #                              keeps them with the raw measurements (JSON) in
 #                              build/bench/results-<date>/.
 #   bench/run-all.sh --quick   the same with few repetitions and small sizes: checks that
@@ -39,9 +40,13 @@ mkdir -p "$out"
 if [ $quick = 1 ]; then
   percall_args=(--reps 2 --iterations-rank 2000000 --iterations-2rank 50000)
   apps_args=(--reps 1 --steps 30 --hpl-n 800)
+  unwind_args=(--reps 1 --iterations 200000)
+  compare_args=(--steps 100)
 else
   percall_args=()
-  apps_args=()
+  apps_args=(--variants base,pathscope,pathscope-preload,pathscope-100hz,pathscope-nopaths,perf)
+  unwind_args=()
+  compare_args=()
 fi
 echo "== per-call cost (bench/percall.py) =="
 python3 bench/percall.py "${percall_args[@]}" --json "$out/percall.json" | tee "$out/percall.txt"
@@ -49,6 +54,12 @@ echo
 echo "== clock reads between cache misses, no MPI (bench/clockfence.c, on core 1) =="
 gcc -O2 -o build/bench/clockfence bench/clockfence.c
 taskset -c 1 build/bench/clockfence | tee "$out/clockfence.txt"
+echo
+echo "== call-path unwinding per MPI call, by stack depth (bench/unwind.py) =="
+python3 bench/unwind.py "${unwind_args[@]}" --json "$out/unwind.json" | tee "$out/unwind.txt"
+echo
+echo "== sampled attribution vs perf record on LAMMPS (bench/perfcompare.py) =="
+python3 bench/perfcompare.py "${compare_args[@]}" | tee "$out/perfcompare.txt"
 echo
 echo "== end-to-end overhead on applications (bench/apps.py) =="
 python3 bench/apps.py "${apps_args[@]}" --json "$out/apps.json" | tee "$out/apps.txt"

@@ -79,10 +79,20 @@ void ps_thread_close(ps_thread_t *t, uint64_t now)
     t->end_ticks = now;
 }
 
+int ps_membarrier_ok;
+
+/* At load time: register for private expedited membarrier (Linux 4.14+). */
+void ps_membarrier_init(void)
+{
+    ps_membarrier_ok = syscall(SYS_membarrier, 1 << 4 /* REGISTER_PRIVATE_EXPEDITED */, 0, 0) == 0;
+}
+
 void ps_threads_freeze(void)
 {
     ps_cct_frozen = 1;
-    atomic_thread_fence(memory_order_seq_cst); /* pairs with tree_enter (sample.c, paths.c) */
+    atomic_thread_fence(memory_order_seq_cst); /* pairs with ps_tree_fence (sample.c, paths.c) */
+    if (ps_membarrier_ok && syscall(SYS_membarrier, 1 << 3 /* PRIVATE_EXPEDITED */, 0, 0) != 0)
+        ps_membarrier_ok = 0; /* (threads that fenced weakly meanwhile: see the wait below) */
     int n = atomic_load(&ps_nthreads);
     for (int i = 0; i < n; i++) {
         ps_thread_t *t = ps_threads[i];

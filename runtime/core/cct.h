@@ -91,6 +91,17 @@ extern _Atomic int ps_nthreads;
 extern volatile int ps_cct_frozen; /* the end of the run is reading the trees */
 
 ps_thread_t *ps_thread_register(void);  /* not signal-safe (maps memory) */
+
+/* The handshake between a thread updating its tree ("busy, then frozen?") and the writer
+ * ("frozen, then busy?") needs a full barrier on both sides.  With Linux's membarrier the
+ * writer issues it for every thread at once, and the hot side needs only a compiler barrier;
+ * without it both sides fence. */
+extern int ps_membarrier_ok;
+static inline void ps_tree_fence(void)
+{
+    if (ps_membarrier_ok) atomic_signal_fence(memory_order_seq_cst);
+    else atomic_thread_fence(memory_order_seq_cst);
+}
 static inline ps_thread_t *ps_thread_get(void)
 {
     ps_thread_t *t = ps_self;

@@ -165,7 +165,7 @@ FAMILIES = _build_families()
 # The defaults keep the cheap, frequent local queries from paying a stack walk: an
 # application calling MPI_Comm_rank a million times pays a counter increment each.
 UNWIND_GROUPS = ("env", "topo", "poll", "p2p", "coll", "rma", "io", "other")
-UNWIND_DEFAULT_COUNT = ("env", "topo")
+UNWIND_DEFAULT_COUNT = ("env", "topo", "poll")
 TOPOLOGY_QUERIES = {
     "MPI_Topo_test", "MPI_Cartdim_get", "MPI_Cart_get", "MPI_Cart_rank", "MPI_Cart_coords",
     "MPI_Cart_shift", "MPI_Cart_map", "MPI_Graphdims_get", "MPI_Graph_get", "MPI_Graph_map",

@@ -18,7 +18,7 @@ static unsigned char group_counted[PS_NUM_UNWIND_GROUPS]; /* 1: count only */
 /* PATHSCOPE_UNWIND, already validated at load time: "group=mode,..." ("all" = every group). */
 void ps_paths_configure(void)
 {
-    static const char *defaults = "env=count,topo=count";
+    static const char *defaults = "env=count,topo=count,poll=count";
     for (int pass = 0; pass < 2; pass++) {
         const char *p = pass ? ps_options.unwind : defaults;
         while (p && *p) {
@@ -114,7 +114,7 @@ void ps_path_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_
     ps_thread_t *t = ps_thread_get();
     if (!t || t->busy) return; /* an MPI call from a handler that interrupted our own update */
     t->busy = 1;
-    atomic_thread_fence(memory_order_seq_cst); /* pairs with ps_threads_freeze */
+    ps_tree_fence(); /* pairs with ps_threads_freeze */
     if (ps_cct_frozen || t->end_ticks) {
         t->busy = 0;
         return;

@@ -48,7 +48,7 @@ uint32_t ps_untimed_sample_node(ps_thread_t *t, int op, void *context);
 static inline int tree_enter(ps_thread_t *t)
 {
     t->busy = 1;
-    atomic_thread_fence(memory_order_seq_cst);
+    ps_tree_fence();
     if (ps_cct_frozen) {
         t->busy = 0;
         return 0;
@@ -261,6 +261,8 @@ static int is_launcher(const char *name)
 void ps_sample_init(void)
 {
     if (!ps_option_on(ps_options.paths) || is_launcher(ps_program_name())) return;
+    void ps_membarrier_init(void);
+    ps_membarrier_init();
     char err[256];
     if (ps_unwind_init(err, sizeof err)) {
         atomic_fetch_add(&ps_counters.unwind_unavailable, 1);

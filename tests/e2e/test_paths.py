@@ -3,7 +3,7 @@ computation, checked against what the test programs measure themselves.
 
 tests/programs/paths_mpi.c prints "truth" lines: the wall time each phase really took on this
 (shared, noisy) machine.  Sampled attribution must be within 5% of that (plus 3 ms for the
-1 ms sampling interval at the default 1 kHz); MPI paths, visits and bytes are exact."""
+sampling at the default rate); MPI paths, visits and bytes are exact."""
 import os
 import re
 import subprocess
@@ -70,7 +70,7 @@ def paths_run(request, tmp_path_factory):
     from conftest import _mpi
     mpi = _mpi(request.param)
     out = tmp_path_factory.mktemp(f"paths-{request.param}") / "prof"
-    p = mpi.run(2, [mpi.prog("paths_mpi")], out)
+    p = mpi.run(2, [mpi.prog("paths_mpi"), "30"], out)
     return out, truths(p.stdout)
 
 

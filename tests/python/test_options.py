@@ -45,7 +45,7 @@ def test_repository_table():
                                         "PATHSCOPE_SAMPLE_RATE", "PATHSCOPE_SAMPLE_CLOCK",
                                         "PATHSCOPE_UNWIND", "PATHSCOPE_QUIET", "PATHSCOPE_PID",
                                         "PATHSCOPE_COMMAND"]
-    assert by_env_default(options, "PATHSCOPE_SAMPLE_RATE") == "1000"
+    assert by_env_default(options, "PATHSCOPE_SAMPLE_RATE") == "200"
     assert by_env_default(options, "PATHSCOPE_SAMPLE_CLOCK") == "cpu"
     assert by_env_default(options, "PATHSCOPE_POLL_TIMING") == "sampled"
     by_env = {o.env: o for o in options}
