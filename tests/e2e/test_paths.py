@@ -317,3 +317,26 @@ def test_exec_and_fork_at_high_rates(openmpi, tmp_path):
     assert (p.returncode, p.stdout.strip()) == (0, "300"), p.stderr
     assert [r[1] for r in rank_records(out, 0) if r[0] == "status"] == ["complete"]
     assert [d for d in os.listdir(tmp_path) if d.startswith("pathscope-")] == []
+
+
+def test_fortran_call_paths(mpi, tmp_path):
+    """Fortran MPI calls land on the Fortran program's call path (gfortran's MAIN__), with
+    exact visits: fortran_counts makes 4 MPI_ALLREDUCE and 1 MPI_BCAST per rank."""
+    out = tmp_path / "prof"
+    mpi.run(4, [mpi.prog("fortran_counts")], out, mode="env")
+    for rank in range(4):
+        visits = folded(out, "visits", rank=rank)
+        assert total(visits, r";MAIN__;MPI_Allreduce$") == 4
+        assert total(visits, r";MAIN__;MPI_Bcast$") == 1
+
+
+def test_call_paths_survive_crash_and_abort(mpi, tmp_path):
+    """The rank that crashes (SIGSEGV, written from the signal handler) and the ranks the
+    launcher then terminates keep their call paths: every rank's MPI_Bcast and MPI_Barrier
+    from main are there, exactly once."""
+    out = tmp_path / "prof"
+    mpi.run(4, [mpi.prog("lifecycle"), "segv"], out, check=False)
+    for rank in range(4):
+        visits = folded(out, "visits", rank=rank)
+        assert total(visits, r";main;MPI_Bcast$") == 1, (rank, visits)
+        assert total(visits, r";main;MPI_Barrier$") >= 1
