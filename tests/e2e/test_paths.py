@@ -332,11 +332,11 @@ def test_fortran_call_paths(mpi, tmp_path):
 
 def test_call_paths_survive_crash_and_abort(mpi, tmp_path):
     """The rank that crashes (SIGSEGV, written from the signal handler) and the ranks the
-    launcher then terminates keep their call paths: every rank's MPI_Bcast and MPI_Barrier
-    from main are there, exactly once."""
+    launcher then terminates keep their call paths: every rank's MPI_Bcast from main is there,
+    exactly once (the barrier after it may still be in progress when a rank is terminated:
+    calls are recorded when they return)."""
     out = tmp_path / "prof"
     mpi.run(4, [mpi.prog("lifecycle"), "segv"], out, check=False)
     for rank in range(4):
         visits = folded(out, "visits", rank=rank)
         assert total(visits, r";main;MPI_Bcast$") == 1, (rank, visits)
-        assert total(visits, r";main;MPI_Barrier$") >= 1
