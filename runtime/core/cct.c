@@ -53,6 +53,8 @@ ps_thread_t *ps_thread_register(void)
     t->start_ticks = t->last_ticks = ps_now();
     void ps_unwind_thread_init(ps_thread_t *t);
     ps_unwind_thread_init(t);
+    t->walk_prev = t->walk_buf[0];
+    t->walk_cur = t->walk_buf[1];
     t->failed_node = ps_cct_child(t, 0, PS_NODE_FAILED, 0);
     t->not_unwound_node = ps_cct_child(t, 0, PS_NODE_NOT_UNWOUND, 0);
     int index = atomic_fetch_add(&ps_nthreads, 1);

@@ -81,6 +81,12 @@ typedef struct ps_thread {
     uintptr_t stack_lo, stack_hi; /* the thread's stack: walks never read outside it */
     uint64_t rules[PS_RULE_CACHE * 2]; /* unwind rules by address (unwind.c) */
     unsigned unwind_generation; /* module changes seen when the caches were filled */
+    /* the previous walk, for exact reuse (unwind.c): two record buffers, swapped */
+    uint64_t walk_buf[2][PS_MAX_DEPTH * 6];
+    uint64_t *walk_prev, *walk_cur;
+    int walk_prev_n, walk_prev_complete;
+    unsigned walk_prev_generation;
+    uint64_t walk_reused;      /* walks that reused the previous one */
     int nranges;               /* function ranges seen by samples (unwind.c) */
     struct { uintptr_t start, end; } ranges[PS_RANGE_CACHE];
 } ps_thread_t;

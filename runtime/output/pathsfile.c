@@ -189,6 +189,8 @@ static void write_thread(ps_fmt_t *f, ps_thread_t *t)
     } else {
         ps_fmt_str(f, "-\t-");
     }
+    tab(f);
+    ps_fmt_u64(f, t->walk_reused);
     ps_fmt_char(f, '\n');
     for (uint32_t id = 0; id < t->nnodes; id++) {
         ps_node_t *n = &t->nodes[id];

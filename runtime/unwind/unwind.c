@@ -650,6 +650,50 @@ static int eval_cfa_expr(uintptr_t pc, uintptr_t sp, uintptr_t rbp, uintptr_t lo
 }
 
 /* ---- walking ------------------------------------------------------------------------------ */
+/* Exact reuse of the previous walk.  A walk is a deterministic function of the starting
+ * registers (pc, sp, rbp), the unwind rules (fixed while no module is unloaded) and the stack
+ * words it reads: each frame's return-address slot and, where a rule restores rbp, its save
+ * slot.  So when a frame of this walk has the same (lookup pc, sp, rbp) as a frame of the
+ * previous one, and every slot the previous walk read from there on still holds the value
+ * it read then, the rest of the walk is the same -- no guess, no false positive (compare the
+ * heuristic of Perks et al., which trusts return address and stack pointer alone).  Checking
+ * is one independent load per frame instead of a dependent chain of two; a loop calling MPI
+ * repeatedly from the same place pays it for all but the few frames of the wrapper. */
+typedef struct {
+    uintptr_t lookup, sp, rbp; /* the frame's state; lookup = pc (first frame) or pc - 1 */
+    uintptr_t pc;              /* what the walk output for it */
+    uintptr_t rbp_slot;        /* where its rule read the caller's rbp, or 0 */
+    uintptr_t flags;           /* FRAME_USES_RBP: its CFA came from rbp; FRAME_NEEDS_RBP: the
+                                * walk from this frame on depends on the rbp it started with */
+} frame_rec_t;
+#define FRAME_USES_RBP 1
+#define FRAME_NEEDS_RBP 2
+
+static inline int reuse_previous(ps_thread_t *t, int *j, uintptr_t lookup, uintptr_t sp,
+                                 uintptr_t rbp, uintptr_t *out, int n, int max, int *complete)
+{
+    const frame_rec_t *prev = (const frame_rec_t *)t->walk_prev;
+    int m = t->walk_prev_n;
+    while (*j < m && prev[*j].sp < sp) (*j)++;
+    if (*j >= m || prev[*j].sp != sp || prev[*j].lookup != lookup) return 0;
+    /* rbp matters only if a frame from here on uses it before one restores it from memory
+     * (a loop counter kept in rbp by the innermost function would otherwise prevent every
+     * match above it) */
+    if ((prev[*j].flags & FRAME_NEEDS_RBP) && prev[*j].rbp != rbp) return 0;
+    int count = m - *j - 1; /* frames after the matching one */
+    if (n + 1 + count > max) return 0;
+    for (int k = *j; k + 1 < m; k++) {
+        if (*(const uintptr_t *)(prev[k + 1].sp - 8) != prev[k + 1].pc) return 0;
+        /* a restored rbp matters only to a walk that depends on it */
+        if (prev[k].rbp_slot && (prev[k + 1].flags & FRAME_NEEDS_RBP) &&
+            (prev[k].rbp_slot < sp || *(const uintptr_t *)prev[k].rbp_slot != prev[k + 1].rbp))
+            return 0;
+    }
+    for (int k = 0; k < count; k++) out[n + 1 + k] = prev[*j + 1 + k].pc;
+    *complete = t->walk_prev_complete;
+    return count + 1; /* the matching frame and those after it */
+}
+
 /* Walks from (pc, sp, rbp); pc is exact for the first frame (first_exact), a return address
  * for the others.  Writes pcs/return addresses innermost first. */
 static int walk(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int first_exact,
@@ -658,33 +702,84 @@ static int walk(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int f
     /* every frame we read lies above the starting stack pointer: below it (down to the
      * rlimit-based bound of the main thread) the stack may not be mapped */
     uintptr_t lo = t->stack_lo > sp ? t->stack_lo : sp, hi = t->stack_hi;
-    int n = 0;
+    int n = 0, j = 0, reusable = 1;
     *complete = 0;
     thread_caches_check(t);
+    if (t->walk_prev_generation != t->unwind_generation) t->walk_prev_n = 0;
+    frame_rec_t *cur = (frame_rec_t *)t->walk_cur;
+    if (max > PS_MAX_DEPTH) max = PS_MAX_DEPTH;
     for (int exact = first_exact; n < max; exact = 0) {
-        out[n++] = pc;
         uintptr_t lookup = exact ? pc : pc - 1;
+        if (reusable) {
+            int reused = reuse_previous(t, &j, lookup, sp, rbp, out, n, max, complete);
+            if (reused) {
+                t->walk_reused++;
+                out[n] = pc;
+                if (n > 2) {
+                    /* a late match: this walk (its own frames, then the previous walk's from
+                     * the match on) is what the next walk should be compared with */
+                    const frame_rec_t *prev = (const frame_rec_t *)t->walk_prev;
+                    memcpy(&cur[n], &prev[j], sizeof *cur * (size_t)reused);
+                    cur[n].rbp = rbp;
+                    uint64_t *swap = t->walk_prev;
+                    t->walk_prev = t->walk_cur;
+                    t->walk_cur = swap;
+                    t->walk_prev_n = n + reused;
+                    t->walk_prev_complete = *complete;
+                }
+                return n + reused;
+            }
+        }
+        out[n] = pc;
+        cur[n].lookup = lookup;
+        cur[n].sp = sp;
+        cur[n].rbp = rbp;
+        cur[n].pc = pc;
+        cur[n].rbp_slot = 0;
+        cur[n].flags = 0;
+        n++;
         const rule_entry_t *r = rule_at(t, lookup);
         uintptr_t cfa;
         switch (r->kind) {
         case RULE_RSP: cfa = sp + (uintptr_t)r->cfa_off; break;
-        case RULE_RBP: cfa = rbp + (uintptr_t)r->cfa_off; break;
+        case RULE_RBP: cfa = rbp + (uintptr_t)r->cfa_off; cur[n - 1].flags = FRAME_USES_RBP; break;
         case RULE_EXPR:
-            if (!eval_cfa_expr(lookup, sp, rbp, lo, hi, &cfa)) return n;
+            reusable = 0; /* its expression may read memory we do not record */
+            if (!eval_cfa_expr(lookup, sp, rbp, lo, hi, &cfa)) goto end;
             break;
-        case RULE_END: *complete = 1; return n;
-        default: return n;
+        case RULE_END: *complete = 1; goto end;
+        default: goto end;
         }
-        if (cfa <= sp || cfa > hi || cfa - 8 < lo) return n;
+        if (cfa <= sp || cfa > hi || cfa - 8 < lo) goto end;
         uintptr_t ra = *(const uintptr_t *)(cfa - 8);
         if (r->rbp_off != NO_SAVE) {
             uintptr_t at = (r->flags & RULE_RBP_FROM_RBP ? rbp : cfa) + (uintptr_t)(intptr_t)r->rbp_off;
-            if (at < lo || at + 8 > hi) return n;
+            if (at < lo || at + 8 > hi) goto end;
             rbp = *(const uintptr_t *)at;
+            cur[n - 1].rbp_slot = at;
+            if (r->flags & RULE_RBP_FROM_RBP) cur[n - 1].flags = FRAME_USES_RBP;
         }
-        if (!ra) return n;
+        if (!ra) goto end;
         pc = ra;
         sp = cfa;
+    }
+end:
+    /* this walk becomes the one the next walk may reuse */
+    if (reusable && n > 1) {
+        /* which frames' walks depend on the rbp they started with: a frame that uses rbp, or
+         * one that passes it on unchanged to a frame that depends on it */
+        int needs = 0;
+        for (int k = n - 1; k >= 0; k--) {
+            if (cur[k].flags & FRAME_USES_RBP) needs = 1;
+            else if (cur[k].rbp_slot) needs = 0;
+            if (needs) cur[k].flags |= FRAME_NEEDS_RBP;
+        }
+        uint64_t *swap = t->walk_prev;
+        t->walk_prev = t->walk_cur;
+        t->walk_cur = swap;
+        t->walk_prev_n = n;
+        t->walk_prev_complete = *complete;
+        t->walk_prev_generation = t->unwind_generation;
     }
     return n;
 }

@@ -340,3 +340,15 @@ def test_call_paths_survive_crash_and_abort(mpi, tmp_path):
     for rank in range(4):
         visits = folded(out, "visits", rank=rank)
         assert total(visits, r";main;MPI_Bcast$") == 1, (rank, visits)
+
+
+def test_walk_reuse_is_exact(mpi, tmp_path):
+    """Alternating callers with identical frames: every MPI call lands on its own path."""
+    out = tmp_path / "prof"
+    mpi.run(2, [mpi.prog("paths_rotate")], out, env={"PATHSCOPE_SAMPLE_RATE": "0"})
+    for rank in (0, 1):
+        visits = folded(out, "visits", rank=rank)
+        assert total(visits, r";main;rotate_a;inner;MPI_Allreduce$") == 3700
+        assert total(visits, r";main;rotate_b;inner;MPI_Allreduce$") == 3300
+        threads = [r for r in rank_records(out, rank) if r[0] == "thread"]
+        assert int(threads[0][11]) > 6000  # walks that reused the previous one

@@ -1,6 +1,6 @@
 /* Threads get their own call-path trees (tests/e2e/test_paths.py).  No MPI.
  *   main computes in main_work; thread 1 runs thread_a, thread 2 runs thread_b (twice the
- *   work), thread 3 leaves through pthread_exit from inside exit_path.
+ *   work), thread 3 leaves through pthread_exit from inside exit_path; one after the other.
  * Prints "truth" lines with each function's measured wall time. */
 #include <pthread.h>
 #include <stdio.h>
@@ -32,16 +32,19 @@ __attribute__((noinline)) void *thread_c(void *arg) { exit_path((long)arg); retu
 
 int main(void)
 {
-    long n = 100000000L;
-    pthread_t a, b, c;
-    pthread_create(&a, NULL, thread_a, (void *)n);
-    pthread_create(&b, NULL, thread_b, (void *)n);
-    pthread_create(&c, NULL, thread_c, (void *)n);
+    long n = 300000000L;
+    /* one computing thread at a time, each function at the start of its thread: time a
+     * thread spends blocked (in pthread_join) or waiting for a CPU goes to its next sample,
+     * so nothing may block or wait right before a function whose time is checked */
     double t = now();
     main_work(n);
     took[0] = now() - t;
+    pthread_t a, b, c;
+    pthread_create(&a, NULL, thread_a, (void *)n);
     pthread_join(a, NULL);
+    pthread_create(&b, NULL, thread_b, (void *)n);
     pthread_join(b, NULL);
+    pthread_create(&c, NULL, thread_c, (void *)n);
     pthread_join(c, NULL);
     printf("truth main_work=%.6f thread_a=%.6f thread_b=%.6f exit_path=%.6f\n", took[0], took[1],
            took[2], took[3]);
