@@ -2,8 +2,8 @@
 computation, checked against what the test programs measure themselves.
 
 tests/programs/paths_mpi.c prints "truth" lines: the wall time each phase really took on this
-(shared, noisy) machine.  Sampled attribution must be within 5% of that (plus 3 ms for the
-sampling at the default rate); MPI paths, visits and bytes are exact."""
+(shared, noisy) machine.  Sampled attribution must be within 5% of that (plus one sampling interval and 1 ms, see
+close()); MPI paths, visits and bytes are exact."""
 import os
 import re
 import subprocess
@@ -61,7 +61,9 @@ def rank_records(out, rank):
 
 
 def close(measured_us, truth_us, what):
-    assert abs(measured_us - truth_us) <= 0.05 * truth_us + 3000, \
+    """Within 5% of the truth, plus one sampling interval at the default 200 Hz (5 ms) and
+    1 ms: a phase's first and last samples may each carry part of a neighbour's interval."""
+    assert abs(measured_us - truth_us) <= 0.05 * truth_us + 6000, \
         f"{what}: profile {measured_us / 1e3:.1f} ms, truth {truth_us / 1e3:.1f} ms"
 
 
@@ -281,7 +283,7 @@ def test_report_views(paths_run):
     text = cli("report", out).stdout
     tree = text.split("Call tree")[1].split("Hot path")[0]
     hot = text.split("Hot path")[1].split("Communicators ranked")[0]
-    assert "compute_a" in tree and "MPI_Barrier" in tree and "[failed unwind]" in tree
+    assert "compute_a" in tree and "MPI_Barrier" in tree
     assert "epoll_wait" not in tree and "thread_trampoline" not in tree
     split = text.split("Time split")[1].split("Call tree")[0]
     runtime = re.search(r"not shown\s+(\d+) threads of the MPI library's runtime", split)
