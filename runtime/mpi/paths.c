@@ -113,6 +113,15 @@ void ps_path_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_
 {
     ps_thread_t *t = ps_thread_get();
     if (!t || t->busy) return; /* an MPI call from a handler that interrupted our own update */
+    if (t->index == 0 && !ps_threaded && group_counted[ps_op_unwind_group[op]]) {
+        /* A counted call of the main thread (the common case: MPI_Comm_rank, polls) touches
+         * nothing but its time: its calls, time and bytes are what the per-communicator table
+         * holds beyond the other records, and are put on [not unwound] when the tree is
+         * written (ps_paths_complete_counted).  A timed call runs with ps_in_wrapper == 1, so
+         * no sample can interleave with this update; an untimed one has dt == 0. */
+        if (dt) t->mpi_ticks_since += dt;
+        return;
+    }
     t->busy = 1;
     ps_tree_fence(); /* pairs with ps_threads_freeze */
     if (ps_cct_frozen || t->end_ticks) {
@@ -147,4 +156,47 @@ void ps_path_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_
     }
     atomic_signal_fence(memory_order_seq_cst);
     t->busy = 0;
+}
+
+/* At the end (the trees are frozen): the main thread's counted calls, which the hot path left
+ * in the per-communicator table only (ps_path_record), go to its [not unwound] op nodes:
+ * for every counted operation and communicator, the table's calls, time and bytes minus those
+ * of every tree record of that operation and communicator.  [signal-safe] */
+void ps_paths_complete_counted(void)
+{
+    ps_thread_t *main_thread = ps_threads[0];
+    if (!main_thread || ps_threaded) return;
+    int nthreads = atomic_load(&ps_nthreads);
+    for (int c = 0; c < ps_ncomms; c++) {
+        for (int op = 0; op < PS_NUM_OPS; op++) {
+            ps_stat_t *st = ps_comms[c]->ops[op];
+            if (!st || !group_counted[ps_op_unwind_group[op]]) continue;
+            uint64_t calls = st->calls, ticks = st->ticks, bytes = st->bytes;
+            for (int i = 0; i < nthreads; i++) {
+                ps_thread_t *t = ps_threads[i];
+                if (!t) continue;
+                for (uint32_t k = 0; k <= t->pcomm_mask; k++) {
+                    ps_pcomm_t *pc = &t->pcomm[k];
+                    if (!pc->node || pc->comm != c || pc->node >= t->nnodes) continue;
+                    ps_node_t *n = &t->nodes[pc->node];
+                    if (n->kind != PS_NODE_MPI || n->key != (uintptr_t)op) continue;
+                    calls -= pc->calls < calls ? pc->calls : calls;
+                    ticks -= pc->ticks < ticks ? pc->ticks : ticks;
+                    bytes -= pc->bytes < bytes ? pc->bytes : bytes;
+                }
+            }
+            if (!calls) continue;
+            uint32_t node = counted_op_node(main_thread, op);
+            ps_node_t *nd = &main_thread->nodes[node];
+            ps_pcomm_t *pc = node != main_thread->not_unwound_node ? ps_cct_pcomm(main_thread, node, c) : NULL;
+            if (pc) {
+                pc->calls += calls;
+                pc->ticks += ticks;
+                pc->bytes += bytes;
+            }
+            nd->visits += calls;
+            nd->mpi_ticks += ticks;
+            nd->bytes += bytes;
+        }
+    }
 }

@@ -15,6 +15,7 @@
 #include "../sample/sample.h"
 
 int ps_paths_group_counted(int group); /* mpi/paths.c */
+void ps_paths_complete_counted(void); /* mpi/paths.c */
 
 #define MAX_MAPPINGS 2048
 #define MAX_MODULES 4096
@@ -244,6 +245,11 @@ void ps_write_paths(ps_fmt_t *f)
     uint64_t now = ps_now();
     int nthreads = atomic_load(&ps_nthreads);
     uint64_t full = 0;
+    static int counted_completed; /* once: a second write must not add them again */
+    if (!counted_completed) {
+        counted_completed = 1;
+        ps_paths_complete_counted();
+    }
     for (int i = 0; i < nthreads; i++)
         if (ps_threads[i]) {
             ps_thread_close(ps_threads[i], now);
