@@ -354,3 +354,20 @@ def test_walk_reuse_is_exact(mpi, tmp_path):
         assert total(visits, r";main;rotate_b;inner;MPI_Allreduce$") == 3300
         threads = [r for r in rank_records(out, rank) if r[0] == "thread"]
         assert int(threads[0][11]) > 6000  # walks that reused the previous one
+
+
+def test_counted_calls_per_thread(mpi, tmp_path):
+    """Counted calls stay with the thread that made them (MPI_THREAD_SERIALIZED, two threads):
+    the main thread's come from the per-communicator table at the end, the other's from its
+    own tree, and together they equal the table."""
+    out = tmp_path / "prof"
+    mpi.run(2, [mpi.prog("paths_serialized")], out)
+    for rank in (0, 1):
+        threads = [r[1] for r in rank_records(out, rank) if r[0] == "thread"]
+        main = folded(out, "visits", rank=rank, thread=0)
+        assert main["[not unwound];MPI_Comm_rank"] == 1000
+        assert main["[not unwound];MPI_Comm_size"] == 7
+        workers = [folded(out, "visits", rank=rank, thread=t) for t in threads if t != "0"]
+        worker = [w for w in workers if total(w, r";worker;MPI_Allreduce$") == 1]
+        assert len(worker) == 1, workers
+        assert worker[0]["[not unwound];MPI_Comm_rank"] == 300
