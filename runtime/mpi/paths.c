@@ -52,6 +52,17 @@ static uint32_t counted_op_node(ps_thread_t *t, int op)
     return node;
 }
 
+/* The node of operation op below a walked call path (innermost first); an incomplete walk
+ * hangs below [failed unwind]. [signal-safe] */
+static uint32_t op_node_below(ps_thread_t *t, const uintptr_t *frames, int n, int complete, int op)
+{
+    if (!complete) t->unwind_failures++;
+    uint32_t parent = complete ? 0 : t->failed_node;
+    uint32_t node = n > 0 ? ps_cct_insert_path(t, parent, frames, n, PS_NODE_CALL) : parent;
+    uint32_t leaf = ps_cct_child(t, node, PS_NODE_MPI, (uintptr_t)op);
+    return leaf ? leaf : node;
+}
+
 /* A sample inside an untimed MPI call: the operation's node, below its call path when the
  * group is unwound (the walk from the signal context, our own frames cut off).
  * [signal-safe] */
@@ -65,13 +76,7 @@ uint32_t ps_untimed_sample_node(ps_thread_t *t, int op, void *context)
     for (int i = 0; i < n; i++)
         if (ps_unwind_in_self(t->scratch[i])) last_self = i;
     if (last_self < 0) return counted_op_node(t, op); /* not below our wrapper after all */
-    const uintptr_t *frames = t->scratch + last_self + 1;
-    n -= last_self + 1;
-    if (!complete) t->unwind_failures++;
-    uint32_t parent = complete ? 0 : t->failed_node;
-    uint32_t node = n > 0 ? ps_cct_insert_path(t, parent, frames, n, PS_NODE_CALL) : parent;
-    uint32_t leaf = ps_cct_child(t, node, PS_NODE_MPI, (uintptr_t)op);
-    return leaf ? leaf : node;
+    return op_node_below(t, t->scratch + last_self + 1, n - last_self - 1, complete, op);
 }
 
 /* Samples come at intervals of the thread's CPU time, so a thread that was off the CPU
@@ -135,12 +140,8 @@ void ps_path_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_
     } else {
         int complete = 0;
         int n = ps_unwind_caller(t->scratch, PS_MAX_DEPTH, &complete);
-        uint32_t parent = complete ? 0 : t->failed_node;
-        if (!complete) t->unwind_failures++;
-        else if (n > 0) charge_gap_before_call(t, n);
-        node = n ? ps_cct_insert_path(t, parent, t->scratch, n, PS_NODE_CALL) : parent;
-        uint32_t leaf = ps_cct_child(t, node, PS_NODE_MPI, (uintptr_t)op);
-        if (leaf) node = leaf;
+        if (complete && n > 0) charge_gap_before_call(t, n);
+        node = op_node_below(t, t->scratch, n, complete, op);
     }
     ps_node_t *nd = &t->nodes[node];
     nd->visits++;

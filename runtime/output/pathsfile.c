@@ -13,6 +13,7 @@
 #include "../mpi/mpi_internal.h"
 #include "../core/cct.h"
 #include "../sample/sample.h"
+#include "../core/procmaps.h"
 
 int ps_paths_group_counted(int group); /* mpi/paths.c */
 void ps_paths_complete_counted(void); /* mpi/paths.c */
@@ -39,32 +40,15 @@ static mapping_t mappings[MAX_MAPPINGS];
 static module_t modules[MAX_MODULES];
 static int nmappings, nmodules;
 
-static uintptr_t parse_hex(const char **p)
-{
-    uintptr_t v = 0;
-    for (;; (*p)++) {
-        char c = **p;
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (d < 0) return v;
-        v = v * 16 + (uintptr_t)d;
-    }
-}
-
 /* Bias and build id of an image loaded at base (its ELF header is mapped there). */
 static void read_image(module_t *m, int readable)
 {
     m->bias = 0;
     m->build_id[0] = 0;
-    if (!readable) return;
-    const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)m->base;
-    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_phoff > 4096) return;
-    const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(m->base + eh->e_phoff);
-    uintptr_t min_vaddr = UINTPTR_MAX;
-    for (int i = 0; i < eh->e_phnum; i++)
-        if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < min_vaddr) min_vaddr = ph[i].p_vaddr;
-    if (min_vaddr == UINTPTR_MAX) return;
-    if (eh->e_type == ET_DYN) m->bias = m->base - (min_vaddr & ~(uintptr_t)4095);
-    for (int i = 0; i < eh->e_phnum; i++) {
+    const ElfW(Phdr) *ph;
+    int phnum;
+    if (!readable || !ps_elf_image(m->base, &m->bias, &ph, &phnum)) return;
+    for (int i = 0; i < phnum; i++) {
         if (ph[i].p_type != PT_NOTE) continue;
         const char *p = (const char *)(m->bias + ph[i].p_vaddr), *end = p + ph[i].p_memsz;
         while (p + sizeof(ElfW(Nhdr)) <= end) {
@@ -103,15 +87,9 @@ static void load_mappings(void)
     for (char *line = maps_text; *line;) {
         char *nl = strchr(line, '\n');
         if (nl) *nl = 0;
-        const char *p = line;
-        uintptr_t start = parse_hex(&p);
-        p++;
-        uintptr_t end = parse_hex(&p);
-        p++;
-        char perm_r = p[0], perm_x = p[2];
-        const char *path = strchr(p, '/');
-        const char *bracket = strchr(p, '[');
-        if (!path || (bracket && bracket < path)) path = bracket;
+        ps_maps_line_t ml;
+        const char *path = ps_maps_parse_line(line, &ml) ? ml.path : NULL;
+        uintptr_t start = ml.start, end = ml.end;
         if (path) {
             int id = -1;
             for (int i = 0; i < nmodules; i++)
@@ -121,11 +99,11 @@ static void load_mappings(void)
                 modules[id].path = path;
                 modules[id].base = start;
                 modules[id].executable = 0;
-                modules[id].readable = perm_r == 'r';
+                modules[id].readable = ml.readable;
                 modules[id].bias = 0;
                 modules[id].build_id[0] = 0;
             }
-            if (id >= 0 && perm_x == 'x' && nmappings < MAX_MAPPINGS) {
+            if (id >= 0 && ml.executable && nmappings < MAX_MAPPINGS) {
                 mappings[nmappings].start = start;
                 mappings[nmappings].end = end;
                 mappings[nmappings].module = id;

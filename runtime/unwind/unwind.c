@@ -40,6 +40,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "procmaps.h"
 #include "unwind.h"
 
 int ps_unwind_ok;
@@ -58,29 +59,14 @@ static atomic_flag code_rebuilding = ATOMIC_FLAG_INIT;
 static char maps_buf[1 << 16];
 static uintptr_t self_start, self_end; /* pathscope's own code */
 
-static uintptr_t parse_hex(const char **p)
-{
-    uintptr_t v = 0;
-    for (;; (*p)++) {
-        char c = **p;
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (d < 0) return v;
-        v = v * 16 + (uintptr_t)d;
-    }
-}
-
 /* The .eh_frame_hdr of the image whose ELF header is mapped at base. */
 static const uint8_t *image_eh_frame_hdr(uintptr_t base)
 {
-    const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)base;
-    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_phoff > 4096) return NULL;
-    const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(base + eh->e_phoff);
-    uintptr_t min_vaddr = UINTPTR_MAX;
-    for (int i = 0; i < eh->e_phnum; i++)
-        if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < min_vaddr) min_vaddr = ph[i].p_vaddr;
-    if (min_vaddr == UINTPTR_MAX) return NULL;
-    uintptr_t bias = eh->e_type == ET_DYN ? base - (min_vaddr & ~(uintptr_t)4095) : 0;
-    for (int i = 0; i < eh->e_phnum; i++)
+    uintptr_t bias;
+    const ElfW(Phdr) *ph;
+    int phnum;
+    if (!ps_elf_image(base, &bias, &ph, &phnum)) return NULL;
+    for (int i = 0; i < phnum; i++)
         if (ph[i].p_type == PT_GNU_EH_FRAME) return (const uint8_t *)(bias + ph[i].p_vaddr);
     return NULL;
 }
@@ -103,31 +89,22 @@ typedef struct {
 /* One line of /proc/self/maps into the table. */
 static void code_add_line(char *line, code_t *table, int *n, maps_file_t *file)
 {
-    const char *p = line;
-    uintptr_t start = parse_hex(&p);
-    if (*p != '-') return;
-    p++;
-    uintptr_t end = parse_hex(&p);
-    p++;
-    if (strlen(p) < 4) return;
-    char perm_r = p[0], perm_x = p[2];
-    const char *path = strchr(p, '/');
-    const char *bracket = strchr(p, '[');
-    if (!path || (bracket && bracket < path)) path = bracket;
-    if (path && strncmp(path, file->path, sizeof file->path) != 0) {
-        size_t l = strlen(path);
+    ps_maps_line_t m;
+    if (!ps_maps_parse_line(line, &m)) return;
+    if (m.path && strncmp(m.path, file->path, sizeof file->path) != 0) {
+        size_t l = strlen(m.path);
         if (l >= sizeof file->path) l = sizeof file->path - 1;
-        memcpy(file->path, path, l);
+        memcpy(file->path, m.path, l);
         file->path[l] = 0;
-        file->base = start;
-        file->readable = perm_r == 'r';
+        file->base = m.start;
+        file->readable = m.readable;
     }
-    if (perm_x != 'x' || *n >= MAX_CODE) return;
-    table[*n].start = start;
-    table[*n].end = end;
+    if (!m.executable || *n >= MAX_CODE) return;
+    table[*n].start = m.start;
+    table[*n].end = m.end;
     /* anonymous code (JIT) is known, without unwind tables; never read device mappings */
-    table[*n].eh_frame_hdr = path && path[0] == '/' && file->readable ? image_eh_frame_hdr(file->base)
-                             : path && strcmp(path, "[vdso]") == 0 ? image_eh_frame_hdr(start) : NULL;
+    table[*n].eh_frame_hdr = m.path && m.path[0] == '/' && file->readable ? image_eh_frame_hdr(file->base)
+                             : m.path && strcmp(m.path, "[vdso]") == 0 ? image_eh_frame_hdr(m.start) : NULL;
     (*n)++;
 }
 
@@ -694,6 +671,17 @@ static inline int reuse_previous(ps_thread_t *t, int *j, uintptr_t lookup, uintp
     return count + 1; /* the matching frame and those after it */
 }
 
+/* The walk recorded in walk_cur (n frames) becomes the one the next walk is compared with. */
+static void keep_walk(ps_thread_t *t, int n, int complete)
+{
+    uint64_t *swap = t->walk_prev;
+    t->walk_prev = t->walk_cur;
+    t->walk_cur = swap;
+    t->walk_prev_n = n;
+    t->walk_prev_complete = complete;
+    t->walk_prev_generation = t->unwind_generation;
+}
+
 /* Walks from (pc, sp, rbp); pc is exact for the first frame (first_exact), a return address
  * for the others.  Writes pcs/return addresses innermost first. */
 static int walk(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int first_exact,
@@ -721,11 +709,7 @@ static int walk(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int f
                     const frame_rec_t *prev = (const frame_rec_t *)t->walk_prev;
                     memcpy(&cur[n], &prev[j], sizeof *cur * (size_t)reused);
                     cur[n].rbp = rbp;
-                    uint64_t *swap = t->walk_prev;
-                    t->walk_prev = t->walk_cur;
-                    t->walk_cur = swap;
-                    t->walk_prev_n = n + reused;
-                    t->walk_prev_complete = *complete;
+                    keep_walk(t, n + reused, *complete);
                 }
                 return n + reused;
             }
@@ -774,12 +758,7 @@ end:
             else if (cur[k].rbp_slot) needs = 0;
             if (needs) cur[k].flags |= FRAME_NEEDS_RBP;
         }
-        uint64_t *swap = t->walk_prev;
-        t->walk_prev = t->walk_cur;
-        t->walk_cur = swap;
-        t->walk_prev_n = n;
-        t->walk_prev_complete = *complete;
-        t->walk_prev_generation = t->unwind_generation;
+        keep_walk(t, n, *complete);
     }
     return n;
 }
