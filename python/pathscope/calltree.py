@@ -27,7 +27,9 @@ from pathscope.reader import Profile
 from pathscope.symbols import ROOT_FRAME, Frame, frame_of
 
 VISITS, SAMPLE_NS, SAMPLES, MPI_NS, BYTES = range(5)
-METRIC_COUNT = 5
+# heap profiling (cct.HeapStats): blocks allocated on the path, freed, live at the rank's peak
+ALLOCS, ALLOC_BYTES, FREES, FREED_BYTES, PEAK_BYTES = range(5, 10)
+METRIC_COUNT = 10
 
 
 def no_call_paths_message(profile: Profile) -> str:
@@ -58,6 +60,12 @@ class MergedNode:
         values[SAMPLES] += node.samples
         values[MPI_NS] += node.mpi_ns
         values[BYTES] += node.bytes
+        if node.heap is not None:
+            values[ALLOCS] += node.heap.allocs
+            values[ALLOC_BYTES] += node.heap.alloc_bytes
+            values[FREES] += node.heap.frees
+            values[FREED_BYTES] += node.heap.freed_bytes
+            values[PEAK_BYTES] += node.heap.peak_bytes
         for part in node.comms:
             into = self.comms.setdefault(part.comm, [0, 0, 0])
             into[0] += part.calls

@@ -33,6 +33,7 @@ PC = "pc"
 MPI = "mpi"
 FAILED = "failed"
 NOT_UNWOUND = "not_unwound"
+HEAP = "heap"                       # an allocator function (malloc, calloc, ...): a leaf
 CODE_KINDS = (CALL, FN, PC)          # nodes with a module and an address
 PSEUDO_KINDS = (FAILED, NOT_UNWOUND)  # the pseudo frames, children of the root
 
@@ -60,6 +61,58 @@ class PathComm:
 
 
 @dataclass
+class HeapStats:
+    """The heap metrics of one node (an `hnode` line): blocks allocated on this path, and
+    how many of them were freed (by any thread)."""
+    allocs: int
+    alloc_bytes: int
+    frees: int
+    freed_bytes: int
+    peak_bytes: int               # of its blocks, live at the rank's peak
+
+    @property
+    def leaked_bytes(self) -> int:
+        return self.alloc_bytes - self.freed_bytes
+
+    @property
+    def leaked_blocks(self) -> int:
+        return self.allocs - self.frees
+
+
+@dataclass
+class HeapPoint:
+    time_ns: int                  # since recording started in the process
+    live_bytes: int
+    max_bytes: int                # the most live bytes since the previous point
+
+
+@dataclass
+class HeapSummary:
+    """A rank's `heap` line and its timeline (`hpoint` lines)."""
+    traversal: str
+    allocs: int
+    alloc_bytes: int
+    frees: int
+    freed_bytes: int
+    peak_bytes: int
+    peak_ns: int
+    live_bytes: int               # at the end: leaked
+    untracked_allocs: int
+    untracked_frees: int
+    foreign_frees: int
+    timeline: list[HeapPoint] = field(default_factory=list)
+
+
+@dataclass
+class Walks:
+    """A thread's stack walks (a `walks` line)."""
+    walks: int
+    reused: int
+    checks: int                   # repeated as a full walk
+    agree: int                    # ... with the same result
+
+
+@dataclass
 class Node:
     id: int
     parent: Optional[int]         # None for the root
@@ -73,6 +126,7 @@ class Node:
     mpi_ns: int
     bytes: int
     comms: list[PathComm] = field(default_factory=list)
+    heap: Optional[HeapStats] = None
 
     @property
     def time_ns(self) -> int:
@@ -94,6 +148,7 @@ class Thread:
     start_module: Optional[int] = None   # module id of the function pthread_create started
     start_address: Optional[int] = None  # (None for the main thread and format 2.0 files
                                          # written before these fields existed)
+    walks: Optional[Walks] = None        # format 2.1
 
     def runtime_thread(self, modules: "dict[int, Module]") -> bool:
         """True for a thread the MPI library or its runtime started (progress threads of
@@ -124,6 +179,8 @@ class RankCallPaths:
     unwind: dict[str, str]        # MPI function group -> path | count
     modules: dict[int, Module]
     threads: dict[int, Thread]    # by thread index, sorted
+    traversal: Optional[tuple[str, int]] = None   # mode, check every N-th walk (format 2.1)
+    heap: Optional[HeapSummary] = None            # PATHSCOPE_HEAP=on (format 2.1)
 
     def has_paths(self) -> bool:
         """True when something was unwound: a node outside `[not unwound]` besides the root.
@@ -149,10 +206,38 @@ class CallPathParser:
         self.threads: dict[int, Thread] = {}
         self.nodes: dict[int, dict[int, tuple[Node, str]]] = {}   # thread -> id -> node, where
         self.pcomms: list[tuple[int, int, PathComm, str]] = []
+        self.hnodes: list[tuple[int, int, HeapStats, str]] = []
+        self.walks: list[tuple[int, Walks, str]] = []
+        self.traversal: Optional[tuple[str, int]] = None
+        self.heap: Optional[HeapSummary] = None
+        self.points: list[HeapPoint] = []
 
     def handlers(self) -> dict[str, Callable[[Record], None]]:
         return {"sampler": self._sampler, "unwind": self._unwind, "module": self._module,
-                "thread": self._thread, "node": self._node, "pcomm": self._pcomm}
+                "thread": self._thread, "node": self._node, "pcomm": self._pcomm,
+                "traversal": self._traversal, "walks": self._walks, "heap": self._heap,
+                "hnode": self._hnode, "hpoint": self._hpoint}
+
+    def _traversal(self, r: Record) -> None:
+        r.need(2)
+        self.traversal = (r.text(0), r.number(1))
+
+    def _walks(self, r: Record) -> None:
+        r.need(5)
+        self.walks.append((r.number(0), Walks(*(r.number(i) for i in range(1, 5))), r.where))
+
+    def _heap(self, r: Record) -> None:
+        r.need(11)
+        self.heap = HeapSummary(r.text(0), *(r.number(i) for i in range(1, 11)))
+
+    def _hnode(self, r: Record) -> None:
+        r.need(7)
+        self.hnodes.append((r.number(0), r.number(1),
+                            HeapStats(*(r.number(i) for i in range(2, 7))), r.where))
+
+    def _hpoint(self, r: Record) -> None:
+        r.need(3)
+        self.points.append(HeapPoint(r.number(0), r.number(1), r.number(2)))
 
     def _sampler(self, r: Record) -> None:
         r.need(3)
@@ -231,8 +316,23 @@ class CallPathParser:
                 raise ProfileError(f"{where}: 'pcomm' line names node {node_id} of thread "
                                    f"{thread_index}, a '{node.kind}' node (expected 'mpi')")
             node.comms.append(path_comm)
+        for thread_index, node_id, stats, where in self.hnodes:
+            thread = self.threads.get(thread_index)
+            if thread is None or node_id >= len(thread.nodes):
+                if not complete:
+                    continue
+                raise ProfileError(f"{where}: 'hnode' line names node {node_id} of thread "
+                                   f"{thread_index}, which does not exist")
+            thread.nodes[node_id].heap = stats
+        for thread_index, walks, where in self.walks:
+            if thread_index not in self.threads:
+                raise ProfileError(f"{where}: 'walks' line names thread {thread_index}, which "
+                                   f"has no 'thread' line")
+            self.threads[thread_index].walks = walks
+        if self.heap is not None:
+            self.heap.timeline = self.points
         return RankCallPaths(rank, self.sampler, self.unwind, self.modules,
-                             dict(sorted(self.threads.items())))
+                             dict(sorted(self.threads.items())), self.traversal, self.heap)
 
     def _link(self, thread_index: int, nodes: dict[int, tuple[Node, str]],
               complete: bool) -> list[Node]:

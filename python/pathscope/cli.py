@@ -27,11 +27,12 @@ EXIT_ERROR = 2
 # options.def fields the CLI sets itself instead of offering a flag
 RUN_SETS_ITSELF = ("command", "pid")
 SHORT_FLAGS = {"output": "-o"}
-EXPORT_TABLES = ("comm-ops", "ops", "comms", "ranks")
+EXPORT_TABLES = ("comm-ops", "ops", "comms", "ranks", "heap-timeline", "heap-ranks")
 TABLE_FORMATS = ("csv", "json")
 CALL_PATH_FORMATS = ("folded", "speedscope")
 EXPORT_FORMATS = TABLE_FORMATS + CALL_PATH_FORMATS
-CALL_PATH_METRICS = ("time", "mpi_time", "visits", "bytes")
+CALL_PATH_METRICS = ("time", "mpi_time", "visits", "bytes", "alloc_count", "alloc_bytes",
+                     "leaked_bytes", "peak_bytes")
 DEFAULT_TABLE = "comm-ops"
 DEFAULT_METRIC = "time"
 

@@ -21,6 +21,7 @@ from pathscope.home import (HOME_VARIABLE, MPI_FLAVOURS, SYMBOLIZER_VARIABLE,
 from pathscope.options import Option, validate_environment
 
 LIBRARY_VARIABLE = "PATHSCOPE_LIB"
+HEAP_SHIM_NAME = "libpathscope-heap.so"  # preloaded with the runtime for PATHSCOPE_HEAP=on
 # Variables the CLI reads itself; the runtime would reject them, so the program never sees them.
 CLI_VARIABLES = (HOME_VARIABLE, LIBRARY_VARIABLE, SYMBOLIZER_VARIABLE)
 DEFAULT_MPI = "openmpi"
@@ -164,6 +165,13 @@ def plan_launch(program_argv: Sequence[str], options: Sequence[Option], environ:
     env["PATHSCOPE_COMMAND"] = shlex.join(program_argv)
     env.update(settings)
     validate_environment(env, options)
+    if env.get("PATHSCOPE_HEAP") == "on":
+        # the allocator shim goes first: it must be found before the C library's malloc
+        shim = library.parent / HEAP_SHIM_NAME
+        if not shim.is_file():
+            raise LaunchError(f"heap profiling needs {shim} next to {library.name}; "
+                              f"build it with: make build")
+        env["LD_PRELOAD"] = prepend_preload(shim, env["LD_PRELOAD"])
     return LaunchPlan(executable, list(program_argv), env)
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
-from pathscope.cct import CODE_KINDS, FAILED, MPI, NOT_UNWOUND, ROOT, Module, Node
+from pathscope.cct import CODE_KINDS, FAILED, HEAP, MPI, NOT_UNWOUND, ROOT, Module, Node
 from pathscope.errors import ProfileError
 from pathscope.tsv import File, Record, parse_records, parse_text, read_file
 
@@ -92,7 +92,7 @@ class SymbolTable:
             return []
         if frame.kind in PSEUDO_NAMES:
             return [PSEUDO_NAMES[frame.kind]]
-        if frame.kind == MPI:
+        if frame.kind in (MPI, HEAP):
             return [frame.name]
         if frame.kind not in CODE_KINDS:
             return [f"[{frame.kind} {frame.name}]"]

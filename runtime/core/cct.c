@@ -22,7 +22,7 @@ volatile int ps_cct_frozen;
 
 void ps_sample_thread_start(ps_thread_t *t); /* sample/sample.c */
 
-static void *map_zeroed(size_t bytes)
+void *ps_map_zeroed(size_t bytes)
 {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
@@ -33,10 +33,10 @@ ps_thread_t *ps_thread_register(void)
 {
     if (ps_self) return ps_self;
     if (atomic_load(&ps_nthreads) >= PS_MAX_THREADS) return NULL;
-    ps_thread_t *t = map_zeroed(sizeof *t);
-    ps_node_t *nodes = map_zeroed(sizeof(ps_node_t) * PS_MAX_NODES);
-    uint32_t *hash = map_zeroed(sizeof(uint32_t) * PS_MAX_NODES * 2);
-    ps_pcomm_t *pcomm = map_zeroed(sizeof(ps_pcomm_t) * PS_MAX_PCOMM);
+    ps_thread_t *t = ps_map_zeroed(sizeof *t);
+    ps_node_t *nodes = ps_map_zeroed(sizeof(ps_node_t) * PS_MAX_NODES);
+    uint32_t *hash = ps_map_zeroed(sizeof(uint32_t) * PS_MAX_NODES * 2);
+    ps_pcomm_t *pcomm = ps_map_zeroed(sizeof(ps_pcomm_t) * PS_MAX_PCOMM);
     if (!t || !nodes || !hash || !pcomm) {
         atomic_fetch_add(&ps_counters.alloc_failures, 1);
         return NULL;

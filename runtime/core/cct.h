@@ -30,6 +30,7 @@ typedef enum {
     PS_NODE_MPI,         /* an MPI operation; key = op number */
     PS_NODE_FAILED,      /* [failed unwind] */
     PS_NODE_NOT_UNWOUND, /* [not unwound] */
+    PS_NODE_HEAP,        /* an allocator function (heap/heap.h); key = its number */
 } ps_node_kind;
 
 typedef struct {
@@ -68,6 +69,7 @@ typedef struct ps_thread {
     ps_pcomm_t *pcomm;
     uint32_t pcomm_mask, npcomm;
     uint32_t failed_node, not_unwound_node;
+    struct ps_heap_node *heap; /* heap metrics beside the nodes (heap/heap.c), or NULL */
     uint32_t op_node[PS_OP_NODE_CACHE]; /* [not unwound] -> operation nodes, by op number */
     /* the previous path from the root: reused while it is a prefix of the next one */
     int last_n;
@@ -87,6 +89,9 @@ typedef struct ps_thread {
     int walk_prev_n, walk_prev_complete;
     unsigned walk_prev_generation;
     uint64_t walk_reused;      /* walks that reused the previous one */
+    uint64_t walks, walk_checks, walk_agree; /* walks; of them, repeated as full walks; agreeing */
+    uint64_t walks_since_full, walk_last_ticks; /* heuristic mode's drift control */
+    uintptr_t check_buf[PS_MAX_DEPTH];          /* the checking full walk's output */
     int nranges;               /* function ranges seen by samples (unwind.c) */
     struct { uintptr_t start, end; } ranges[PS_RANGE_CACHE];
 } ps_thread_t;
@@ -97,6 +102,7 @@ extern _Atomic int ps_nthreads;
 extern volatile int ps_cct_frozen; /* the end of the run is reading the trees */
 
 ps_thread_t *ps_thread_register(void);  /* not signal-safe (maps memory) */
+void *ps_map_zeroed(size_t bytes);      /* anonymous, NORESERVE; NULL on failure [signal-safe] */
 
 /* The handshake between a thread updating its tree ("busy, then frozen?") and the writer
  * ("frozen, then busy?") needs a full barrier on both sides.  With Linux's membarrier the

@@ -4,6 +4,7 @@
  * here prints except the final one-line notice.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -16,6 +17,8 @@
 #include <unistd.h>
 
 #include "pathscope.h"
+#include "cct.h"
+#include "../heap/heap.h"
 
 ps_options_t ps_options;
 volatile int ps_state = PS_RUN_STARTED;
@@ -37,6 +40,7 @@ static volatile sig_atomic_t rank_file_written_final;
  * process pathscope was started for: the first to load the library (PATHSCOPE_PID), not its
  * children, not launchers. */
 static int nompi_target;
+static int heap_rewrite_at_exit; /* the rank file is written again at exit (heap profiling) */
 static char nompi_outdir[PS_PATH_MAX];
 extern int ps_paths_on;
 void ps_sample_init(void);
@@ -305,12 +309,22 @@ void ps_signals_install(void)
  * MPI_Finalize called from the application's atexit handler has already been seen. */
 __attribute__((destructor)) static void pathscope_fini(void)
 {
+    if (heap_rewrite_at_exit && ps_state == PS_RUN_FINISHED) {
+        heap_rewrite_at_exit = 0;
+        sigset_t saved;
+        ps_block_async_signals(&saved);
+        ps_heap_stop();
+        ps_write_rank_file("complete");
+        pthread_sigmask(SIG_SETMASK, &saved, NULL);
+        return;
+    }
     if (ps_state == PS_RUN_STARTED && nompi_target && !rank_file_written_final) {
         ps_end_ns = ps_clock_monotonic_ns();
         nompi_prepare();
         ps_threads_close_all();
         sigset_t saved;
         ps_block_async_signals(&saved); /* a SIGTERM now waits until the file is complete */
+        ps_heap_stop();
         ps_write_rank_file("complete");
         rank_file_written_final = 1;
         pthread_sigmask(SIG_SETMASK, &saved, NULL);
@@ -325,6 +339,34 @@ __attribute__((destructor)) static void pathscope_fini(void)
         /* a rank leaving without MPI_Finalize makes some launchers kill the others */
         ps_notify_peers(0);
     }
+}
+
+/* Heap profiling: the shim (libpathscope-heap.so) and PATHSCOPE_HEAP must agree. */
+static void heap_init(void)
+{
+    void (*shim_init)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "pathscope_heap_shim_init");
+    if (shim_init) shim_init(); /* resolves the shim if nothing allocated yet */
+    int wanted = ps_option_on(ps_options.heap);
+    if (wanted && !ps_heap_attached())
+        die_config("PATHSCOPE_HEAP=on needs %s in LD_PRELOAD next to libpathscope.so "
+                   "(pathscope run --heap sets both)%s", "libpathscope-heap.so", "");
+    if (!wanted && ps_heap_attached())
+        die_config("libpathscope-heap.so is preloaded but PATHSCOPE_HEAP is not on: set "
+                   "PATHSCOPE_HEAP=on or remove it from LD_PRELOAD%s%s", "", "");
+    if (wanted && !ps_option_on(ps_options.paths))
+        die_config("PATHSCOPE_HEAP=on needs call paths: PATHSCOPE_PATHS=off cannot be combined "
+                   "with it%s%s", "", "");
+    if (wanted && ps_paths_on) ps_heap_start();
+}
+
+/* After the rank file was written at MPI_Finalize: heap profiling goes on until the process
+ * exits (frees made after MPI_Finalize are no leaks), where the file is written again. */
+void ps_heap_after_final_write(void)
+{
+    if (!ps_heap_on) return;
+    heap_rewrite_at_exit = 1;
+    ps_cct_frozen = 0; /* samplers are stopped and the wrappers pass through: heap only */
+    ps_heap_resume();
 }
 
 __attribute__((constructor)) static void pathscope_init(void)
@@ -363,6 +405,7 @@ __attribute__((constructor)) static void pathscope_init(void)
     ps_rank_file_host();
     ps_paths_configure();
     ps_sample_init();
+    heap_init();
     pthread_atfork(NULL, NULL, after_fork_in_child);
     nompi_target = ps_paths_on && strcmp(ps_options.pid, self) == 0;
     if (nompi_target && !ps_outdir[0]) {

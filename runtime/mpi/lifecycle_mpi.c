@@ -27,6 +27,7 @@ __thread uint32_t ps_poll_rng __attribute__((tls_model("initial-exec")));
 char ps_mpi_library[256]; /* first line of MPI_Get_library_version, read at start */
 void ps_rank_file_host(void);
 void ps_mark_final_written(void);
+void ps_heap_after_final_write(void);
 void ps_threads_close_all(void);
 void ps_block_async_signals(sigset_t *saved);
 void ps_reduce_and_write(void);
@@ -181,6 +182,7 @@ void ps_mpi_finalize_begin(void)
         ps_block_async_signals(&saved);
         ps_write_rank_file("complete");
         ps_mark_final_written();
+        ps_heap_after_final_write();
         pthread_sigmask(SIG_SETMASK, &saved, NULL);
         ps_reduce_and_write();
         ps_in_wrapper = 0;

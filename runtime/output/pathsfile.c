@@ -14,6 +14,8 @@
 #include "../core/cct.h"
 #include "../sample/sample.h"
 #include "../core/procmaps.h"
+#include "../heap/heap.h"
+#include "../unwind/unwind.h"
 
 int ps_paths_group_counted(int group); /* mpi/paths.c */
 void ps_paths_complete_counted(void); /* mpi/paths.c */
@@ -70,8 +72,13 @@ static void read_image(module_t *m, int readable)
     }
 }
 
+/* Once per process: a second write (heap profiling rewrites the file at exit) keeps the
+ * modules of the first, which include those the MPI library unloads in MPI_Finalize. */
 static void load_mappings(void)
 {
+    static int loaded;
+    if (loaded) return;
+    loaded = 1;
     nmappings = nmodules = 0;
     int fd = ps_sys_open("/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) return;
@@ -143,7 +150,9 @@ static void hex(ps_fmt_t *f, uintptr_t v)
     while (n) ps_fmt_char(f, buf[--n]);
 }
 
-static const char *const kind_names[] = {"root", "call", "fn", "pc", "mpi", "failed", "not_unwound"};
+static const char *const kind_names[] = {"root", "call", "fn", "pc", "mpi", "failed", "not_unwound",
+                                         "heap"};
+#define N_KINDS (sizeof kind_names / sizeof *kind_names)
 
 static void write_thread(ps_fmt_t *f, ps_thread_t *t)
 {
@@ -179,7 +188,7 @@ static void write_thread(ps_fmt_t *f, ps_thread_t *t)
         if (id) ps_fmt_u64(f, n->parent);
         else ps_fmt_char(f, '-');
         tab(f);
-        ps_fmt_str(f, kind_names[n->kind < 7 ? n->kind : 0]); tab(f);
+        ps_fmt_str(f, kind_names[n->kind < N_KINDS ? n->kind : 0]); tab(f);
         if (n->kind == PS_NODE_CALL || n->kind == PS_NODE_FN || n->kind == PS_NODE_PC) {
             int m = module_of(n->key);
             if (m >= 0) {
@@ -192,6 +201,9 @@ static void write_thread(ps_fmt_t *f, ps_thread_t *t)
         } else if (n->kind == PS_NODE_MPI) {
             ps_fmt_str(f, "-\t");
             ps_fmt_str(f, n->key < PS_NUM_OPS ? ps_op_names[n->key] : "MPI_?");
+        } else if (n->kind == PS_NODE_HEAP) {
+            ps_fmt_str(f, "-\t");
+            ps_fmt_str(f, n->key < PS_HEAP_NFUNCTIONS ? ps_heap_function_names[n->key] : "alloc?");
         } else {
             ps_fmt_str(f, "-\t-");
         }
@@ -201,6 +213,25 @@ static void write_thread(ps_fmt_t *f, ps_thread_t *t)
         ps_fmt_u64(f, n->samples); tab(f);
         ps_fmt_u64(f, ps_ticks_to_ns(n->mpi_ticks)); tab(f);
         ps_fmt_u64(f, n->bytes); ps_fmt_char(f, '\n');
+    }
+    ps_fmt_str(f, "walks\t");
+    ps_fmt_u64(f, (uint64_t)t->index); tab(f);
+    ps_fmt_u64(f, t->walks); tab(f);
+    ps_fmt_u64(f, t->walk_reused); tab(f);
+    ps_fmt_u64(f, t->walk_checks); tab(f);
+    ps_fmt_u64(f, t->walk_agree); ps_fmt_char(f, '\n');
+    for (uint32_t id = 0; t->heap && id < t->nnodes; id++) {
+        ps_heap_node_t *h = &t->heap[id];
+        uint64_t allocs = atomic_load(&h->allocs), frees = atomic_load(&h->frees);
+        if (!allocs && !frees) continue;
+        ps_fmt_str(f, "hnode\t");
+        ps_fmt_u64(f, (uint64_t)t->index); tab(f);
+        ps_fmt_u64(f, id); tab(f);
+        ps_fmt_u64(f, allocs); tab(f);
+        ps_fmt_u64(f, atomic_load(&h->alloc_bytes)); tab(f);
+        ps_fmt_u64(f, frees); tab(f);
+        ps_fmt_u64(f, atomic_load(&h->freed_bytes)); tab(f);
+        ps_fmt_u64(f, ps_heap_node_peak(h)); ps_fmt_char(f, '\n');
     }
     for (uint32_t i = 0; i <= t->pcomm_mask; i++) {
         ps_pcomm_t *p = &t->pcomm[i];
@@ -212,6 +243,44 @@ static void write_thread(ps_fmt_t *f, ps_thread_t *t)
         ps_fmt_u64(f, p->calls); tab(f);
         ps_fmt_u64(f, ps_ticks_to_ns(p->ticks)); tab(f);
         ps_fmt_u64(f, p->bytes); ps_fmt_char(f, '\n');
+    }
+}
+
+/* The rank's heap totals and timeline (per-path lines: write_thread). */
+static void write_heap(ps_fmt_t *f, int nthreads)
+{
+    uint64_t allocs = 0, bytes = 0, frees = 0, freed = 0;
+    for (int i = 0; i < nthreads; i++) {
+        ps_thread_t *t = ps_threads[i];
+        for (uint32_t id = 0; t && t->heap && id < t->nnodes; id++) {
+            allocs += atomic_load(&t->heap[id].allocs);
+            bytes += atomic_load(&t->heap[id].alloc_bytes);
+            frees += atomic_load(&t->heap[id].frees);
+            freed += atomic_load(&t->heap[id].freed_bytes);
+        }
+    }
+    uint64_t peak, peak_at, gen;
+    int64_t live;
+    ps_heap_totals(&peak, &peak_at, &gen, &live);
+    ps_fmt_str(f, "heap\t");
+    ps_fmt_str(f, ps_traversal_names[ps_traversal_mode]); tab(f);
+    ps_fmt_u64(f, allocs); tab(f);
+    ps_fmt_u64(f, bytes); tab(f);
+    ps_fmt_u64(f, frees); tab(f);
+    ps_fmt_u64(f, freed); tab(f);
+    ps_fmt_u64(f, peak); tab(f);
+    ps_fmt_u64(f, ps_ticks_to_ns(peak_at)); tab(f);
+    ps_fmt_u64(f, live > 0 ? (uint64_t)live : 0); tab(f);
+    ps_fmt_u64(f, atomic_load(&ps_heap_stats.untracked_allocs)); tab(f);
+    ps_fmt_u64(f, atomic_load(&ps_heap_stats.untracked_frees)); tab(f);
+    ps_fmt_u64(f, atomic_load(&ps_heap_stats.foreign_frees)); ps_fmt_char(f, '\n');
+    const ps_heap_point_t *pt;
+    int n = ps_heap_timeline(&pt);
+    for (int i = 0; i < n; i++) {
+        ps_fmt_str(f, "hpoint\t");
+        ps_fmt_u64(f, ps_ticks_to_ns(pt[i].ticks)); tab(f);
+        ps_fmt_u64(f, pt[i].live); tab(f);
+        ps_fmt_u64(f, pt[i].max); ps_fmt_char(f, '\n');
     }
 }
 
@@ -253,6 +322,10 @@ void ps_write_paths(ps_fmt_t *f)
         ps_fmt_str(f, modules[m].build_id[0] ? modules[m].build_id : "-");
         ps_fmt_char(f, '\n');
     }
+    ps_fmt_str(f, "traversal\t");
+    ps_fmt_str(f, ps_traversal_names[ps_traversal_mode]); tab(f);
+    ps_fmt_u64(f, ps_traversal_check); ps_fmt_char(f, '\n');
+    if (ps_heap_on) write_heap(f, nthreads);
     for (int i = 0; i < nthreads; i++)
         if (ps_threads[i]) write_thread(f, ps_threads[i]);
 }

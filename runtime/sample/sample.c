@@ -269,6 +269,9 @@ void ps_sample_init(void)
         return;
     }
     ps_paths_on = 1;
+    for (int m = 0; m < PS_TRAVERSAL_NMODES; m++)
+        if (strcmp(ps_options.traversal, ps_traversal_names[m]) == 0) ps_traversal_mode = m;
+    ps_traversal_check = (unsigned)atoi(ps_options.traversal_check);
     ps_sample_rate = atoi(ps_options.sample_rate);
     use_wall_clock = strcmp(ps_options.sample_clock, "wall") == 0;
     if (ps_sample_rate) {

@@ -78,6 +78,8 @@ static const uint8_t *image_eh_frame_hdr(uintptr_t base)
 static _Atomic unsigned dl_generation;
 static unsigned table_generation[2];
 static _Atomic uint64_t last_unknown_rebuild_ns;
+static _Atomic int last_rebuild_grew; /* the last rebuild for an unknown pc found new code:
+                                       * modules are being loaded, the next may rebuild now */
 #define REBUILD_GAP_NS 100000000ull
 
 typedef struct {
@@ -177,9 +179,13 @@ static const uint8_t *code_lookup(uintptr_t pc, int *known)
         if (!c && attempt == 0) {
             /* a module loaded since the last rebuild?  (rate-limited: JIT code stays unknown) */
             uint64_t now = ps_clock_monotonic_ns(), last = atomic_load(&last_unknown_rebuild_ns);
-            if (now - last > REBUILD_GAP_NS &&
-                atomic_compare_exchange_strong(&last_unknown_rebuild_ns, &last, now) && code_rebuild())
+            int before = code_counts[which];
+            if ((now - last > REBUILD_GAP_NS || atomic_load(&last_rebuild_grew)) &&
+                atomic_compare_exchange_strong(&last_unknown_rebuild_ns, &last, now) && code_rebuild()) {
+                unsigned seq2 = atomic_load(&code_seq);
+                atomic_store(&last_rebuild_grew, code_counts[(seq2 / 2) % 2] > before);
                 continue;
+            }
         }
         *known = c != NULL;
         return hdr;
@@ -647,7 +653,8 @@ typedef struct {
 #define FRAME_NEEDS_RBP 2
 
 static inline int reuse_previous(ps_thread_t *t, int *j, uintptr_t lookup, uintptr_t sp,
-                                 uintptr_t rbp, uintptr_t *out, int n, int max, int *complete)
+                                 uintptr_t rbp, uintptr_t *out, int n, int max, int *complete,
+                                 int trust)
 {
     const frame_rec_t *prev = (const frame_rec_t *)t->walk_prev;
     int m = t->walk_prev_n;
@@ -659,7 +666,10 @@ static inline int reuse_previous(ps_thread_t *t, int *j, uintptr_t lookup, uintp
     if ((prev[*j].flags & FRAME_NEEDS_RBP) && prev[*j].rbp != rbp) return 0;
     int count = m - *j - 1; /* frames after the matching one */
     if (n + 1 + count > max) return 0;
-    for (int k = *j; k + 1 < m; k++) {
+    /* heuristic mode (trust): the "second match" only -- the next frame's return address is
+     * still in its slot; exact mode: every slot the previous walk read */
+    int last = trust && *j + 2 < m ? *j + 2 : m;
+    for (int k = *j; k + 1 < last; k++) {
         if (*(const uintptr_t *)(prev[k + 1].sp - 8) != prev[k + 1].pc) return 0;
         /* a restored rbp matters only to a walk that depends on it */
         if (prev[k].rbp_slot && (prev[k + 1].flags & FRAME_NEEDS_RBP) &&
@@ -683,14 +693,19 @@ static void keep_walk(ps_thread_t *t, int n, int complete)
 }
 
 /* Walks from (pc, sp, rbp); pc is exact for the first frame (first_exact), a return address
- * for the others.  Writes pcs/return addresses innermost first. */
+ * for the others.  Writes pcs/return addresses innermost first.  flags: WALK_REUSE may reuse
+ * the previous walk (WALK_TRUST: on the heuristic's evidence), WALK_KEEP keeps this walk for
+ * the next one. */
+#define WALK_REUSE 1
+#define WALK_TRUST 2
+#define WALK_KEEP 4
 static int walk(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int first_exact,
-                uintptr_t *out, int max, int *complete)
+                uintptr_t *out, int max, int *complete, int flags)
 {
     /* every frame we read lies above the starting stack pointer: below it (down to the
      * rlimit-based bound of the main thread) the stack may not be mapped */
     uintptr_t lo = t->stack_lo > sp ? t->stack_lo : sp, hi = t->stack_hi;
-    int n = 0, j = 0, reusable = 1;
+    int n = 0, j = 0, reusable = flags & WALK_REUSE, trust = flags & WALK_TRUST;
     *complete = 0;
     thread_caches_check(t);
     if (t->walk_prev_generation != t->unwind_generation) t->walk_prev_n = 0;
@@ -699,11 +714,11 @@ static int walk(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int f
     for (int exact = first_exact; n < max; exact = 0) {
         uintptr_t lookup = exact ? pc : pc - 1;
         if (reusable) {
-            int reused = reuse_previous(t, &j, lookup, sp, rbp, out, n, max, complete);
+            int reused = reuse_previous(t, &j, lookup, sp, rbp, out, n, max, complete, trust);
             if (reused) {
                 t->walk_reused++;
                 out[n] = pc;
-                if (n > 2) {
+                if (n > 2 && (flags & WALK_KEEP)) {
                     /* a late match: this walk (its own frames, then the previous walk's from
                      * the match on) is what the next walk should be compared with */
                     const frame_rec_t *prev = (const frame_rec_t *)t->walk_prev;
@@ -749,7 +764,7 @@ static int walk(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int f
     }
 end:
     /* this walk becomes the one the next walk may reuse */
-    if (reusable && n > 1) {
+    if ((flags & WALK_KEEP) && reusable && n > 1) {
         /* which frames' walks depend on the rbp they started with: a frame that uses rbp, or
          * one that passes it on unchanged to a frame that depends on it */
         int needs = 0;
@@ -777,7 +792,56 @@ void ps_unwind_thread_init(ps_thread_t *t)
     t->stack_hi = (uintptr_t)addr + size;
 }
 
-int ps_unwind_in_self(uintptr_t addr) { return addr >= self_start && addr < self_end; }
+static uintptr_t self2_start, self2_end; /* the heap shim (libpathscope-heap.so) */
+
+int ps_unwind_in_self(uintptr_t addr)
+{
+    return (addr >= self_start && addr < self_end) || (addr >= self2_start && addr < self2_end);
+}
+
+/* ---- traversal modes ------------------------------------------------------------------------
+ * full       every walk from scratch
+ * reuse      exact reuse of the previous walk (above): no false positive by construction
+ * heuristic  Perks et al.: a frame with the previous walk's (return address, stack pointer)
+ *            plus a "second match" of the next return address in its slot is trusted for
+ *            the rest; against drift, every HEURISTIC_FULL_EVERY-th walk and every walk after
+ *            a gap of HEURISTIC_GAP_NS without one is a full walk (which the next may reuse)
+ * Every ps_traversal_check-th walk of a thread is repeated as a full walk and compared: the
+ * agreement rate is written with the thread (docs/format.md). */
+int ps_traversal_mode = PS_TRAVERSAL_REUSE;
+unsigned ps_traversal_check = 1000;
+const char *const ps_traversal_names[] = {"full", "reuse", "heuristic"};
+#define HEURISTIC_FULL_EVERY 64
+#define HEURISTIC_GAP_NS 10000000.0
+static uint64_t heuristic_gap_ticks;
+
+static int walk_mode(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int first_exact,
+                     uintptr_t *out, int max, int *complete)
+{
+    int flags;
+    switch (ps_traversal_mode) {
+    case PS_TRAVERSAL_FULL: flags = 0; break;
+    case PS_TRAVERSAL_HEURISTIC: {
+        uint64_t now = ps_now();
+        if (!heuristic_gap_ticks) heuristic_gap_ticks = (uint64_t)(ps_ticks_per_ns() * HEURISTIC_GAP_NS);
+        int fresh = ++t->walks_since_full >= HEURISTIC_FULL_EVERY || now - t->walk_last_ticks > heuristic_gap_ticks;
+        t->walk_last_ticks = now;
+        if (fresh) t->walks_since_full = 0;
+        flags = fresh ? WALK_KEEP : WALK_REUSE | WALK_TRUST | WALK_KEEP;
+        break;
+    }
+    default: flags = WALK_REUSE | WALK_KEEP; break;
+    }
+    int n = walk(t, pc, sp, rbp, first_exact, out, max, complete, flags);
+    if (ps_traversal_check && ++t->walks % ps_traversal_check == 0) {
+        int c = 0;
+        int m = walk(t, pc, sp, rbp, first_exact, t->check_buf, max, &c, 0);
+        t->walk_checks++;
+        if (m == n && c == *complete && memcmp(out, t->check_buf, sizeof *out * (size_t)n) == 0)
+            t->walk_agree++;
+    }
+    return n;
+}
 
 __attribute__((noinline)) int ps_unwind_caller(uintptr_t *out, int max, int *complete)
 {
@@ -787,7 +851,7 @@ __attribute__((noinline)) int ps_unwind_caller(uintptr_t *out, int max, int *com
     uintptr_t pc, sp, rbp;
     __asm__ __volatile__("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
                          : "=r"(pc), "=r"(sp), "=r"(rbp));
-    int n = walk(t, pc, sp, rbp, 1, out, max, complete);
+    int n = walk_mode(t, pc, sp, rbp, 1, out, max, complete);
     int skip = 0;
     while (skip < n && ps_unwind_in_self(out[skip])) skip++;
     n -= skip;
@@ -805,8 +869,8 @@ int ps_unwind_signal(void *ucontext, uintptr_t *out, int max, int *complete)
     ps_thread_t *t = ps_self;
     if (!ps_unwind_ok || !t) return 0;
     const ucontext_t *uc = ucontext;
-    return walk(t, (uintptr_t)uc->uc_mcontext.gregs[REG_RIP], (uintptr_t)uc->uc_mcontext.gregs[REG_RSP],
-                (uintptr_t)uc->uc_mcontext.gregs[REG_RBP], 1, out, max, complete);
+    return walk_mode(t, (uintptr_t)uc->uc_mcontext.gregs[REG_RIP], (uintptr_t)uc->uc_mcontext.gregs[REG_RSP],
+                     (uintptr_t)uc->uc_mcontext.gregs[REG_RBP], 1, out, max, complete);
 }
 
 /* Function entries come from the FDE covering pc (pc_begin), cached per thread in a sorted
@@ -835,25 +899,41 @@ uintptr_t ps_unwind_function_start(ps_thread_t *t, uintptr_t pc)
     return f.pc_begin;
 }
 
-static int find_self(struct dl_phdr_info *info, size_t size, void *data)
+typedef struct {
+    uintptr_t probe, start, end;
+} code_range_t;
+
+/* The executable segment containing probe (dl_iterate_phdr callback). */
+static int find_code(struct dl_phdr_info *info, size_t size, void *data)
 {
-    uintptr_t probe = (uintptr_t)data;
+    code_range_t *r = data;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X)) continue;
         uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
-        if (probe >= lo && probe < hi) {
-            self_start = lo;
-            self_end = hi;
+        if (r->probe >= lo && r->probe < hi) {
+            r->start = lo;
+            r->end = hi;
             return 1;
         }
     }
     return 0;
 }
 
+void ps_unwind_add_self(uintptr_t code)
+{
+    code_range_t r = {code, 0, 0};
+    dl_iterate_phdr(find_code, &r);
+    self2_start = r.start;
+    self2_end = r.end;
+}
+
 int ps_unwind_init(char *err, size_t errlen)
 {
-    dl_iterate_phdr(find_self, (void *)(uintptr_t)&ps_unwind_init);
+    code_range_t self = {(uintptr_t)&ps_unwind_init, 0, 0};
+    dl_iterate_phdr(find_code, &self);
+    self_start = self.start;
+    self_end = self.end;
     if (!code_rebuild()) {
         snprintf(err, errlen, "cannot read /proc/self/maps: call paths are off");
         return -1;

@@ -26,6 +26,14 @@ int ps_unwind_signal(void *ucontext, uintptr_t *out, int max, int *complete);
 uintptr_t ps_unwind_function_start(ps_thread_t *t, uintptr_t pc);
 
 int ps_unwind_in_self(uintptr_t addr); /* in pathscope's own code [signal-safe] */
+void ps_unwind_add_self(uintptr_t code); /* the library around code is ours too (the heap shim) */
+
+/* How walks reuse the previous one (PATHSCOPE_TRAVERSAL; unwind.c describes the modes), and
+ * every how many walks one is checked against a full walk (PATHSCOPE_TRAVERSAL_CHECK). */
+enum { PS_TRAVERSAL_FULL, PS_TRAVERSAL_REUSE, PS_TRAVERSAL_HEURISTIC, PS_TRAVERSAL_NMODES };
+extern int ps_traversal_mode;
+extern unsigned ps_traversal_check;
+extern const char *const ps_traversal_names[PS_TRAVERSAL_NMODES];
 
 /* At thread registration (not in a signal handler): the stack bounds walks stay within. */
 void ps_unwind_thread_init(ps_thread_t *t);

@@ -43,7 +43,8 @@ def test_repository_table():
     assert [o.env for o in options] == ["PATHSCOPE_OUTPUT", "PATHSCOPE_MPI", "PATHSCOPE_SIGNALS",
                                         "PATHSCOPE_POLL_TIMING", "PATHSCOPE_PATHS",
                                         "PATHSCOPE_SAMPLE_RATE", "PATHSCOPE_SAMPLE_CLOCK",
-                                        "PATHSCOPE_UNWIND", "PATHSCOPE_QUIET", "PATHSCOPE_PID",
+                                        "PATHSCOPE_UNWIND", "PATHSCOPE_HEAP", "PATHSCOPE_TRAVERSAL",
+                                        "PATHSCOPE_TRAVERSAL_CHECK", "PATHSCOPE_QUIET", "PATHSCOPE_PID",
                                         "PATHSCOPE_COMMAND"]
     assert by_env_default(options, "PATHSCOPE_SAMPLE_RATE") == "200"
     assert by_env_default(options, "PATHSCOPE_SAMPLE_CLOCK") == "cpu"

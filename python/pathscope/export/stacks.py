@@ -7,7 +7,8 @@
 Rules kept here (docs/user-guide.md, Exporting call paths):
 - A stack is the names of the frames from the root's child down to a node, outermost first:
   inlined functions expand in place, the pseudo frames are `[failed unwind]` and `[not
-  unwound]`, an MPI operation is the innermost frame.  The frames above main stay.
+  unwound]`, an MPI operation or an allocator function (malloc, calloc, ...) is the
+  innermost frame.  The frames above main stay.
 - A stack's value is the node's exclusive metric, summed over the chosen ranks and threads
   and over the nodes that give the same stack (e.g. two call sites in one function).
 - Time metrics are in microseconds, rounded half up after summing; stacks whose value is 0
@@ -18,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from pathscope.calltree import BYTES, MPI_NS, SAMPLE_NS, VISITS, MergedNode, build_tree
+from pathscope.calltree import (ALLOC_BYTES, ALLOCS, BYTES, FREED_BYTES, MPI_NS, PEAK_BYTES,
+                                SAMPLE_NS, VISITS, MergedNode, build_tree)
 from pathscope.cct import CODE_KINDS
 from pathscope.reader import Profile
 from pathscope.symbols import SymbolTable
@@ -39,6 +41,11 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("mpi_time", "microseconds", lambda n: n.total(MPI_NS), True),
     Metric("visits", "none", lambda n: n.total(VISITS), False),
     Metric("bytes", "bytes", lambda n: n.total(BYTES), False),
+    # heap profiling (--heap): the allocating call paths, the allocator function innermost
+    Metric("alloc_count", "none", lambda n: n.total(ALLOCS), False),
+    Metric("alloc_bytes", "bytes", lambda n: n.total(ALLOC_BYTES), False),
+    Metric("leaked_bytes", "bytes", lambda n: n.total(ALLOC_BYTES) - n.total(FREED_BYTES), False),
+    Metric("peak_bytes", "bytes", lambda n: n.total(PEAK_BYTES), False),
 )}
 
 

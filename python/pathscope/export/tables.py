@@ -9,6 +9,8 @@ Tables:
   ops       the `*` rows: per operation, totals over all communicators of each rank
   comms     one row per communicator
   ranks     one row per rank of MPI_COMM_WORLD (status `missing` when it has no rank file)
+  heap-timeline  heap profiling: one row per timeline point of each rank (live bytes over time)
+  heap-ranks     heap profiling: one row per rank with its totals, peak and leaks
 """
 from __future__ import annotations
 
@@ -93,8 +95,41 @@ def ranks_table(profile: Profile) -> Table:
     return Table(RANKS_COLUMNS, rows)
 
 
+HEAP_TIMELINE_COLUMNS = ["rank", "time_s", "live_bytes", "max_bytes"]
+HEAP_RANKS_COLUMNS = ["rank", "traversal", "allocs", "alloc_bytes", "frees", "freed_bytes",
+                      "peak_bytes", "peak_time_s", "leaked_bytes", "untracked_allocs",
+                      "foreign_frees"]
+
+
+def _heap_ranks(profile: Profile):
+    return [(rank, paths.heap) for rank, paths in sorted(profile.callpaths.items())
+            if paths.heap is not None]
+
+
+def heap_timeline_table(profile: Profile) -> Table:
+    rows = []
+    for rank, heap in _heap_ranks(profile):
+        for point in heap.timeline:
+            rows.append({"rank": rank, "time_s": seconds(point.time_ns),
+                         "live_bytes": point.live_bytes, "max_bytes": point.max_bytes})
+    return Table(HEAP_TIMELINE_COLUMNS, rows)
+
+
+def heap_ranks_table(profile: Profile) -> Table:
+    rows = []
+    for rank, heap in _heap_ranks(profile):
+        rows.append({"rank": rank, "traversal": heap.traversal, "allocs": heap.allocs,
+                     "alloc_bytes": heap.alloc_bytes, "frees": heap.frees,
+                     "freed_bytes": heap.freed_bytes, "peak_bytes": heap.peak_bytes,
+                     "peak_time_s": seconds(heap.peak_ns), "leaked_bytes": heap.live_bytes,
+                     "untracked_allocs": heap.untracked_allocs,
+                     "foreign_frees": heap.foreign_frees})
+    return Table(HEAP_RANKS_COLUMNS, rows)
+
+
 TABLES: dict[str, Callable[[Profile], Table]] = {
-    "comm-ops": comm_ops_table, "ops": ops_table, "comms": comms_table, "ranks": ranks_table}
+    "comm-ops": comm_ops_table, "ops": ops_table, "comms": comms_table, "ranks": ranks_table,
+    "heap-timeline": heap_timeline_table, "heap-ranks": heap_ranks_table}
 
 
 def build_table(profile: Profile, name: str) -> Table:

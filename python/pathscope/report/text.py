@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 from pathscope import ranges
 from pathscope.reader import (NO_COMM, REASON_NO_END, STATUS_MISSING, TOTAL_COMM,
                               UNDEFINED_RANK, Comm, OpStat, Profile)
-from pathscope.report import calltree
+from pathscope.report import calltree, heap
 from pathscope.report.layout import INDENT
 from pathscope.report.layout import table as _table
 from pathscope.symbolize import resolve_symbols
@@ -33,7 +33,8 @@ def render(profile: Profile, symbols: Optional[SymbolTable] = None) -> str:
     if symbols is None:
         symbols = resolve_symbols(profile)
     sections = [_header(profile), _ranks(profile), _summary(profile),
-                *calltree.sections(profile, symbols), _communicators(profile),
+                *calltree.sections(profile, symbols), *heap.sections(profile, symbols),
+                _communicators(profile),
                 _consistency(profile)]
     return "\n\n".join(s.rstrip("\n") for s in sections) + "\n"
 

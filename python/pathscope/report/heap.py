@@ -1,0 +1,169 @@
+"""The heap and stack-walk sections of the text report.
+
+Heap (only for profiles recorded with PATHSCOPE_HEAP=on): per rank the allocations, bytes,
+peak (and when), bytes still live at the end (leaks) and the allocation rate -- the density
+of stack walks the run asked for; then the top allocating paths, the paths holding the
+memory at the peak, the leaking paths, and a sparkline of live bytes over time per rank.
+Stack walks (every profile with call paths): the traversal mode and how often a walk
+repeated as a full walk agreed with it.
+
+Display choices (docs/user-guide.md says the same):
+- A path is shown by its frames below `main` (all frames when there is no main), the
+  innermost PATH_FRAMES of them, joined with ` > `; the allocator function is the last one.
+- Path rows are summed over ranks and threads (pathscope.calltree merges by frame identity).
+- The sparkline has one character per 1/SPARK_WIDTH of the longest rank's timeline, the
+  most live bytes within it, scaled to the largest peak of all ranks.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from pathscope.calltree import (ALLOC_BYTES, ALLOCS, FREED_BYTES, FREES, PEAK_BYTES, CallTree,
+                                MergedNode, build_tree)
+from pathscope.cct import HEAP, HeapSummary
+from pathscope.reader import Profile
+from pathscope.report.layout import INDENT, table
+from pathscope.symbols import SymbolTable
+from pathscope.units import format_bytes, format_percent, format_time
+
+TOP_PATHS = 10
+PATH_FRAMES = 5
+SPARK_WIDTH = 60
+SPARK_CHARS = "▁▂▃▄▅▆▇█"
+MAIN = "main"
+
+
+def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
+    out = []
+    heaps = {r: p.heap for r, p in sorted(profile.callpaths.items()) if p.heap is not None}
+    if heaps:
+        tree = build_tree(profile)
+        out.append(_heap(profile, heaps, tree, symbols))
+    walks = _walks(profile)
+    if walks:
+        out.append(walks)
+    return out
+
+
+def _count(n: float) -> str:
+    if n >= 1e9:
+        return f"{n / 1e9:.2f} G"
+    if n >= 1e6:
+        return f"{n / 1e6:.2f} M"
+    if n >= 1e4:
+        return f"{n / 1e3:.1f} k"
+    return f"{n:,.0f}"
+
+
+def path_label(node: MergedNode, symbols: SymbolTable) -> str:
+    names: list[str] = []
+    for frame in node.path():
+        names.extend(symbols.names(frame))
+    if MAIN in names:
+        names = names[len(names) - names[::-1].index(MAIN) - 1:]
+    shown = names[-PATH_FRAMES:]
+    return ("... > " if len(shown) < len(names) else "") + " > ".join(shown)
+
+
+def _elapsed_ns(profile: Profile, rank: int) -> int:
+    threads = profile.callpaths[rank].threads
+    main = threads.get(0)
+    return main.elapsed_ns if main is not None else 0
+
+
+def _heap(profile: Profile, heaps: dict[int, HeapSummary], tree: CallTree,
+          symbols: SymbolTable) -> str:
+    modes = sorted({h.traversal for h in heaps.values()})
+    lines = [f"Heap (allocations by call path on {len(heaps)} rank{'s' if len(heaps) != 1 else ''}; "
+             f"stack walks: {', '.join(modes)})"]
+    rows = []
+    for rank, h in heaps.items():
+        elapsed = _elapsed_ns(profile, rank)
+        rate = f"{_count(h.allocs / (elapsed / 1e9))}/s" if elapsed else "-"
+        rows.append([str(rank), f"{h.allocs:,}", format_bytes(h.alloc_bytes), f"{h.frees:,}",
+                     format_bytes(h.peak_bytes), format_time(h.peak_ns),
+                     format_bytes(h.live_bytes), rate])
+    lines.append(table(["rank", "allocations", "allocated", "frees", "peak", "peak at",
+                        "live at end", "allocations/s"], rows, "rrrrrrrr"))
+    untracked = sum(h.untracked_allocs for h in heaps.values())
+    foreign = sum(h.foreign_frees for h in heaps.values())
+    if untracked or foreign:
+        lines.append(f"{INDENT}not on a path: {untracked:,} allocations before start-up, inside "
+                     f"pathscope or after the end; {foreign:,} frees of blocks pathscope never "
+                     f"handed out")
+    leaves = [n for n in tree.root.walk() if n.frame.kind == HEAP]
+
+    def top(title: str, value: Callable[[MergedNode], int], extra: Callable[[MergedNode], str],
+            extra_header: str) -> Optional[str]:
+        chosen = sorted((n for n in leaves if value(n) > 0), key=lambda n: -value(n))
+        if not chosen:
+            return None
+        total = sum(value(n) for n in chosen)
+        rows = [[format_bytes(value(n)), format_percent(value(n) / total), extra(n),
+                 path_label(n, symbols)] for n in chosen[:TOP_PATHS]]
+        return (f"\n{INDENT}{title} ({min(TOP_PATHS, len(chosen))} of {len(chosen)} paths)\n"
+                + table(["bytes", "%", extra_header, "path"], rows, "rrrl", INDENT * 2))
+
+    allocated = top("Top allocating paths", lambda n: n.total(ALLOC_BYTES),
+                    lambda n: f"{n.total(ALLOCS):,}", "blocks")
+    at_peak = top("Live at the peak", lambda n: n.total(PEAK_BYTES),
+                  lambda n: f"{n.total(ALLOCS):,}", "blocks")
+    leaked = top("Live at the end (leaks)", lambda n: n.total(ALLOC_BYTES) - n.total(FREED_BYTES),
+                 lambda n: f"{n.total(ALLOCS) - n.total(FREES):,}", "blocks")
+    lines.extend(part for part in (allocated, at_peak, leaked) if part)
+    lines.append(_timelines(heaps))
+    return "\n".join(lines)
+
+
+def sparkline(points: list[tuple[int, int]], end_ns: int, top: int,
+              width: int = SPARK_WIDTH) -> str:
+    """points: (time_ns, most live bytes since the previous point), in time order."""
+    if not points or end_ns <= 0 or top <= 0:
+        return ""
+    cells = [-1] * width
+    for t, value in points:
+        i = min(width - 1, t * width // end_ns)
+        cells[i] = max(cells[i], value)
+    last = 0
+    out = []
+    for value in cells:
+        if value < 0:
+            value = last   # no point in this cell: the heap stayed as it was
+        last = value
+        out.append(SPARK_CHARS[min(len(SPARK_CHARS) - 1, value * len(SPARK_CHARS) // (top + 1))])
+    return "".join(out)
+
+
+def _timelines(heaps: dict[int, HeapSummary]) -> str:
+    ends = {r: max([p.time_ns for p in h.timeline] + [h.peak_ns]) for r, h in heaps.items()}
+    end = max(ends.values(), default=0)
+    top = max((h.peak_bytes for h in heaps.values()), default=0)
+    lines = [f"\n{INDENT}Live heap over time (one character = {format_time(end / SPARK_WIDTH)}; "
+             f"full height = {format_bytes(top)})"]
+    for rank, h in heaps.items():
+        points = [(p.time_ns, p.max_bytes) for p in h.timeline] + [(h.peak_ns, h.peak_bytes)]
+        points.sort()
+        lines.append(f"{INDENT * 2}rank {rank}  {sparkline(points, end, top)}  peak "
+                     f"{format_bytes(h.peak_bytes)} at {format_time(h.peak_ns)}")
+    return "\n".join(lines)
+
+
+def _walks(profile: Profile) -> str:
+    modes, walks, reused, checks, agree = set(), 0, 0, 0, 0
+    for paths in profile.callpaths.values():
+        if paths.traversal is None:
+            continue
+        modes.add(paths.traversal[0])
+        for thread in paths.threads.values():
+            if thread.walks is not None:
+                walks += thread.walks.walks
+                reused += thread.walks.reused
+                checks += thread.walks.checks
+                agree += thread.walks.agree
+    if not modes:
+        return ""
+    checked = (f"{checks:,} repeated as a full walk: {agree:,} agree "
+               f"({format_percent(agree / checks)})" if checks else "none repeated as a full walk")
+    return (f"Stack walks\n{INDENT}mode {', '.join(sorted(modes))}: {walks:,} walks, "
+            f"{format_percent(reused / walks) if walks else '-'} reused the previous walk; "
+            f"{checked}")
