@@ -70,6 +70,9 @@ typedef struct ps_thread {
     uint32_t pcomm_mask, npcomm;
     uint32_t failed_node, not_unwound_node;
     struct ps_heap_node *heap; /* heap metrics beside the nodes (heap/heap.c), or NULL */
+    uint32_t heap_leaf_parent, heap_leaf; /* the last allocator leaf and its parent */
+    int heap_leaf_fn;
+    unsigned walk_check_countdown; /* walks until the next check against a full walk */
     uint32_t op_node[PS_OP_NODE_CACHE]; /* [not unwound] -> operation nodes, by op number */
     /* the previous path from the root: reused while it is a prefix of the next one */
     int last_n;

@@ -59,9 +59,12 @@ static ps_heap_real_t real;
 static int attached;
 static volatile int recording; /* ps_heap_start .. the final rank file */
 static __thread int depth __attribute__((tls_model("initial-exec")));
+static __thread unsigned clock_countdown __attribute__((tls_model("initial-exec")));
+#define CLOCK_EVERY 32 /* events of a thread between two clock reads (rdtsc costs ~20 ns in a VM) */
+static _Atomic uint64_t heap_clock; /* the latest clock read of any thread */
 
 /* rank totals */
-static _Atomic int64_t live_bytes;
+static _Atomic int64_t live_bytes; /* (updated through shared_add) */
 static _Atomic uint64_t peak_bytes, peak_ticks, peak_gen = 1;
 static uint64_t start_ticks;
 ps_heap_stats_t ps_heap_stats;
@@ -103,6 +106,7 @@ void ps_heap_start(void)
     ps_unwind_add_self(shim_code); /* the shim's frames are ours: not in the paths */
     ps_heap_on = 1;
     start_ticks = ps_now();
+    atomic_store(&heap_clock, start_ticks);
     tl_interval = (uint64_t)(ps_ticks_per_ns() * 1e7);
     atomic_store(&tl_next, start_ticks + tl_interval);
     recording = 1;
@@ -158,11 +162,33 @@ static void timeline_point(uint64_t now, int64_t live)
     atomic_flag_clear_explicit(&tl_lock, memory_order_release);
 }
 
-/* The rank's live total changed by delta; a new peak bumps the generation. */
+/* Counters that other threads may update: a plain read-modify-write while the process has
+ * one thread (it created any later one, so the switch to atomic updates is ordered). */
+static inline uint64_t shared_add(_Atomic uint64_t *v, uint64_t delta)
+{
+    if (atomic_load_explicit(&ps_nthreads, memory_order_relaxed) <= 1) {
+        uint64_t x = atomic_load_explicit(v, memory_order_relaxed) + delta;
+        atomic_store_explicit(v, x, memory_order_relaxed);
+        return x;
+    }
+    return atomic_fetch_add_explicit(v, delta, memory_order_relaxed) + delta;
+}
+
+/* The rank's live total changed by delta; a new peak bumps the generation.  Times are the
+ * latest clock read (every CLOCK_EVERY events of a thread): a peak's time is late by at
+ * most that many of its thread's events. */
 static inline void live_changed(int64_t delta)
 {
-    int64_t live = atomic_fetch_add_explicit(&live_bytes, delta, memory_order_relaxed) + delta;
-    uint64_t now = ps_now();
+    int64_t live = (int64_t)shared_add((_Atomic uint64_t *)&live_bytes, (uint64_t)delta);
+    uint64_t now;
+    if (__builtin_expect(clock_countdown-- == 0, 0)) {
+        clock_countdown = CLOCK_EVERY - 1;
+        now = ps_now();
+        atomic_store_explicit(&heap_clock, now, memory_order_relaxed);
+        if (now >= atomic_load_explicit(&tl_next, memory_order_relaxed)) timeline_point(now, live);
+    } else {
+        now = atomic_load_explicit(&heap_clock, memory_order_relaxed);
+    }
     if (delta > 0) {
         uint64_t pk = atomic_load_explicit(&peak_bytes, memory_order_relaxed);
         while ((uint64_t)live > pk) {
@@ -176,7 +202,6 @@ static inline void live_changed(int64_t delta)
         if (live > atomic_load_explicit(&tl_window_max, memory_order_relaxed))
             atomic_store_explicit(&tl_window_max, live, memory_order_relaxed);
     }
-    if (now >= atomic_load_explicit(&tl_next, memory_order_relaxed)) timeline_point(now, live);
 }
 
 /* Charges a new block to the calling thread's path below the allocator function fn. */
@@ -201,7 +226,15 @@ static void record_alloc(hdr_t *h, uint64_t size, int fn)
     if (!complete) t->unwind_failures++;
     uint32_t parent = complete ? 0 : t->failed_node;
     uint32_t node = n > 0 ? ps_cct_insert_path(t, parent, t->scratch, n, PS_NODE_CALL) : parent;
-    uint32_t leaf = ps_cct_child(t, node, PS_NODE_HEAP, (uintptr_t)fn);
+    uint32_t leaf;
+    if (t->heap_leaf_parent == node && t->heap_leaf_fn == fn && t->heap_leaf) {
+        leaf = t->heap_leaf; /* the same path as last time */
+    } else {
+        leaf = ps_cct_child(t, node, PS_NODE_HEAP, (uintptr_t)fn);
+        t->heap_leaf_parent = node;
+        t->heap_leaf_fn = fn;
+        t->heap_leaf = leaf;
+    }
     if (leaf) node = leaf;
     ps_heap_node_t *hn = &t->heap[node];
     node_sync(hn);
@@ -232,8 +265,8 @@ static void record_free(const hdr_t *h, uint64_t size)
     }
     ps_heap_node_t *hn = &owner->heap[h->node];
     node_sync(hn);
-    atomic_fetch_add_explicit(&hn->frees, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&hn->freed_bytes, size, memory_order_relaxed);
+    shared_add(&hn->frees, 1);
+    shared_add(&hn->freed_bytes, size);
     live_changed(-(int64_t)size);
 }
 

@@ -833,7 +833,9 @@ static int walk_mode(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, 
     default: flags = WALK_REUSE | WALK_KEEP; break;
     }
     int n = walk(t, pc, sp, rbp, first_exact, out, max, complete, flags);
-    if (ps_traversal_check && ++t->walks % ps_traversal_check == 0) {
+    t->walks++;
+    if (ps_traversal_check && t->walk_check_countdown-- <= 1) {
+        t->walk_check_countdown = ps_traversal_check;
         int c = 0;
         int m = walk(t, pc, sp, rbp, first_exact, t->check_buf, max, &c, 0);
         t->walk_checks++;
