@@ -32,7 +32,7 @@ TABLE_FORMATS = ("csv", "json")
 CALL_PATH_FORMATS = ("folded", "speedscope")
 EXPORT_FORMATS = TABLE_FORMATS + CALL_PATH_FORMATS
 CALL_PATH_METRICS = ("time", "mpi_time", "visits", "bytes", "alloc_count", "alloc_bytes",
-                     "leaked_bytes", "peak_bytes")
+                     "free_count", "leaked_bytes", "peak_bytes")
 DEFAULT_TABLE = "comm-ops"
 DEFAULT_METRIC = "time"
 

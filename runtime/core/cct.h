@@ -48,6 +48,18 @@ typedef struct {
     uint64_t calls, ticks, bytes;
 } ps_pcomm_t;
 
+/* Thunk stack (unwind/thunk.c): return-address slots of live frames redirected to jump thunks;
+ * e[i] is the i-th redirected frame from the outermost one.  Layout read by assembly. */
+typedef struct {
+    uint32_t top;        /* e[0..top) may be live */
+    uint32_t suspended;  /* no new thunks: 1 an exception or thread exit is unwinding,
+                          * 2 for good (the thread switches stacks: swapcontext) */
+    struct {
+        uintptr_t slot;  /* the stack slot */
+        uintptr_t ra;    /* the return address it held */
+    } e[PS_MAX_DEPTH];
+} ps_thunks_t;
+
 typedef struct ps_thread {
     int index;                 /* 0 = first registered (the main thread) */
     int tid;
@@ -73,6 +85,10 @@ typedef struct ps_thread {
     uint32_t heap_leaf_parent, heap_leaf; /* the last allocator leaf and its parent */
     int heap_leaf_fn;
     unsigned walk_check_countdown; /* walks until the next check against a full walk */
+    int thunk_hit, thunk_owner;    /* the last walk met thunk e[thunk_hit] in frame thunk_owner's slot */
+    uint64_t thunk_errors;         /* a thunk whose entry did not match its slot (walk stopped) */
+    uint64_t thunk_restores;       /* thunk stacks restored (exceptions, thread exits, ...) */
+    ps_thunks_t thunks;
     uint32_t op_node[PS_OP_NODE_CACHE]; /* [not unwound] -> operation nodes, by op number */
     /* the previous path from the root: reused while it is a prefix of the next one */
     int last_n;

@@ -219,7 +219,9 @@ static void write_thread(ps_fmt_t *f, ps_thread_t *t)
     ps_fmt_u64(f, t->walks); tab(f);
     ps_fmt_u64(f, t->walk_reused); tab(f);
     ps_fmt_u64(f, t->walk_checks); tab(f);
-    ps_fmt_u64(f, t->walk_agree); ps_fmt_char(f, '\n');
+    ps_fmt_u64(f, t->walk_agree); tab(f);
+    ps_fmt_u64(f, t->thunk_errors); tab(f);
+    ps_fmt_u64(f, t->thunk_restores); ps_fmt_char(f, '\n');
     for (uint32_t id = 0; t->heap && id < t->nnodes; id++) {
         ps_heap_node_t *h = &t->heap[id];
         uint64_t allocs = atomic_load(&h->allocs), frees = atomic_load(&h->frees);
@@ -324,7 +326,8 @@ void ps_write_paths(ps_fmt_t *f)
     }
     ps_fmt_str(f, "traversal\t");
     ps_fmt_str(f, ps_traversal_names[ps_traversal_mode]); tab(f);
-    ps_fmt_u64(f, ps_traversal_check); ps_fmt_char(f, '\n');
+    ps_fmt_u64(f, ps_traversal_check); tab(f);
+    ps_fmt_tsv(f, ps_traversal_requested ? ps_traversal_requested : "-"); ps_fmt_char(f, '\n');
     if (ps_heap_on) write_heap(f, nthreads);
     for (int i = 0; i < nthreads; i++)
         if (ps_threads[i]) write_thread(f, ps_threads[i]);

@@ -272,6 +272,14 @@ void ps_sample_init(void)
     for (int m = 0; m < PS_TRAVERSAL_NMODES; m++)
         if (strcmp(ps_options.traversal, ps_traversal_names[m]) == 0) ps_traversal_mode = m;
     ps_traversal_check = (unsigned)atoi(ps_options.traversal_check);
+    if (ps_traversal_mode == PS_TRAVERSAL_THUNK) {
+        if (ps_thunks_shadow_stack()) { /* returns into thunks would fault */
+            ps_traversal_requested = "thunk (refused: CET shadow stack)";
+            ps_traversal_mode = PS_TRAVERSAL_REUSE;
+        } else {
+            ps_thunks_available = 1;
+        }
+    }
     ps_sample_rate = atoi(ps_options.sample_rate);
     use_wall_clock = strcmp(ps_options.sample_clock, "wall") == 0;
     if (ps_sample_rate) {

@@ -699,6 +699,7 @@ static void keep_walk(ps_thread_t *t, int n, int complete)
 #define WALK_REUSE 1
 #define WALK_TRUST 2
 #define WALK_KEEP 4
+#define WALK_THUNK 8 /* stop at the first thunk: the rest comes from the thunk stack */
 static int walk(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int first_exact,
                 uintptr_t *out, int max, int *complete, int flags)
 {
@@ -707,6 +708,7 @@ static int walk(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int f
     uintptr_t lo = t->stack_lo > sp ? t->stack_lo : sp, hi = t->stack_hi;
     int n = 0, j = 0, reusable = flags & WALK_REUSE, trust = flags & WALK_TRUST;
     *complete = 0;
+    t->thunk_hit = -1;
     thread_caches_check(t);
     if (t->walk_prev_generation != t->unwind_generation) t->walk_prev_n = 0;
     frame_rec_t *cur = (frame_rec_t *)t->walk_cur;
@@ -759,6 +761,24 @@ static int walk(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int f
             if (r->flags & RULE_RBP_FROM_RBP) cur[n - 1].flags = FRAME_USES_RBP;
         }
         if (!ra) goto end;
+        int ti = ps_thunk_index(ra);
+        if (__builtin_expect(ti >= 0, 0)) {
+            /* a slot we redirected (thunk.c): its entry holds the return address */
+            const ps_thunks_t *th = &t->thunks;
+            if ((uint32_t)ti >= th->top || th->e[ti].slot != cfa - 8) {
+                t->thunk_errors++;
+                goto end;
+            }
+            if (flags & WALK_THUNK) {
+                if (n + ti + 1 > max) goto end;
+                for (int k = ti; k >= 0; k--) out[n++] = th->e[k].ra;
+                t->thunk_hit = ti;
+                t->thunk_owner = n - ti - 2; /* the frame whose slot held it */
+                *complete = 1;
+                return n;
+            }
+            ra = th->e[ti].ra;
+        }
         pc = ra;
         sp = cfa;
     }
@@ -781,6 +801,7 @@ end:
 /* The thread's stack, so that no walk reads outside it. */
 void ps_unwind_thread_init(ps_thread_t *t)
 {
+    ps_thunk_self = &t->thunks;
     pthread_attr_t attr;
     void *addr = NULL;
     size_t size = 0;
@@ -810,17 +831,49 @@ int ps_unwind_in_self(uintptr_t addr)
  * agreement rate is written with the thread (docs/format.md). */
 int ps_traversal_mode = PS_TRAVERSAL_REUSE;
 unsigned ps_traversal_check = 1000;
-const char *const ps_traversal_names[] = {"full", "reuse", "heuristic"};
+const char *const ps_traversal_names[] = {"full", "reuse", "heuristic", "thunk"};
+const char *ps_traversal_requested;
+
+/* After a complete synchronous walk of n frames in thunk mode: the slots of the frames walked
+ * afresh get thunks, outermost first, from the frame inside the thunk met (or the outermost
+ * frame) down to the first frame of our own or of the function that called us (its slot
+ * holds the return into the application, which comes next anyway). */
+static void thunks_install(ps_thread_t *t, const uintptr_t *out, int n)
+{
+    ps_thunks_t *th = &t->thunks;
+    if (th->suspended) return;
+    const frame_rec_t *cur = (const frame_rec_t *)t->walk_cur;
+    int owner, index;
+    if (t->thunk_hit >= 0) {
+        owner = t->thunk_owner;  /* frames 0 .. owner-1 have fresh slots */
+        index = t->thunk_hit + 1;
+    } else {
+        owner = n - 1;           /* the outermost frame has no slot */
+        index = 0;
+    }
+    th->top = (uint32_t)index;   /* entries above the thunk met are stale */
+    for (int k = owner - 1; k >= 0 && index < PS_MAX_DEPTH; k--, index++) {
+        if (ps_unwind_in_self(out[k])) break; /* frame k is ours: it returns right away */
+        uintptr_t *slot = (uintptr_t *)(cur[k + 1].sp - 8);
+        if (*slot != out[k + 1]) break;       /* (cannot happen: the walk read it) */
+        th->e[index].slot = (uintptr_t)slot;
+        th->e[index].ra = out[k + 1];
+        th->top = (uint32_t)index + 1;
+        atomic_signal_fence(memory_order_seq_cst); /* the entry before the slot */
+        *slot = ps_thunk_address(index);
+    }
+}
 #define HEURISTIC_FULL_EVERY 64
 #define HEURISTIC_GAP_NS 10000000.0
 static uint64_t heuristic_gap_ticks;
 
 static int walk_mode(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int first_exact,
-                     uintptr_t *out, int max, int *complete)
+                     uintptr_t *out, int max, int *complete, int sync)
 {
     int flags;
     switch (ps_traversal_mode) {
     case PS_TRAVERSAL_FULL: flags = 0; break;
+    case PS_TRAVERSAL_THUNK: flags = WALK_THUNK; break;
     case PS_TRAVERSAL_HEURISTIC: {
         uint64_t now = ps_now();
         if (!heuristic_gap_ticks) heuristic_gap_ticks = (uint64_t)(ps_ticks_per_ns() * HEURISTIC_GAP_NS);
@@ -833,6 +886,10 @@ static int walk_mode(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, 
     default: flags = WALK_REUSE | WALK_KEEP; break;
     }
     int n = walk(t, pc, sp, rbp, first_exact, out, max, complete, flags);
+    if (flags == WALK_THUNK) {
+        if (t->thunk_hit >= 0) t->walk_reused++;
+        if (sync && *complete && ps_thunks_available) thunks_install(t, out, n);
+    }
     t->walks++;
     if (ps_traversal_check && t->walk_check_countdown-- <= 1) {
         t->walk_check_countdown = ps_traversal_check;
@@ -853,7 +910,7 @@ __attribute__((noinline)) int ps_unwind_caller(uintptr_t *out, int max, int *com
     uintptr_t pc, sp, rbp;
     __asm__ __volatile__("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
                          : "=r"(pc), "=r"(sp), "=r"(rbp));
-    int n = walk_mode(t, pc, sp, rbp, 1, out, max, complete);
+    int n = walk_mode(t, pc, sp, rbp, 1, out, max, complete, 1);
     int skip = 0;
     while (skip < n && ps_unwind_in_self(out[skip])) skip++;
     n -= skip;
@@ -872,7 +929,7 @@ int ps_unwind_signal(void *ucontext, uintptr_t *out, int max, int *complete)
     if (!ps_unwind_ok || !t) return 0;
     const ucontext_t *uc = ucontext;
     return walk_mode(t, (uintptr_t)uc->uc_mcontext.gregs[REG_RIP], (uintptr_t)uc->uc_mcontext.gregs[REG_RSP],
-                     (uintptr_t)uc->uc_mcontext.gregs[REG_RBP], 1, out, max, complete);
+                     (uintptr_t)uc->uc_mcontext.gregs[REG_RBP], 1, out, max, complete, 0);
 }
 
 /* Function entries come from the FDE covering pc (pc_begin), cached per thread in a sorted

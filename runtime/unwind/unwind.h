@@ -30,11 +30,26 @@ void ps_unwind_add_self(uintptr_t code); /* the library around code is ours too 
 
 /* How walks reuse the previous one (PATHSCOPE_TRAVERSAL; unwind.c describes the modes), and
  * every how many walks one is checked against a full walk (PATHSCOPE_TRAVERSAL_CHECK). */
-enum { PS_TRAVERSAL_FULL, PS_TRAVERSAL_REUSE, PS_TRAVERSAL_HEURISTIC, PS_TRAVERSAL_NMODES };
+enum { PS_TRAVERSAL_FULL, PS_TRAVERSAL_REUSE, PS_TRAVERSAL_HEURISTIC, PS_TRAVERSAL_THUNK,
+       PS_TRAVERSAL_NMODES };
 extern int ps_traversal_mode;
 extern unsigned ps_traversal_check;
 extern const char *const ps_traversal_names[PS_TRAVERSAL_NMODES];
 
 /* At thread registration (not in a signal handler): the stack bounds walks stay within. */
 void ps_unwind_thread_init(ps_thread_t *t);
+
+/* Thunk stacks (thunk.c). */
+extern char ps_thunk_code[], ps_thunk_code_end[];
+extern __thread ps_thunks_t *ps_thunk_self __attribute__((tls_model("initial-exec")));
+extern int ps_thunks_available;
+static inline uintptr_t ps_thunk_address(int i) { return (uintptr_t)ps_thunk_code + 16 * (uintptr_t)i; }
+static inline int ps_thunk_index(uintptr_t ra) /* -1: not a thunk */
+{
+    uintptr_t off = ra - (uintptr_t)ps_thunk_code;
+    return off < (uintptr_t)(ps_thunk_code_end - ps_thunk_code) ? (int)(off / 16) : -1;
+}
+void ps_thunks_restore(ps_thread_t *t, int suspend); /* [signal-safe] */
+int ps_thunks_shadow_stack(void);
+extern const char *ps_traversal_requested; /* the mode asked for, when it could not be used */
 #endif

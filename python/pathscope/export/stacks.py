@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from pathscope.calltree import (ALLOC_BYTES, ALLOCS, BYTES, FREED_BYTES, MPI_NS, PEAK_BYTES,
+from pathscope.calltree import (ALLOC_BYTES, ALLOCS, BYTES, FREED_BYTES, FREES, MPI_NS, PEAK_BYTES,
                                 SAMPLE_NS, VISITS, MergedNode, build_tree)
 from pathscope.cct import CODE_KINDS
 from pathscope.reader import Profile
@@ -44,6 +44,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     # heap profiling (--heap): the allocating call paths, the allocator function innermost
     Metric("alloc_count", "none", lambda n: n.total(ALLOCS), False),
     Metric("alloc_bytes", "bytes", lambda n: n.total(ALLOC_BYTES), False),
+    Metric("free_count", "none", lambda n: n.total(FREES), False),
     Metric("leaked_bytes", "bytes", lambda n: n.total(ALLOC_BYTES) - n.total(FREED_BYTES), False),
     Metric("peak_bytes", "bytes", lambda n: n.total(PEAK_BYTES), False),
 )}

@@ -1,0 +1,201 @@
+/* Thunk stacks (PATHSCOPE_TRAVERSAL=thunk), after Szebenyi et al.'s "thunk stacks".
+ *
+ * After a complete synchronous walk (an allocation, an MPI call) the return-address slots of
+ * the frames above the caller's own are redirected to jump thunks: thunk i stands for entry
+ * e[i] of the thread's thunk stack (cct.h: ps_thunks_t), which keeps the slot and the return
+ * address it held.  A frame that returns runs its thunk, which pops the thunk stack to i and
+ * jumps to the saved address with every register the return needs untouched (the thunk
+ * clobbers only r10, r11 and the flags, which no caller expects preserved across a return).
+ * The next walk stops at the first slot that still holds a thunk: that frame and every frame
+ * outside it have not returned since, so the rest of the path is e[i].ra .. e[0].ra --
+ * exactly, whatever the frame sizes, in as many steps as new frames.
+ *
+ * What reads return addresses besides us, and what we do about it:
+ *  - C++ (and Rust) exceptions: _Unwind_RaiseException, _Unwind_Resume_or_Rethrow,
+ *    _Unwind_ForcedUnwind and _Unwind_Backtrace are interposed: the thread's slots get their
+ *    return addresses back and no thunk is installed until the exception is caught
+ *    (__cxa_begin_catch) -- the landing pads between may allocate.
+ *  - backtrace(), pthread_exit(), swapcontext()/setcontext(): restored first; after a
+ *    context switch the thread never uses thunks again (its stacks change under us).
+ *  - longjmp/siglongjmp: frames vanish without running their thunks.  Harmless: a live
+ *    frame's slot holds a thunk only if we wrote it while that frame was live (a call
+ *    overwrites the slot), live thunked frames are always e[0..k] in stack order, and a
+ *    walk checks e[i].slot == the slot before trusting e[i]; entries above the first thunk
+ *    met are stale and are overwritten.
+ *  - Signal handlers: samples read thunks but never install them.
+ *  - fork(): the child has the same stack and the same thunk stack.
+ *  - CET shadow stacks (Linux 6.6+ user shadow stack): a return to a thunk would fault, so
+ *    thunk mode is refused at start-up and the reuse mode used instead.
+ * A thunk whose entry does not match its slot (an unforeseen stack switch) stops the walk
+ * (counted); its return would then jump to the wrong place, which is why every case above
+ * restores the slots before anything else looks at the stack. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <ucontext.h>
+
+#include "unwind.h"
+
+__thread ps_thunks_t *ps_thunk_self __attribute__((tls_model("initial-exec")));
+int ps_thunks_available; /* thunk mode may install thunks in this process */
+
+_Static_assert(offsetof(ps_thunks_t, top) == 0, "thunk.c assembly: top at 0");
+_Static_assert(offsetof(ps_thunks_t, e) == 8, "thunk.c assembly: e[] at 8");
+_Static_assert(sizeof(((ps_thunks_t *)0)->e[0]) == 16, "thunk.c assembly: 16-byte entries");
+_Static_assert(PS_MAX_DEPTH == 256, "thunk.c assembly: 256 thunks");
+
+/* 256 thunks of 16 bytes (thunk i: r11 = i, then the common part), then the common part:
+ * top = i; jump to e[i].ra. */
+__asm__(".text\n"
+        ".balign 16\n"
+        ".globl ps_thunk_code\n"
+        ".hidden ps_thunk_code\n"
+        "ps_thunk_code:\n"
+        ".set ps_thunk_i, 0\n"
+        ".rept 256\n"
+        ".balign 16\n"
+        "movl $ps_thunk_i, %r11d\n"
+        "jmp ps_thunk_common\n"
+        ".set ps_thunk_i, ps_thunk_i + 1\n"
+        ".endr\n"
+        ".balign 16\n"
+        ".globl ps_thunk_code_end\n"
+        ".hidden ps_thunk_code_end\n"
+        "ps_thunk_code_end:\n"
+        "ps_thunk_common:\n"
+        "movq ps_thunk_self@gottpoff(%rip), %r10\n"
+        "movq %fs:(%r10), %r10\n"
+        "movl %r11d, (%r10)\n"
+        "shlq $4, %r11\n"
+        "movq 16(%r10,%r11), %r11\n"
+        "jmp *%r11\n");
+
+/* Puts the return addresses back into every slot that still holds our thunk. [signal-safe] */
+void ps_thunks_restore(ps_thread_t *t, int suspend)
+{
+    if (!t) return;
+    ps_thunks_t *th = &t->thunks;
+    if (suspend) th->suspended = 1;
+    if (!th->top) return;
+    for (int i = (int)th->top - 1; i >= 0; i--) {
+        uintptr_t *slot = (uintptr_t *)th->e[i].slot;
+        if (slot && *slot == ps_thunk_address(i)) *slot = th->e[i].ra;
+    }
+    th->top = 0;
+    t->thunk_restores++;
+}
+
+int ps_thunks_shadow_stack(void)
+{
+    /* ARCH_SHSTK_STATUS (Linux 6.6+): bit 0 = shadow stack enabled for this thread */
+    unsigned long features = 0;
+    if (syscall(SYS_arch_prctl, 0x5005, &features) == 0 && (features & 1)) return 1;
+    return 0;
+}
+
+/* ---- the interposers -------------------------------------------------------------------- */
+#define PS_EXPORT __attribute__((visibility("default")))
+
+static void *next_symbol(const char *name)
+{
+    return dlsym(RTLD_NEXT, name);
+}
+
+static inline void before_unwinding(void)
+{
+    if (ps_thunks_available) ps_thunks_restore(ps_self, 1);
+}
+
+typedef int (*unwind_fn)(void *);
+PS_EXPORT int _Unwind_RaiseException(void *exc)
+{
+    static unwind_fn real;
+    if (!real) real = (unwind_fn)next_symbol("_Unwind_RaiseException");
+    before_unwinding();
+    return real(exc);
+}
+
+PS_EXPORT int _Unwind_Resume_or_Rethrow(void *exc)
+{
+    static unwind_fn real;
+    if (!real) real = (unwind_fn)next_symbol("_Unwind_Resume_or_Rethrow");
+    before_unwinding();
+    return real(exc);
+}
+
+typedef int (*forced_fn)(void *, void *, void *);
+PS_EXPORT int _Unwind_ForcedUnwind(void *exc, void *stop, void *arg)
+{
+    static forced_fn real;
+    if (!real) real = (forced_fn)next_symbol("_Unwind_ForcedUnwind");
+    before_unwinding();
+    return real(exc, stop, arg);
+}
+
+typedef int (*trace_fn)(void *, void *);
+PS_EXPORT int _Unwind_Backtrace(void *fn, void *arg)
+{
+    static trace_fn real;
+    if (!real) real = (trace_fn)next_symbol("_Unwind_Backtrace");
+    if (ps_thunks_available) ps_thunks_restore(ps_self, 0);
+    return real(fn, arg);
+}
+
+typedef void *(*catch_fn)(void *);
+PS_EXPORT void *__cxa_begin_catch(void *exc)
+{
+    static catch_fn real;
+    if (!real) real = (catch_fn)next_symbol("__cxa_begin_catch");
+    ps_thread_t *t = ps_self;
+    if (t && ps_thunks_available && t->thunks.suspended == 1)
+        t->thunks.suspended = 0; /* caught: the unwinding is over */
+    return real(exc);
+}
+
+typedef int (*backtrace_fn)(void **, int);
+PS_EXPORT int backtrace(void **buffer, int size)
+{
+    static backtrace_fn real;
+    if (!real) real = (backtrace_fn)next_symbol("backtrace");
+    if (ps_thunks_available) ps_thunks_restore(ps_self, 0);
+    return real(buffer, size);
+}
+
+typedef void (*exit_fn)(void *);
+PS_EXPORT void pthread_exit(void *value)
+{
+    static exit_fn real;
+    if (!real) real = (exit_fn)next_symbol("pthread_exit");
+    before_unwinding();
+    real(value);
+    __builtin_unreachable();
+}
+
+/* A thread that switches stacks never gets thunks again. */
+static inline void before_switching(void)
+{
+    if (!ps_thunks_available || !ps_self) return;
+    ps_thunks_restore(ps_self, 1);
+    ps_self->thunks.suspended = 2;
+}
+
+typedef int (*swap_fn)(ucontext_t *, const ucontext_t *);
+PS_EXPORT int swapcontext(ucontext_t *from, const ucontext_t *to)
+{
+    static swap_fn real;
+    if (!real) real = (swap_fn)next_symbol("swapcontext");
+    before_switching();
+    return real(from, to);
+}
+
+typedef int (*set_fn)(const ucontext_t *);
+PS_EXPORT int setcontext(const ucontext_t *to)
+{
+    static set_fn real;
+    if (!real) real = (set_fn)next_symbol("setcontext");
+    before_switching();
+    return real(to);
+}
