@@ -4,6 +4,7 @@
  * both mapped once per thread (MAP_NORESERVE: only touched pages cost memory).  The path of
  * the previous insertion is kept, so the common case -- the same call chain as last time, or
  * one sharing a long prefix with it -- compares addresses instead of hashing every frame. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -42,6 +43,7 @@ ps_thread_t *ps_thread_register(void)
         return NULL;
     }
     t->tid = (int)syscall(SYS_gettid);
+    t->pthread = (uintptr_t)pthread_self();
     t->nodes = nodes;
     t->max_nodes = PS_MAX_NODES;
     t->hash = hash;

@@ -85,6 +85,8 @@ typedef struct ps_thread {
     uint32_t heap_leaf_parent, heap_leaf; /* the last allocator leaf and its parent */
     int heap_leaf_fn;
     unsigned walk_check_countdown; /* walks until the next check against a full walk */
+    volatile int thunk_restore_request; /* set by pthread_cancel (thunk.c), cleared when done */
+    uintptr_t pthread;             /* pthread_self() of the thread */
     int thunk_hit, thunk_owner;    /* the last walk met thunk e[thunk_hit] in frame thunk_owner's slot */
     uint64_t thunk_errors;         /* a thunk whose entry did not match its slot (walk stopped) */
     uint64_t thunk_restores;       /* thunk stacks restored (exceptions, thread exits, ...) */

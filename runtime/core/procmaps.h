@@ -5,9 +5,12 @@
 #ifndef PS_PROCMAPS_H
 #define PS_PROCMAPS_H
 #include <elf.h>
+#include <fcntl.h>
 #include <link.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "pathscope.h"
 
 typedef struct {
     uintptr_t start, end;
@@ -57,5 +60,12 @@ static inline int ps_elf_image(uintptr_t base, uintptr_t *bias, const ElfW(Phdr)
     if (min_vaddr == UINTPTR_MAX) return 0;
     *bias = eh->e_type == ET_DYN ? base - (min_vaddr & ~(uintptr_t)4095) : 0;
     return 1;
+}
+/* The memory map, opened for reading [signal-safe].  /proc/thread-self (Linux 3.17+) first:
+ * once the main thread has exited (pthread_exit in main), /proc/self/maps reads as empty. */
+static inline int ps_maps_open(void)
+{
+    int fd = ps_sys_open("/proc/thread-self/maps", O_RDONLY | O_CLOEXEC, 0);
+    return fd >= 0 ? fd : ps_sys_open("/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
 }
 #endif

@@ -80,7 +80,7 @@ static void load_mappings(void)
     if (loaded) return;
     loaded = 1;
     nmappings = nmodules = 0;
-    int fd = ps_sys_open("/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
+    int fd = ps_maps_open();
     if (fd < 0) return;
     size_t len = 0;
     for (;;) {

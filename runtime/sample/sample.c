@@ -94,7 +94,17 @@ static void on_sample(int sig, siginfo_t *info, void *context)
 {
     int saved_errno = errno;
     ps_thread_t *t = ps_self;
-    if (!t || t->end_ticks) goto out;
+    if (t && t->thunk_restore_request) {
+        /* another thread cancels this one (thunk.c: pthread_cancel): return addresses back
+         * first; while we update the tree the walker does it when it is done */
+        t->thunks.suspended = 2;
+        if (!t->busy) {
+            ps_thunks_restore(t, 1);
+            t->thunk_restore_request = 0;
+        }
+        goto out;
+    }
+    if (!t || t->end_ticks || !ps_sample_rate) goto out;
     int in_wrapper = ps_in_wrapper;
     if (in_wrapper && in_wrapper < PS_IN_UNTIMED && !t->close_requested) {
         t->samples_in_mpi++;
@@ -282,7 +292,7 @@ void ps_sample_init(void)
     }
     ps_sample_rate = atoi(ps_options.sample_rate);
     use_wall_clock = strcmp(ps_options.sample_clock, "wall") == 0;
-    if (ps_sample_rate) {
+    if (ps_sample_rate || ps_thunks_available) { /* (thunk mode: restore requests, thunk.c) */
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_sigaction = on_sample;

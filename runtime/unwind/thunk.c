@@ -17,6 +17,8 @@
  *    (__cxa_begin_catch) -- the landing pads between may allocate.
  *  - backtrace(), pthread_exit(), swapcontext()/setcontext(): restored first; after a
  *    context switch the thread never uses thunks again (its stacks change under us).
+ *  - pthread_cancel(): the target thread restores its own slots in a signal handler
+ *    before the request is sent (below), and never uses thunks again.
  *  - longjmp/siglongjmp: frames vanish without running their thunks.  Harmless: a live
  *    frame's slot holds a thunk only if we wrote it while that frame was live (a call
  *    overwrites the slot), live thunked frames are always e[0..k] in stack order, and a
@@ -31,6 +33,10 @@
  * restores the slots before anything else looks at the stack. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/syscall.h>
@@ -78,7 +84,7 @@ void ps_thunks_restore(ps_thread_t *t, int suspend)
 {
     if (!t) return;
     ps_thunks_t *th = &t->thunks;
-    if (suspend) th->suspended = 1;
+    if (suspend && !th->suspended) th->suspended = 1; /* (2, for good, stays) */
     if (!th->top) return;
     for (int i = (int)th->top - 1; i >= 0; i--) {
         uintptr_t *slot = (uintptr_t *)th->e[i].slot;
@@ -140,19 +146,36 @@ PS_EXPORT int _Unwind_Backtrace(void *fn, void *arg)
 {
     static trace_fn real;
     if (!real) real = (trace_fn)next_symbol("_Unwind_Backtrace");
-    if (ps_thunks_available) ps_thunks_restore(ps_self, 0);
-    return real(fn, arg);
+    ps_thread_t *t = ps_self;
+    if (!ps_thunks_available || !t) return real(fn, arg);
+    uint32_t was = t->thunks.suspended; /* (its callback may allocate) */
+    ps_thunks_restore(t, 1);
+    int r = real(fn, arg);
+    t->thunks.suspended = was;
+    return r;
 }
 
+/* libstdc++'s per-thread exception state (cxxabi.h: __cxa_eh_globals) */
+typedef struct {
+    void *caught;
+    unsigned int uncaught;
+} eh_globals_t;
+typedef eh_globals_t *(*globals_fn)(void);
 typedef void *(*catch_fn)(void *);
 PS_EXPORT void *__cxa_begin_catch(void *exc)
 {
     static catch_fn real;
+    static globals_fn globals;
     if (!real) real = (catch_fn)next_symbol("__cxa_begin_catch");
+    if (!globals) globals = (globals_fn)next_symbol("__cxa_get_globals");
+    void *r = real(exc);
     ps_thread_t *t = ps_self;
-    if (t && ps_thunks_available && t->thunks.suspended == 1)
-        t->thunks.suspended = 0; /* caught: the unwinding is over */
-    return real(exc);
+    /* caught: the unwinding is over -- unless this catch is inside a destructor that runs
+     * while another exception is still unwinding */
+    if (t && ps_thunks_available && t->thunks.suspended == 1 && globals &&
+        globals()->uncaught == 0)
+        t->thunks.suspended = 0;
+    return r;
 }
 
 typedef int (*backtrace_fn)(void **, int);
@@ -160,8 +183,48 @@ PS_EXPORT int backtrace(void **buffer, int size)
 {
     static backtrace_fn real;
     if (!real) real = (backtrace_fn)next_symbol("backtrace");
-    if (ps_thunks_available) ps_thunks_restore(ps_self, 0);
-    return real(buffer, size);
+    ps_thread_t *t = ps_self;
+    if (!ps_thunks_available || !t) return real(buffer, size);
+    /* no new thunks meanwhile: the first call loads libgcc_s, which allocates */
+    uint32_t was = t->thunks.suspended;
+    ps_thunks_restore(t, 1);
+    int n = real(buffer, size);
+    t->thunks.suspended = was;
+    return n;
+}
+
+/* Cancellation unwinds the target thread from inside the C library (which calls libgcc's
+ * _Unwind_ForcedUnwind through its own pointer, past our interposer), so the target must
+ * put its return addresses back before the request is sent: it is asked with a signal
+ * (SIGPROF, sample/sample.c) and confirms by clearing its request; we wait up to 200 ms (a
+ * thread that blocks SIGPROF cannot answer: then its destructors outside the first thunk
+ * are skipped, as the user guide says). */
+typedef int (*cancel_fn)(pthread_t);
+PS_EXPORT int pthread_cancel(pthread_t thread)
+{
+    static cancel_fn real;
+    if (!real) real = (cancel_fn)next_symbol("pthread_cancel");
+    if (ps_thunks_available) {
+        ps_thread_t *target = NULL;
+        int n = atomic_load(&ps_nthreads);
+        for (int i = 0; i < n; i++)
+            if (ps_threads[i] && ps_threads[i]->pthread == (uintptr_t)thread &&
+                !ps_threads[i]->end_ticks)
+                target = ps_threads[i];
+        if (target && target == ps_self) {
+            ps_thunks_restore(target, 1);
+            target->thunks.suspended = 2;
+        } else if (target) {
+            target->thunk_restore_request = 1;
+            if (syscall(SYS_tgkill, getpid(), target->tid, SIGPROF) == 0) {
+                for (int i = 0; i < 2000 && target->thunk_restore_request; i++) {
+                    struct timespec ts = {0, 100000};
+                    nanosleep(&ts, NULL);
+                }
+            }
+        }
+    }
+    return real(thread);
 }
 
 typedef void (*exit_fn)(void *);

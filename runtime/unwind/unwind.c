@@ -116,7 +116,7 @@ static int code_rebuild(void)
 {
     if (atomic_flag_test_and_set(&code_rebuilding)) return 0;
     unsigned generation = atomic_load(&dl_generation);
-    int fd = ps_sys_open("/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
+    int fd = ps_maps_open();
     if (fd < 0) {
         atomic_flag_clear(&code_rebuilding);
         return 0;
@@ -707,6 +707,7 @@ static int walk(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int f
      * rlimit-based bound of the main thread) the stack may not be mapped */
     uintptr_t lo = t->stack_lo > sp ? t->stack_lo : sp, hi = t->stack_hi;
     int n = 0, j = 0, reusable = flags & WALK_REUSE, trust = flags & WALK_TRUST;
+    int keepable = 1; /* no CFA expression met: the walk can be compared with the next */
     *complete = 0;
     t->thunk_hit = -1;
     thread_caches_check(t);
@@ -745,7 +746,7 @@ static int walk(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int f
         case RULE_RSP: cfa = sp + (uintptr_t)r->cfa_off; break;
         case RULE_RBP: cfa = rbp + (uintptr_t)r->cfa_off; cur[n - 1].flags = FRAME_USES_RBP; break;
         case RULE_EXPR:
-            reusable = 0; /* its expression may read memory we do not record */
+            reusable = keepable = 0; /* its expression may read memory we do not record */
             if (!eval_cfa_expr(lookup, sp, rbp, lo, hi, &cfa)) goto end;
             break;
         case RULE_END: *complete = 1; goto end;
@@ -784,7 +785,7 @@ static int walk(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int f
     }
 end:
     /* this walk becomes the one the next walk may reuse */
-    if ((flags & WALK_KEEP) && reusable && n > 1) {
+    if ((flags & WALK_KEEP) && keepable && n > 1) {
         /* which frames' walks depend on the rbp they started with: a frame that uses rbp, or
          * one that passes it on unchanged to a frame that depends on it */
         int needs = 0;
@@ -852,8 +853,11 @@ static void thunks_install(ps_thread_t *t, const uintptr_t *out, int n)
         index = 0;
     }
     th->top = (uint32_t)index;   /* entries above the thunk met are stale */
-    for (int k = owner - 1; k >= 0 && index < PS_MAX_DEPTH; k--, index++) {
-        if (ps_unwind_in_self(out[k])) break; /* frame k is ours: it returns right away */
+    /* our own innermost frames return right away: their slots (the last one holds the return
+     * into the application) are left alone; thunks go from the first application frame out */
+    int first = 0;
+    while (first < owner && ps_unwind_in_self(out[first])) first++;
+    for (int k = owner - 1; k >= first && index < PS_MAX_DEPTH; k--, index++) {
         uintptr_t *slot = (uintptr_t *)(cur[k + 1].sp - 8);
         if (*slot != out[k + 1]) break;       /* (cannot happen: the walk read it) */
         th->e[index].slot = (uintptr_t)slot;
@@ -889,6 +893,10 @@ static int walk_mode(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, 
     if (flags == WALK_THUNK) {
         if (t->thunk_hit >= 0) t->walk_reused++;
         if (sync && *complete && ps_thunks_available) thunks_install(t, out, n);
+        if (t->thunk_restore_request) { /* a cancel request came in meanwhile (thunk.c) */
+            ps_thunks_restore(t, 1);
+            t->thunk_restore_request = 0;
+        }
     }
     t->walks++;
     if (ps_traversal_check && t->walk_check_countdown-- <= 1) {

@@ -7,10 +7,12 @@
  *             two consecutive walks match in return address and stack pointer, and so does
  *             the next return address: the heuristic of Perks et al. trusts them and charges
  *             one caller's allocations to the other; the difference is three levels up.
- * No MPI.  Prints one "truth path=A;B;C count=N" line per path (the application frames
- * right above malloc, outermost first) and "truth total=N" (every malloc made here). */
+ * No MPI.  Arguments name the phases to run (default all).  Prints one
+ * "truth path=A;B;C count=N" line per path (the application frames right above malloc,
+ * outermost first) and "truth total=N" (every malloc made here). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void *volatile sink;
 static long total;
@@ -94,18 +96,42 @@ __attribute__((noinline)) void rotation_phase(int n, int burst_p, int burst_r)
     KEEP();
 }
 
-int main(void)
+static int wanted(int argc, char **argv, const char *phase)
+{
+    if (argc == 1) return 1;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], phase) == 0) return 1;
+    return 0;
+}
+
+/* heap_paths [slow|fast|rotation ...]: the phases named, default all */
+int main(int argc, char **argv)
 {
     const int slow = 10000, fast = 10000, rot = 3000, burst_p = 700, burst_r = 300;
-    slow_phase(slow);
-    fast_phase(fast);
-    rotation_phase(rot, burst_p, burst_r);
-    printf("truth path=slow_a;slow_site count=%d\n", slow);
-    printf("truth path=slow_b;slow_site count=%d\n", slow);
-    for (int k = 0; k < 4; k++)
-        printf("truth path=fast_%d;fast_site count=%d\n", k, fast / 4 + (k < fast % 4));
-    printf("truth path=P;Q;S count=%d\n", 2 * rot + burst_p);
-    printf("truth path=R;Q;S count=%d\n", 2 * rot + burst_r);
+    long want = 0;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "slow") && strcmp(argv[i], "fast") && strcmp(argv[i], "rotation")) {
+            fprintf(stderr, "heap_paths: unknown phase '%s'\n", argv[i]);
+            return 2;
+        }
+    if (wanted(argc, argv, "slow")) {
+        slow_phase(slow);
+        printf("truth path=slow_a;slow_site count=%d\n", slow);
+        printf("truth path=slow_b;slow_site count=%d\n", slow);
+        want += 2L * slow;
+    }
+    if (wanted(argc, argv, "fast")) {
+        fast_phase(fast);
+        for (int k = 0; k < 4; k++)
+            printf("truth path=fast_%d;fast_site count=%d\n", k, fast / 4 + (k < fast % 4));
+        want += fast;
+    }
+    if (wanted(argc, argv, "rotation")) {
+        rotation_phase(rot, burst_p, burst_r);
+        printf("truth path=P;Q;S count=%d\n", 2 * rot + burst_p);
+        printf("truth path=R;Q;S count=%d\n", 2 * rot + burst_r);
+        want += 4L * rot + burst_p + burst_r;
+    }
     printf("truth total=%ld\n", total);
-    return total == 2L * slow + fast + 4L * rot + burst_p + burst_r ? 0 : 1;
+    return total == want ? 0 : 1;
 }

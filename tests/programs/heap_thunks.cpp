@@ -1,24 +1,31 @@
 // Everything that can break thunk stacks (PATHSCOPE_TRAVERSAL=thunk, runtime/unwind/thunk.c),
-// for tests/e2e/test_traversal.py.  Serial apart from the threads scenario; no MPI.
+// for tests/e2e/test_traversal.py.  Serial apart from the thread scenarios; no MPI.
 //
 // Every scenario starts in an extern "C" root function, goes down through distinct noinline
 // frames (chain<N>: the template makes each level and each scenario its own function) and
 // allocates at every level on the way down and back up, so that the frames involved carry
 // thunks when the disruptive event happens:
 //   exceptions  thrown through thunked frames and caught several frames up; destructors that
-//               allocate in the landing pads; rethrow (throw;); nested try/catch, also inside
-//               a destructor that runs while another exception unwinds; std::exception_ptr
+//               allocate in the landing pads; rethrow (throw;); nested try/catch in a
+//               handler; std::exception_ptr rethrown from deep frames
+//   dtor_catch  a destructor that throws, catches and allocates while another exception
+//               unwinds its frame; the outer unwinding then resumes (_Unwind_Resume)
 //   longjmp     longjmp and siglongjmp out of deep frames, and back into a shallower point
 //               repeatedly in a loop
 //   signals     SIGALRM (raise() and setitimer) interrupting deep allocation loops; the
 //               handler allocates, and one variant siglongjmps out of it
 //   backtrace   backtrace() from deep frames after thunks exist: every frame must be there
+//               (twice: the first call loads the unwinder, which allocates)
 //   fork        the child returns through thunked frames, allocating, and exits 0
 //   threads     4 threads allocating concurrently in deep frames: one leaves through
 //               pthread_exit (destructors allocate during the forced unwinding), one hands
 //               its blocks to another that frees them, the main thread frees a thread's block
+//   cancel      pthread_cancel of a thread blocked 10 frames down: every destructor runs
 //   coroutine   swapcontext between the thread's stack and a makecontext stack, both
-//               allocating in deep frames (last: a thread that switched never uses thunks)
+//               allocating in deep frames (a thread that switched never uses thunks again)
+//   cancel_main the main thread cancelled 10 frames down; another thread checks and exits
+//               (only when named: it ends the program)
+// Arguments name the scenarios to run (in the order above); default all but cancel_main.
 // Each scenario checks its results (values caught, destructors run, jumps taken, frames
 // found) and its allocation count against the count its structure implies.  Output, one line
 // per scenario:  scenario NAME root=FUNCTION allocs=N
@@ -63,7 +70,7 @@ static void fail(const char *what, long got, long want)
 static void *volatile g_sink;
 static thread_local long t_own;              // this thread's app allocations
 static thread_local long *t_count = nullptr; // where app_malloc/app_new count (nullptr: t_own)
-static volatile sig_atomic_t g_in_alloc;     // inside touch(): the handler must not allocate
+static thread_local volatile sig_atomic_t g_in_alloc; // in touch(): no allocating handler
 
 static inline void counted() { (t_count ? *t_count : t_own)++; }
 
@@ -108,7 +115,7 @@ extern "C" NOINLINE void touch()
 }
 static constexpr long TOUCH = 2;
 
-// ---- deep call chains --------------------------------------------------------------------------
+// ---- deep call chains ----------------------------------------------------------------------
 // chain<N>: N+1 noinline frames, each touching before and after the next; t_ra[N] is the
 // return address of chain<N> (read on entry, before any thunk can be there).
 static thread_local void *t_ra[32];
@@ -151,7 +158,6 @@ template <int N, class F> NOINLINE void echain(F &f)
     touch();
     KEEP();
 }
-static constexpr long echain_allocs(int n) { return 3 * TOUCH * (n + 1); } // completed
 static constexpr long echain_thrown(int n) { return 2 * TOUCH * (n + 1); } // unwound
 
 [[noreturn]] NOINLINE static void throw_err(int code)
@@ -277,7 +283,21 @@ extern "C" NOINLINE void scen_exceptions()
     chain<3>(a4);
     want += chain_allocs(3) + TOUCH + echain_thrown(4) + TOUCH + TOUCH + echain_thrown(6) + TOUCH;
 
-    // a5: a destructor that throws and catches inside while an outer exception unwinds it
+    CHECK_EQ("exceptions: codes caught", caught, 1 + 2 + 13 + 4);
+    CHECK_EQ("exceptions: rethrown", rethrown, 1);
+    CHECK_EQ("exceptions: guards destroyed", g_guards_done, g_guards_made);
+    CHECK_EQ("exceptions: guards", g_guards_made, 10 + 6 + 5 + 4 + 5 + 5 + 7);
+    CHECK_EQ("exceptions: allocations", t_own - before, want);
+    printf("scenario exceptions root=scen_exceptions allocs=%ld\n", t_own - before);
+}
+
+// a5: a destructor with its own try/catch runs while an exception unwinds its frame: the
+// inner exception is thrown, caught (__cxa_begin_catch) and followed by allocations before
+// the outer unwinding resumes (_Unwind_Resume) through the frames above
+extern "C" NOINLINE void scen_dtor_catch()
+{
+    long before = t_own, want = 0;
+    int caught = 0;
     g_nested_caught = 0;
     auto a5 = [&] {
         try {
@@ -296,13 +316,10 @@ extern "C" NOINLINE void scen_exceptions()
     want += chain_allocs(3) + TOUCH + 7 * TOUCH + chain_left(3) + 3 * TOUCH + TOUCH +
             chain_allocs(4) + TOUCH;
 
-    CHECK_EQ("exceptions: codes caught", caught, 1 + 2 + 13 + 4 + 5);
-    CHECK_EQ("exceptions: rethrown", rethrown, 1);
-    CHECK_EQ("exceptions: nested in a destructor", g_nested_caught, 7);
-    CHECK_EQ("exceptions: guards destroyed", g_guards_done, g_guards_made);
-    CHECK_EQ("exceptions: guards", g_guards_made, 10 + 6 + 5 + 4 + 5 + 5 + 7);
-    CHECK_EQ("exceptions: allocations", t_own - before, want);
-    printf("scenario exceptions root=scen_exceptions allocs=%ld\n", t_own - before);
+    CHECK_EQ("dtor_catch: codes caught", caught, 5);
+    CHECK_EQ("dtor_catch: caught in the destructor", g_nested_caught, 7);
+    CHECK_EQ("dtor_catch: allocations", t_own - before, want);
+    printf("scenario dtor_catch root=scen_dtor_catch allocs=%ld\n", t_own - before);
 }
 
 // ---- b) longjmp -----------------------------------------------------------------------------
@@ -524,8 +541,10 @@ extern "C" NOINLINE void scen_signals()
         if (sigsetjmp(g_sigjmp, 1)) jumps = jumps + 1;
         touch();
         if (jumps < 3) {
-            timer_every_us(300);
-            auto loop = [] { c4_rounds = c4_rounds + alloc_until_alarms(1000000); };
+            auto loop = [] {
+                timer_every_us(300); // armed at the bottom: every jump leaves all 8 frames
+                c4_rounds = c4_rounds + alloc_until_alarms(1000000);
+            };
             chain<7>(loop);
             fail("signals: the timer never jumped", 0, 1);
         }
@@ -608,14 +627,15 @@ extern "C" NOINLINE void scen_fork()
     chain<9>(body);
     long mine = t_own - before;
     if (getpid() != parent) { // the child, back at the root through the thunked frames
-        long want = chain_left(9) + chain_allocs(4) + 2 * TOUCH + chain_left(9);
-        _exit(mine == want + TOUCH ? 0 : 3); // (+ the touch before fork)
+        // (its count started in the parent: the way down and the touch before fork)
+        _exit(mine == 2 * chain_left(9) + 3 * TOUCH + chain_allocs(4) ? 0 : 3);
     }
     int status = 0;
     pid_t w;
     do w = waitpid(child, &status, 0);
     while (w < 0 && errno == EINTR);
-    CHECK_EQ("fork: child exit", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), 0);
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    CHECK_EQ("fork: child exit", code, 0);
     CHECK_EQ("fork: allocations", mine, chain_allocs(9) + 2 * TOUCH + chain_allocs(4) + TOUCH);
     printf("scenario fork root=scen_fork allocs=%ld\n", mine);
 }
@@ -738,6 +758,88 @@ extern "C" NOINLINE void scen_threads()
     printf("scenario threads root=thr_main allocs=%ld\n", g_thread_allocs.load());
 }
 
+// ---- pthread_cancel ------------------------------------------------------------------------
+// glibc's forced unwinding for a cancellation calls libgcc's _Unwind_ForcedUnwind through its
+// own pointer, not through the symbol: the destructors of the frames must all run anyway.
+static std::atomic<long> g_cancel_allocs{0};
+static std::atomic<int> g_cancel_guards{0}, g_cancel_ready{0};
+static pthread_t g_main_thread;
+
+struct CancelGuard {
+    ~CancelGuard()
+    {
+        g_cancel_guards++;
+        touch();
+        g_cancel_allocs += TOUCH;
+    }
+};
+
+template <int N> NOINLINE void cancel_chain()
+{
+    CancelGuard g;
+    touch();
+    if constexpr (N == 0) {
+        g_cancel_allocs += t_own;
+        g_cancel_ready = 1;
+        for (;;) pause(); // a cancellation point
+    } else {
+        cancel_chain<N - 1>();
+    }
+    touch();
+    KEEP();
+}
+
+static void wait_ready()
+{
+    struct timespec ms = {0, 1000000};
+    for (int i = 0; i < 2000 && !g_cancel_ready; i++) nanosleep(&ms, nullptr);
+}
+
+extern "C" NOINLINE void *cancel_thr(void *)
+{
+    cancel_chain<9>();
+    return nullptr;
+}
+
+extern "C" NOINLINE void scen_cancel() // a thread cancelled 10 frames down
+{
+    g_cancel_allocs = 0;
+    g_cancel_guards = 0;
+    g_cancel_ready = 0;
+    pthread_t t;
+    pthread_create(&t, nullptr, cancel_thr, nullptr);
+    wait_ready();
+    pthread_cancel(t);
+    void *ret = nullptr;
+    pthread_join(t, &ret);
+    CHECK_EQ("cancel: cancelled", ret == PTHREAD_CANCELED, 1);
+    CHECK_EQ("cancel: destructors", g_cancel_guards.load(), 10);
+    CHECK_EQ("cancel: allocations", g_cancel_allocs.load(), 2 * TOUCH * 10);
+    printf("scenario cancel root=cancel_thr allocs=%ld\n", g_cancel_allocs.load());
+}
+
+// The main thread cancelled 10 frames down (only when named: it ends the program): the
+// thread that cancelled it checks, prints and exits.
+extern "C" NOINLINE void *main_canceller(void *)
+{
+    wait_ready();
+    pthread_cancel(g_main_thread);
+    pthread_join(g_main_thread, nullptr);
+    CHECK_EQ("cancel_main: destructors", g_cancel_guards.load(), 10);
+    CHECK_EQ("cancel_main: allocations", g_cancel_allocs.load(), 2 * TOUCH * 10);
+    printf("scenario cancel_main root=scen_cancel_main allocs=%ld\n", g_cancel_allocs.load());
+    printf(g_failures ? "heap_thunks: %d failures\n" : "heap_thunks: ok\n", g_failures);
+    exit(g_failures ? 1 : 0);
+}
+
+extern "C" NOINLINE void scen_cancel_main()
+{
+    g_main_thread = pthread_self();
+    pthread_t t;
+    pthread_create(&t, nullptr, main_canceller, nullptr);
+    cancel_chain<9>();
+}
+
 // ---- f) coroutine ---------------------------------------------------------------------------
 static ucontext_t g_main_ctx, g_co_ctx;
 static long g_co_allocs;
@@ -788,21 +890,43 @@ extern "C" NOINLINE void scen_coroutine()
     chain<9>(body);
     munmap(stack, size);
     CHECK_EQ("coroutine: switches", resumed, SWITCHES + 1);
-    CHECK_EQ("coroutine: allocations on its stack", g_co_allocs, chain_allocs(8) + 2 * TOUCH * SWITCHES);
-    CHECK_EQ("coroutine: allocations", t_own - before, chain_allocs(9) + 2 * TOUCH * (SWITCHES + 1));
+    CHECK_EQ("coroutine: allocations on its stack", g_co_allocs,
+             chain_allocs(8) + 2 * TOUCH * SWITCHES);
+    CHECK_EQ("coroutine: allocations", t_own - before,
+             chain_allocs(9) + 2 * TOUCH * (SWITCHES + 1));
     printf("scenario coroutine root=scen_coroutine allocs=%ld\n", t_own - before);
     printf("scenario coroutine-stack root=- allocs=%ld\n", g_co_allocs);
 }
 
-int main()
+static const struct {
+    const char *name;
+    void (*run)();
+} scenarios[] = {{"exceptions", scen_exceptions}, {"dtor_catch", scen_dtor_catch},
+                 {"longjmp", scen_longjmp},       {"signals", scen_signals},
+                 {"backtrace", scen_backtrace},   {"fork", scen_fork},
+                 {"threads", scen_threads},       {"cancel", scen_cancel},
+                 {"coroutine", scen_coroutine},   {"cancel_main", scen_cancel_main}};
+static const int DEFAULT = 9; // all but cancel_main, which ends the program
+
+// heap_thunks [SCENARIO...]: the scenarios named (in this order), default all
+int main(int argc, char **argv)
 {
-    scen_exceptions();
-    scen_longjmp();
-    scen_signals();
-    scen_backtrace();
-    scen_fork();
-    scen_threads();
-    scen_coroutine();
+    for (int i = 1; i < argc; i++) {
+        int known = 0;
+        for (const auto &sc : scenarios) known |= strcmp(argv[i], sc.name) == 0;
+        if (!known) {
+            fprintf(stderr, "heap_thunks: unknown scenario '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    for (const auto &sc : scenarios) {
+        int run = argc == 1 && &sc - scenarios < DEFAULT;
+        for (int i = 1; i < argc; i++) run |= strcmp(argv[i], sc.name) == 0;
+        if (run) {
+            sc.run();
+            fflush(stdout);
+        }
+    }
     if (g_failures) {
         printf("heap_thunks: %d failures\n", g_failures);
         return 1;

@@ -1,0 +1,203 @@
+"""Stack-walk traversal modes (PATHSCOPE_TRAVERSAL) under heap profiling: every allocation is a
+synchronous walk, so these programs make tens of thousands of them.
+
+tests/programs/heap_paths.c   paths that change slowly, quickly and by rotation of callers with
+                              identical frames; prints its exact counts per path (truth lines)
+tests/programs/heap_thunks.cpp  everything that can break thunk stacks (exceptions, longjmp,
+                              signals, backtrace, fork, threads, pthread_cancel, swapcontext);
+                              checks itself and prints its allocations per root function
+
+The exact modes (full, reuse, thunk) must give the exact counts on every path, and every walk
+repeated as a full walk (--traversal-check 1) must agree with it.  The heuristic of Perks et
+al. may charge an allocation to the wrong path (that is measured: its agreement) but never
+loses one."""
+import re
+import subprocess
+
+import pytest
+
+from test_paths import PATHSCOPE, PY_ENV, folded, rank_records, total
+
+EXACT_MODES = ("full", "reuse", "thunk")
+THUNK_SCENARIOS = ("exceptions", "dtor_catch", "longjmp", "signals", "backtrace", "fork",
+                   "threads", "cancel", "coroutine", "cancel_main")
+# scenarios that go through an interposed function which puts the return addresses back
+RESTORING = ("exceptions", "dtor_catch", "backtrace", "threads", "coroutine")
+
+
+def run(prog, out, mode, *args, check=1, extra=()):
+    return subprocess.run(PATHSCOPE + ["run", "--heap", "--quiet", "--traversal", mode,
+                                       "--traversal-check", str(check), *extra, "-o", str(out),
+                                       "--", str(prog), *args],
+                          capture_output=True, text=True, env=PY_ENV, timeout=60)
+
+
+def walks(out):
+    """Per thread: walks, reused, checks, agree, thunk_errors, thunk_restores."""
+    return [[int(v) for v in r[2:]] for r in rank_records(out, 0) if r[0] == "walks"]
+
+
+def heap_allocs(out):
+    (line,) = [r for r in rank_records(out, 0) if r[0] == "heap"]
+    return int(line[2])
+
+
+def truths(stdout):
+    """heap_paths: {'P;Q;S': count, ...} and the total."""
+    paths = dict(re.findall(r"^truth path=(\S+) count=(\d+)$", stdout, re.M))
+    return {p: int(n) for p, n in paths.items()}, int(re.search(r"^truth total=(\d+)$", stdout,
+                                                                  re.M).group(1))
+
+
+def path_count(lines, frames):
+    """Allocations whose innermost application frames are `frames` (A;B;C), right above malloc."""
+    return total(lines, ";" + re.escape(frames) + ";malloc$")
+
+
+def app_total(lines):
+    return total(lines, r";main;(slow|fast|rotation)_phase;.*;malloc$")
+
+
+@pytest.fixture(scope="module")
+def paths_prog():
+    from conftest import _mpi
+    return _mpi("openmpi").prog("heap_paths")
+
+
+@pytest.mark.parametrize("mode", EXACT_MODES)
+def test_exact_modes_count_every_path(paths_prog, tmp_path, mode):
+    out = tmp_path / "prof"
+    p = run(paths_prog, out, mode, extra=["--sample-rate", "0"])
+    assert p.returncode == 0, p.stderr
+    paths, count = truths(p.stdout)
+    assert len(paths) == 8 and count == 43000
+    lines = folded(out, "alloc_count")
+    assert {path: path_count(lines, path) for path in paths} == paths
+    assert app_total(lines) == count
+    assert [r[1:3] for r in rank_records(out, 0) if r[0] == "traversal"] == [[mode, "1"]]
+    (main,) = walks(out)
+    n, reused, checks, agree, thunk_errors, restores = main
+    assert n >= count and checks == n and agree == checks and thunk_errors == 0
+    if mode != "full":
+        assert reused >= count - 10  # all but the first walks stop early
+
+
+def test_heuristic_loses_no_allocation_but_misattributes(paths_prog, tmp_path):
+    """Every allocation is counted once (the totals are exact), but with return address and
+    stack pointer matching and one more return address, P's allocations go to R and back:
+    the full-walk check measures it."""
+    agreement = {}
+    for phases in ((), ("rotation",)):
+        out = tmp_path / ("-".join(phases) or "all")
+        p = run(paths_prog, out, "heuristic", *phases, extra=["--sample-rate", "0"])
+        assert p.returncode == 0, p.stderr
+        paths, count = truths(p.stdout)
+        lines = folded(out, "alloc_count")
+        assert app_total(lines) == count  # each allocation once, maybe on a wrong path
+        assert sum(v for path, v in lines.items() if path.endswith(";malloc")) == heap_allocs(out)
+        (main,) = walks(out)
+        n, reused, checks, agree, thunk_errors, restores = main
+        assert checks == n and thunk_errors == 0
+        agreement[phases] = (agree, checks)
+    agree, checks = agreement[("rotation",)]
+    assert agree < checks, agreement  # the false positive of Perks et al.
+
+
+def test_heuristic_full_walks_bound_the_drift(paths_prog, tmp_path):
+    """Every 64th walk is a full walk which the next ones reuse (unwind.c): when the path
+    changes for good (slow_a -> slow_b), at most 63 allocations can go to the old one."""
+    out = tmp_path / "prof"
+    p = run(paths_prog, out, "heuristic", "slow", check=0, extra=["--sample-rate", "0"])
+    assert p.returncode == 0, p.stderr
+    paths, count = truths(p.stdout)
+    lines = folded(out, "alloc_count")
+    got = {path: path_count(lines, path) for path in paths}
+    assert sum(got.values()) == count
+    for path, want in paths.items():
+        assert abs(got[path] - want) < 64, got
+
+
+# ---- heap_thunks ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def thunks_prog():
+    from conftest import _mpi
+    return _mpi("openmpi").prog("heap_thunks")
+
+
+def scenario_counts(stdout):
+    """{(scenario, root): allocations} from the `scenario NAME root=FN allocs=N` lines."""
+    return {(name, root): int(n) for name, root, n in
+            re.findall(r"^scenario (\S+) root=(\S+) allocs=(\d+)$", stdout, re.M)}
+
+
+def root_count(lines, root):
+    """Allocations of app_malloc/app_new (new: through operator new) below root."""
+    rx = ";" + re.escape(root) + r";(.*;)?app_(malloc|new)(;[^;]*)?;malloc$"
+    return total(lines, rx)
+
+
+def check_thunks_run(p, out, mode, scenarios):
+    assert (p.returncode, p.stdout.splitlines()[-1:]) == (0, ["heap_thunks: ok"]), \
+        p.stdout + p.stderr
+    counts = scenario_counts(p.stdout)
+    assert {name for name, root in counts} >= set(scenarios)
+    threads = walks(out)
+    assert threads and all(thunk_errors == 0 for *_, thunk_errors, restores in threads)
+    if mode == "heuristic":
+        return
+    assert any(r[0] == "module" for r in rank_records(out, 0)), \
+        "no module lines in the rank file: no frame can be symbolized"
+    lines = folded(out, "alloc_count")
+    assert {k: root_count(lines, k[1]) for k in counts if k[1] != "-"} == \
+        {k: v for k, v in counts.items() if k[1] != "-"}
+    for n, reused, checks, agree, thunk_errors, restores in threads:
+        assert checks == n and agree == checks, threads
+
+
+def test_heap_thunks_without_pathscope(thunks_prog):
+    for args in ([], ["cancel_main"]):
+        p = subprocess.run([str(thunks_prog), *args], capture_output=True, text=True, timeout=60)
+        assert (p.returncode, p.stderr) == (0, "")
+        assert p.stdout.splitlines()[-1] == "heap_thunks: ok"
+
+
+@pytest.mark.parametrize("mode", EXACT_MODES + ("heuristic",))
+def test_heap_thunks(thunks_prog, tmp_path, mode):
+    """The whole program (all scenarios but cancel_main) under every mode."""
+    out = tmp_path / "prof"
+    p = run(thunks_prog, out, mode)
+    check_thunks_run(p, out, mode, [s for s in THUNK_SCENARIOS if s != "cancel_main"])
+    assert [r[1] for r in rank_records(out, 0) if r[0] == "traversal"] == [mode]
+    if mode == "thunk":
+        assert sum(restores for *_, restores in walks(out)) > 0
+
+
+@pytest.mark.parametrize("mode, scenario", [("thunk", s) for s in THUNK_SCENARIOS] +
+                         [("full", "cancel_main"), ("reuse", "cancel_main")])
+def test_heap_thunks_scenario(thunks_prog, tmp_path, mode, scenario):
+    """One scenario at a time: a failure names what broke."""
+    out = tmp_path / "prof"
+    p = run(thunks_prog, out, mode, scenario)
+    check_thunks_run(p, out, mode, [scenario])
+    if mode == "thunk" and scenario in RESTORING:
+        assert sum(restores for *_, restores in walks(out)) > 0
+
+
+# ---- errors ----------------------------------------------------------------------------------
+
+def test_invalid_traversal(paths_prog, tmp_path):
+    p = subprocess.run(PATHSCOPE + ["run", "--traversal", "sideways", "--", "true"],
+                       capture_output=True, text=True, env=PY_ENV, cwd=tmp_path, timeout=60)
+    assert (p.returncode, p.stdout, p.stderr) == (
+        2, "", "pathscope run: argument --traversal: invalid choice: 'sideways' (choose from "
+               "'full', 'reuse', 'heuristic', 'thunk') (try 'pathscope run --help')\n")
+    # the environment form: the runtime refuses it before the program starts
+    from conftest import _mpi
+    env = dict(PY_ENV, LD_PRELOAD=str(_mpi("openmpi").lib), PATHSCOPE_TRAVERSAL="sideways")
+    p = subprocess.run([str(paths_prog)], capture_output=True, text=True, env=env, cwd=tmp_path,
+                       timeout=60)
+    assert (p.returncode, p.stdout, p.stderr) == (
+        2, "", "pathscope: invalid value 'sideways' for PATHSCOPE_TRAVERSAL (accepted: "
+               "full|reuse|heuristic|thunk)\n")
+    assert list(tmp_path.iterdir()) == []
