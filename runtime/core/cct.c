@@ -147,10 +147,15 @@ uint32_t ps_cct_insert_path(ps_thread_t *t, uint32_t parent, const uintptr_t *fr
     uint32_t node = parent;
     int j = 0;
     if (parent == 0) {
-        /* reuse the prefix shared with the previous path from the root */
+        /* reuse the prefix shared with the previous path from the root; when that path came
+         * from the previous walk, the walker may already know how many outermost frames the
+         * two share (exact reuse, thunks) */
         int limit = chain < t->last_n ? chain : t->last_n;
+        if (t->last_keys_seq + 1 == t->walk_seq && t->walk_same_outer > 0)
+            j = t->walk_same_outer < limit ? t->walk_same_outer : limit;
         while (j < limit && t->last_keys[j] == frames[n - 1 - j]) j++;
         if (j) node = t->last_nodes[j - 1];
+        t->last_keys_seq = t->walk_seq;
     }
     for (; j < chain; j++) {
         uint32_t child = ps_cct_child(t, node, PS_NODE_CALL, frames[n - 1 - j]);

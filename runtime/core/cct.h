@@ -87,7 +87,12 @@ typedef struct ps_thread {
     unsigned walk_check_countdown; /* walks until the next check against a full walk */
     volatile int thunk_restore_request; /* set by pthread_cancel (thunk.c), cleared when done */
     uintptr_t pthread;             /* pthread_self() of the thread */
-    int thunk_hit, thunk_owner;    /* the last walk met thunk e[thunk_hit] in frame thunk_owner's slot */
+    int thunk_hit, thunk_owner;
+    /* what the insertion of a walk's path may skip (unwind.c: walk_mode, cct.c) */
+    uint64_t walk_seq;             /* walks whose output was used, this one included */
+    uint64_t walk_prev_seq;        /* the walk kept for reuse */
+    uint64_t last_keys_seq;        /* the walk whose path last_keys holds */
+    int walk_same_outer;           /* outermost frames known equal to walk walk_seq - 1's */    /* the last walk met thunk e[thunk_hit] in frame thunk_owner's slot */
     uint64_t thunk_errors;         /* a thunk whose entry did not match its slot (walk stopped) */
     uint64_t thunk_restores;       /* thunk stacks restored (exceptions, thread exits, ...) */
     ps_thunks_t thunks;

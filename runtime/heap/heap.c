@@ -205,7 +205,7 @@ static inline void live_changed(int64_t delta)
 }
 
 /* Charges a new block to the calling thread's path below the allocator function fn. */
-static void record_alloc(hdr_t *h, uint64_t size, int fn)
+static void record_alloc(hdr_t *h, uint64_t size, int fn, const uintptr_t *caller)
 {
     h->thread = NO_THREAD;
     h->node = 0;
@@ -222,7 +222,8 @@ static void record_alloc(hdr_t *h, uint64_t size, int fn)
         return;
     }
     int complete = 0;
-    int n = ps_unwind_caller(t->scratch, PS_MAX_DEPTH, &complete);
+    int n = caller ? ps_unwind_from(caller[0], caller[1], caller[2], t->scratch, PS_MAX_DEPTH, &complete)
+                   : ps_unwind_caller(t->scratch, PS_MAX_DEPTH, &complete);
     if (!complete) t->unwind_failures++;
     uint32_t parent = complete ? 0 : t->failed_node;
     uint32_t node = n > 0 ? ps_cct_insert_path(t, parent, t->scratch, n, PS_NODE_CALL) : parent;
@@ -270,7 +271,7 @@ static void record_free(const hdr_t *h, uint64_t size)
     live_changed(-(int64_t)size);
 }
 
-void *pathscope_heap_alloc(int fn, size_t size, size_t align, int zero)
+void *pathscope_heap_alloc(int fn, size_t size, size_t align, int zero, const uintptr_t *caller)
 {
     if (size > SIZE_MASK - MAX_ALIGN) {
         errno = ENOMEM;
@@ -293,7 +294,7 @@ void *pathscope_heap_alloc(int fn, size_t size, size_t align, int zero)
     hdr_t *h = (hdr_t *)p - 1;
     h->size_off = (uint64_t)size | (uint64_t)(off / 16) << 48;
     h->magic = magic_of(p);
-    record_alloc(h, size, fn);
+    record_alloc(h, size, fn, caller);
     depth--;
     return p;
 }
@@ -315,9 +316,9 @@ void pathscope_heap_free(void *p)
     depth--;
 }
 
-void *pathscope_heap_realloc(int fn, void *p, size_t size)
+void *pathscope_heap_realloc(int fn, void *p, size_t size, const uintptr_t *caller)
 {
-    if (!p) return pathscope_heap_alloc(fn, size, 0, 0);
+    if (!p) return pathscope_heap_alloc(fn, size, 0, 0, caller);
     hdr_t *h = ours(p);
     if (!h) { /* foreign: it stays foreign */
         atomic_fetch_add_explicit(&ps_heap_stats.foreign_frees, 1, memory_order_relaxed);
@@ -333,7 +334,7 @@ void *pathscope_heap_realloc(int fn, void *p, size_t size)
     }
     uint64_t old_size = h->size_off & SIZE_MASK, off = (h->size_off >> 48) * 16;
     if (off != 16) { /* an aligned block: a new plain block, copied */
-        void *q = pathscope_heap_alloc(fn, size, 0, 0);
+        void *q = pathscope_heap_alloc(fn, size, 0, 0, caller);
         if (!q) return NULL;
         memcpy(q, p, old_size < size ? old_size : size);
         pathscope_heap_free(p);
@@ -351,7 +352,7 @@ void *pathscope_heap_realloc(int fn, void *p, size_t size)
     h = (hdr_t *)q - 1;
     h->size_off = (uint64_t)size | 1ull << 48;
     h->magic = magic_of(q);
-    record_alloc(h, size, fn);
+    record_alloc(h, size, fn, caller);
     depth--;
     return q;
 }

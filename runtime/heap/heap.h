@@ -55,9 +55,10 @@ extern ps_heap_stats_t ps_heap_stats;
 
 /* Called by the shim (exported: pathscope_*). */
 void pathscope_heap_attach(const ps_heap_real_t *real, uintptr_t shim_code); /* any address in it */
-void *pathscope_heap_alloc(int fn, size_t size, size_t align, int zero);
+/* caller: the application frame's pc (a return address), sp and rbp: the walk starts there */
+void *pathscope_heap_alloc(int fn, size_t size, size_t align, int zero, const uintptr_t *caller);
 void pathscope_heap_free(void *p);
-void *pathscope_heap_realloc(int fn, void *p, size_t size);
+void *pathscope_heap_realloc(int fn, void *p, size_t size, const uintptr_t *caller);
 size_t pathscope_heap_usable_size(void *p);
 
 /* In libpathscope.so */

@@ -21,9 +21,9 @@
 enum { UNRESOLVED, RESOLVING, READY, PASS_THROUGH };
 static volatile int state = UNRESOLVED;
 static ps_heap_real_t real;
-static void *(*core_alloc)(int, size_t, size_t, int);
+static void *(*core_alloc)(int, size_t, size_t, int, const uintptr_t *);
 static void (*core_free)(void *);
-static void *(*core_realloc)(int, void *, size_t);
+static void *(*core_realloc)(int, void *, size_t, const uintptr_t *);
 static size_t (*core_usable)(void *);
 
 /* allocations made while resolving: each with its size in the 16 bytes before it */
@@ -62,9 +62,11 @@ static void resolve(void)
     real.usable_size = (size_t (*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
     void (*attach)(const ps_heap_real_t *, uintptr_t) =
         (void (*)(const ps_heap_real_t *, uintptr_t))dlsym(RTLD_DEFAULT, "pathscope_heap_attach");
-    core_alloc = (void *(*)(int, size_t, size_t, int))dlsym(RTLD_DEFAULT, "pathscope_heap_alloc");
+    core_alloc = (void *(*)(int, size_t, size_t, int, const uintptr_t *))dlsym(RTLD_DEFAULT,
+                                                                        "pathscope_heap_alloc");
     core_free = (void (*)(void *))dlsym(RTLD_DEFAULT, "pathscope_heap_free");
-    core_realloc = (void *(*)(int, void *, size_t))dlsym(RTLD_DEFAULT, "pathscope_heap_realloc");
+    core_realloc = (void *(*)(int, void *, size_t, const uintptr_t *))dlsym(RTLD_DEFAULT,
+                                                                          "pathscope_heap_realloc");
     core_usable = (size_t (*)(void *))dlsym(RTLD_DEFAULT, "pathscope_heap_usable_size");
     if (!real.malloc || !real.free || !real.calloc || !real.realloc || !real.memalign ||
         !real.usable_size) {
@@ -83,22 +85,39 @@ static void resolve(void)
 /* called by libpathscope.so's start-up, in case nothing allocated before it */
 void pathscope_heap_shim_init(void) { resolve(); }
 
-static void *slow_alloc(int fn, size_t n, size_t align, int zero)
+/* The application frame that called the allocator function we are in: its pc (our return
+ * address), its stack pointer (just above our return-address slot) and its rbp (saved by our
+ * prologue: __builtin_frame_address makes the function keep one).  The stack walk starts
+ * there, without walking pathscope's own frames. */
+#define CALLER(name)                                                                        \
+    uintptr_t name[3];                                                                      \
+    do {                                                                                    \
+        uintptr_t *fp_ = __builtin_frame_address(0);                                        \
+        name[0] = fp_[1];                                                                   \
+        name[1] = (uintptr_t)(fp_ + 2);                                                     \
+        name[2] = fp_[0];                                                                   \
+    } while (0)
+
+static void *slow_alloc(int fn, size_t n, size_t align, int zero, const uintptr_t *caller)
 {
     resolve();
     if (state == RESOLVING) return arena_alloc(n); /* (align <= 16: dlsym's needs) */
     if (state == PASS_THROUGH)
         return align > 16 ? real.memalign(align, n) : zero ? real.calloc(1, n) : real.malloc(n);
-    return core_alloc(fn, n, align, zero);
+    return core_alloc(fn, n, align, zero, caller);
 }
 
-static inline void *alloc(int fn, size_t n, size_t align, int zero)
+static inline void *alloc(int fn, size_t n, size_t align, int zero, const uintptr_t *caller)
 {
-    if (__builtin_expect(state == READY, 1)) return core_alloc(fn, n, align, zero);
-    return slow_alloc(fn, n, align, zero);
+    if (__builtin_expect(state == READY, 1)) return core_alloc(fn, n, align, zero, caller);
+    return slow_alloc(fn, n, align, zero, caller);
 }
 
-void *malloc(size_t n) { return alloc(PS_HEAP_MALLOC, n, 0, 0); }
+void *malloc(size_t n)
+{
+    CALLER(caller);
+    return alloc(PS_HEAP_MALLOC, n, 0, 0, caller);
+}
 
 void *calloc(size_t n, size_t m)
 {
@@ -107,7 +126,8 @@ void *calloc(size_t n, size_t m)
         errno = ENOMEM;
         return NULL;
     }
-    return alloc(PS_HEAP_CALLOC, total, 0, 1);
+    CALLER(caller);
+    return alloc(PS_HEAP_CALLOC, total, 0, 1, caller);
 }
 
 void free(void *p)
@@ -117,22 +137,26 @@ void free(void *p)
     else if (real.free) real.free(p);
 }
 
-static void *do_realloc(int fn, void *p, size_t n)
+static void *do_realloc(int fn, void *p, size_t n, const uintptr_t *caller)
 {
     if (p && in_arena(p)) { /* from the arena: moved to a real block */
         size_t old = *(size_t *)((char *)p - 16);
-        void *q = alloc(fn, n, 0, 0);
+        void *q = alloc(fn, n, 0, 0, caller);
         if (q) memcpy(q, p, old < n ? old : n);
         return q;
     }
-    if (__builtin_expect(state == READY, 1)) return core_realloc(fn, p, n);
+    if (__builtin_expect(state == READY, 1)) return core_realloc(fn, p, n, caller);
     resolve();
     if (state == RESOLVING) return p ? NULL : arena_alloc(n);
     if (state == PASS_THROUGH) return real.realloc(p, n);
-    return core_realloc(fn, p, n);
+    return core_realloc(fn, p, n, caller);
 }
 
-void *realloc(void *p, size_t n) { return do_realloc(PS_HEAP_REALLOC, p, n); }
+void *realloc(void *p, size_t n)
+{
+    CALLER(caller);
+    return do_realloc(PS_HEAP_REALLOC, p, n, caller);
+}
 
 void *reallocarray(void *p, size_t n, size_t m)
 {
@@ -141,7 +165,8 @@ void *reallocarray(void *p, size_t n, size_t m)
         errno = ENOMEM;
         return NULL;
     }
-    return do_realloc(PS_HEAP_REALLOCARRAY, p, total);
+    CALLER(caller);
+    return do_realloc(PS_HEAP_REALLOCARRAY, p, total, caller);
 }
 
 static size_t power_of_two_at_least(size_t a)
@@ -155,7 +180,8 @@ int posix_memalign(void **out, size_t align, size_t n)
 {
     if (align < sizeof(void *) || (align & (align - 1))) return EINVAL;
     int saved = errno;
-    void *p = alloc(PS_HEAP_POSIX_MEMALIGN, n, align, 0);
+    CALLER(caller);
+    void *p = alloc(PS_HEAP_POSIX_MEMALIGN, n, align, 0, caller);
     errno = saved; /* posix_memalign reports through its result only */
     if (!p) return ENOMEM;
     *out = p;
@@ -164,15 +190,21 @@ int posix_memalign(void **out, size_t align, size_t n)
 
 void *aligned_alloc(size_t align, size_t n)
 {
-    return alloc(PS_HEAP_ALIGNED_ALLOC, n, power_of_two_at_least(align), 0);
+    CALLER(caller);
+    return alloc(PS_HEAP_ALIGNED_ALLOC, n, power_of_two_at_least(align), 0, caller);
 }
 
 void *memalign(size_t align, size_t n)
 {
-    return alloc(PS_HEAP_MEMALIGN, n, power_of_two_at_least(align), 0);
+    CALLER(caller);
+    return alloc(PS_HEAP_MEMALIGN, n, power_of_two_at_least(align), 0, caller);
 }
 
-void *valloc(size_t n) { return alloc(PS_HEAP_VALLOC, n, (size_t)sysconf(_SC_PAGESIZE), 0); }
+void *valloc(size_t n)
+{
+    CALLER(caller);
+    return alloc(PS_HEAP_VALLOC, n, (size_t)sysconf(_SC_PAGESIZE), 0, caller);
+}
 
 void *pvalloc(size_t n)
 {
@@ -181,7 +213,8 @@ void *pvalloc(size_t n)
         errno = ENOMEM;
         return NULL;
     }
-    return alloc(PS_HEAP_PVALLOC, (n + page - 1) & ~(page - 1), page, 0);
+    CALLER(caller);
+    return alloc(PS_HEAP_PVALLOC, (n + page - 1) & ~(page - 1), page, 0, caller);
 }
 
 size_t malloc_usable_size(void *p)

@@ -690,6 +690,7 @@ static void keep_walk(ps_thread_t *t, int n, int complete)
     t->walk_prev_n = n;
     t->walk_prev_complete = complete;
     t->walk_prev_generation = t->unwind_generation;
+    t->walk_prev_seq = t->walk_seq;
 }
 
 /* Walks from (pc, sp, rbp); pc is exact for the first frame (first_exact), a return address
@@ -720,6 +721,8 @@ static int walk(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int f
             int reused = reuse_previous(t, &j, lookup, sp, rbp, out, n, max, complete, trust);
             if (reused) {
                 t->walk_reused++;
+                if (t->walk_prev_seq + 1 == t->walk_seq) t->walk_same_outer = reused;
+                t->walk_prev_seq = t->walk_seq; /* the kept walk's outer frames are this one's */
                 out[n] = pc;
                 if (n > 2 && (flags & WALK_KEEP)) {
                     /* a late match: this walk (its own frames, then the previous walk's from
@@ -889,9 +892,14 @@ static int walk_mode(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, 
     }
     default: flags = WALK_REUSE | WALK_KEEP; break;
     }
+    t->walk_seq++;
+    t->walk_same_outer = 0;
     int n = walk(t, pc, sp, rbp, first_exact, out, max, complete, flags);
     if (flags == WALK_THUNK) {
-        if (t->thunk_hit >= 0) t->walk_reused++;
+        if (t->thunk_hit >= 0) {
+            t->walk_reused++;
+            t->walk_same_outer = t->thunk_hit + 1; /* those frames have not returned since */
+        }
         if (sync && *complete && ps_thunks_available) thunks_install(t, out, n);
         if (t->thunk_restore_request) { /* a cancel request came in meanwhile (thunk.c) */
             ps_thunks_restore(t, 1);
@@ -928,6 +936,14 @@ __attribute__((noinline)) int ps_unwind_caller(uintptr_t *out, int max, int *com
     }
     if (skip) memmove(out, out + skip, sizeof *out * (size_t)n);
     return n;
+}
+
+int ps_unwind_from(uintptr_t ra, uintptr_t sp, uintptr_t rbp, uintptr_t *out, int max, int *complete)
+{
+    *complete = 0;
+    ps_thread_t *t = ps_self;
+    if (!ps_unwind_ok || !t) return 0;
+    return walk_mode(t, ra, sp, rbp, 0, out, max, complete, 1);
 }
 
 int ps_unwind_signal(void *ucontext, uintptr_t *out, int max, int *complete)

@@ -16,6 +16,11 @@ int ps_unwind_init(char *err, size_t errlen); /* at load time; 0 on success */
  * thread start in clone3). [signal-safe] */
 int ps_unwind_caller(uintptr_t *out, int max, int *complete);
 
+/* From a frame given by its return address ra (the instruction after its call), stack pointer
+ * and rbp (the allocator shim's caller): out[0] = ra, then the return addresses outside it.
+ * [signal-safe] */
+int ps_unwind_from(uintptr_t ra, uintptr_t sp, uintptr_t rbp, uintptr_t *out, int max, int *complete);
+
 /* From a signal handler: out[0] is the interrupted instruction, then return addresses.
  * [signal-safe] */
 int ps_unwind_signal(void *ucontext, uintptr_t *out, int max, int *complete);
