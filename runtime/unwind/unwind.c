@@ -721,10 +721,13 @@ static int walk(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int f
             int reused = reuse_previous(t, &j, lookup, sp, rbp, out, n, max, complete, trust);
             if (reused) {
                 t->walk_reused++;
-                if (t->walk_prev_seq + 1 == t->walk_seq) t->walk_same_outer = reused;
-                t->walk_prev_seq = t->walk_seq; /* the kept walk's outer frames are this one's */
+                /* the frames after the matching one are the kept walk's (the matching frame
+                 * itself may differ: an exact pc against a return address) */
+                if (t->walk_prev_seq + 1 == t->walk_seq) t->walk_same_outer = reused - 1;
+                /* a match at the kept walk's first frame: all of it is this walk's outside */
+                if (j == 0) t->walk_prev_seq = t->walk_seq;
                 out[n] = pc;
-                if (n > 2 && (flags & WALK_KEEP)) {
+                if ((n > 2 || j > 0) && (flags & WALK_KEEP)) {
                     /* a late match: this walk (its own frames, then the previous walk's from
                      * the match on) is what the next walk should be compared with */
                     const frame_rec_t *prev = (const frame_rec_t *)t->walk_prev;
