@@ -2,8 +2,8 @@
 # Every pathscope benchmark in one command (no make target needed):
 #   bench/run-all.sh           installs the benchmark dependencies (apt, as root), builds the
 #                              runtime for Open MPI and MPICH, runs bench/percall.py,
-#                              bench/clockfence.c, bench/unwind.py, bench/perfcompare.py and
-#                              bench/apps.py, prints their tables and
+#                              bench/clockfence.c, bench/unwind.py, bench/perfcompare.py,
+#                              bench/apps.py and bench/heap.py, prints their tables and
 #                              keeps them with the raw measurements (JSON) in
 #                              build/bench/results-<date>/.
 #   bench/run-all.sh --quick   the same with few repetitions and small sizes: checks that
@@ -42,11 +42,13 @@ if [ $quick = 1 ]; then
   apps_args=(--reps 1 --steps 30 --hpl-n 800)
   unwind_args=(--reps 1 --iterations 200000)
   compare_args=(--steps 100)
+  heap_args=(--reps 1 --scale 200 --iterations 200000)
 else
   percall_args=()
   apps_args=(--variants base,pathscope,pathscope-preload,pathscope-100hz,pathscope-nopaths,perf)
   unwind_args=()
   compare_args=()
+  heap_args=()
 fi
 echo "== per-call cost (bench/percall.py) =="
 python3 bench/percall.py "${percall_args[@]}" --json "$out/percall.json" | tee "$out/percall.txt"
@@ -63,5 +65,8 @@ python3 bench/perfcompare.py "${compare_args[@]}" | tee "$out/perfcompare.txt"
 echo
 echo "== end-to-end overhead on applications (bench/apps.py) =="
 python3 bench/apps.py "${apps_args[@]}" --json "$out/apps.json" | tee "$out/apps.txt"
+echo
+echo "== heap profiling per traversal mode vs heaptrack (bench/heap.py) =="
+python3 bench/heap.py "${heap_args[@]}" --json "$out/heap.json" | tee "$out/heap.txt"
 echo
 echo "bench: tables and raw measurements in $out"

@@ -11,7 +11,7 @@ PACKAGES=(build-essential cmake pkg-config python3 python3-venv python3-dev
           openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran
           libdw-dev libelf-dev python3-mpi4py)
 if [ "${1:-}" = "--bench" ]; then
-  PACKAGES+=(lammps hpcc netpipe-openmpi linux-perf strace hyperfine)
+  PACKAGES+=(lammps hpcc netpipe-openmpi linux-perf strace hyperfine heaptrack)
 fi
 
 missing=()

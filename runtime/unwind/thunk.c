@@ -36,6 +36,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <time.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -105,9 +106,27 @@ int ps_thunks_shadow_stack(void)
 /* ---- the interposers -------------------------------------------------------------------- */
 #define PS_EXPORT __attribute__((visibility("default")))
 
+/* The definition we stand in front of.  RTLD_NEXT searches the global scope only: a C++
+ * library that a C program (Python) opened with RTLD_LOCAL has its libgcc_s and libstdc++
+ * outside it, yet its calls bind to us (the global scope comes first) -- so those libraries
+ * are also looked up where they are loaded.  Not found: said once, and the process aborts
+ * rather than jump to nowhere. */
 static void *next_symbol(const char *name)
 {
-    return dlsym(RTLD_NEXT, name);
+    static const char *const libraries[] = {"libgcc_s.so.1", "libstdc++.so.6", "libc.so.6",
+                                            "libunwind.so.8", "libunwind.so.1", NULL};
+    void *f = dlsym(RTLD_NEXT, name);
+    for (int i = 0; !f && libraries[i]; i++) {
+        void *h = dlopen(libraries[i], RTLD_LAZY | RTLD_NOLOAD);
+        if (h) f = dlsym(h, name); /* (the handle stays: the library is loaded anyway) */
+    }
+    if (!f) {
+        static const char msg[] = "pathscope: cannot find the definition of an unwinder "
+                                  "function it interposes; aborting\n";
+        syscall(SYS_write, 2, msg, sizeof msg - 1);
+        abort();
+    }
+    return f;
 }
 
 static inline void before_unwinding(void)

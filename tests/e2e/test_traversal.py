@@ -218,3 +218,18 @@ def test_modes_agree_on_a_mixed_program(tmp_path):
     assert results["reuse"] == results["full"]
     assert results["thunk"] == results["full"]
     assert sum(results["heuristic"].values()) == sum(results["full"].values())
+
+
+@pytest.mark.parametrize("mode", ["reuse", "thunk"])
+@pytest.mark.parametrize("heap", [False, True])
+def test_exceptions_in_a_library_opened_locally(tmp_path, mode, heap):
+    """pathscope interposes the unwinder's entry points; a C++ library opened with RTLD_LOCAL
+    by a C program (Python's extension modules) must still throw and catch through them."""
+    from conftest import _mpi
+    build = _mpi("openmpi").build
+    args = ["run", "--quiet", "--traversal", mode] + (["--heap"] if heap else [])
+    p = subprocess.run(PATHSCOPE + args + ["-o", str(tmp_path / "prof"), "--",
+                                           str(build / "heap_dlopen"),
+                                           str(build / "libheap_thrower.so")],
+                       capture_output=True, text=True, env=PY_ENV, timeout=60)
+    assert (p.returncode, p.stdout, p.stderr) == (0, "caught 100\n", "")
