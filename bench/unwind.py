@@ -2,7 +2,7 @@
 """Added nanoseconds per MPI call for call-path unwinding, by stack depth, in one run.
 
     python3 bench/unwind.py [--mpi openmpi,mpich] [--depths 10,30,60] [--reps 5]
-                            [--iterations 2000000] [--json FILE]
+                            [--iterations 2000000] [--traversal MODE] [--json FILE]
 
 bench/unwind_depth.c calls MPI_Comm_rank (1 rank) from DEPTH frames below main.  Per depth
 and MPI, interleaved in every repetition (order reversed on odd repetitions):
@@ -55,13 +55,15 @@ def visits_on_paths(outdir: Path) -> int:
 
 
 def measure(mpi: str, exe: Path, depth: int, iterations: int, variant: str, lib: Path,
-            tmp: Path) -> float:
+            tmp: Path, traversal: str = "") -> float:
     env = {}
     outdir = None
     if VARIANTS[variant]:
         outdir = Path(tempfile.mkdtemp(prefix=f"unwind-{mpi}-{depth}-{variant}-", dir=tmp))
         env = {"LD_PRELOAD": str(lib), "PATHSCOPE_OUTPUT": str(outdir), "PATHSCOPE_QUIET": "on",
                "PATHSCOPE_SAMPLE_RATE": "0", "PATHSCOPE_UNWIND": VARIANTS[variant]}
+        if traversal:
+            env["PATHSCOPE_TRAVERSAL"] = traversal
     _, out = bl.run(bl.mpirun(mpi, 1, [str(exe), str(depth), str(iterations)], env))
     line = next((l for l in out.splitlines() if l.startswith("unwind ")), None)
     if line is None:
@@ -81,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--depths", default="10,30,60")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--iterations", type=int, default=2_000_000)
+    ap.add_argument("--traversal", default="",
+                    help="PATHSCOPE_TRAVERSAL for the pathscope runs (default: the runtime's)")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
     depths = [int(d) for d in a.depths.split(",")]
@@ -94,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
                 runs: dict[str, list[float]] = {v: [] for v in VARIANTS}
                 for rep in range(a.reps):
                     for variant in bl.interleaved(rep, list(VARIANTS)):
-                        runs[variant].append(measure(mpi, exe, depth, a.iterations, variant, lib, tmp))
+                        runs[variant].append(measure(mpi, exe, depth, a.iterations, variant, lib,
+                                                     tmp, a.traversal))
                 results[f"{mpi}-{depth}"] = runs
     rows = []
     for key, runs in results.items():

@@ -86,6 +86,7 @@ typedef struct ps_thread {
     int heap_leaf_fn;
     unsigned walk_check_countdown; /* walks until the next check against a full walk */
     volatile int thunk_restore_request; /* set by pthread_cancel (thunk.c), cleared when done */
+    volatile int exited;           /* its start routine returned or it called pthread_exit */
     uintptr_t pthread;             /* pthread_self() of the thread */
     int thunk_hit, thunk_owner;
     /* what the insertion of a walk's path may skip (unwind.c: walk_mode, cct.c) */

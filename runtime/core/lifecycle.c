@@ -441,6 +441,7 @@ void ps_block_async_signals(sigset_t *saved)
 static void after_fork_in_child(void)
 {
     rank_file_written_final = 1;
+    heap_rewrite_at_exit = 0; /* (a child forked after MPI_Finalize) */
     nompi_target = 0;
     ps_state = PS_RUN_FINISHED;
     void ps_sample_forget_after_fork(void);

@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/single_threaded.h>
 #include <unistd.h>
 
 #include "heap.h"
@@ -163,10 +164,12 @@ static void timeline_point(uint64_t now, int64_t live)
 }
 
 /* Counters that other threads may update: a plain read-modify-write while the process has
- * one thread (it created any later one, so the switch to atomic updates is ordered). */
+ * one thread.  glibc's __libc_single_threaded turns false before the first other thread
+ * starts (its own helper threads included), and for good, in the thread that creates it:
+ * so the switch to atomic updates is ordered. */
 static inline uint64_t shared_add(_Atomic uint64_t *v, uint64_t delta)
 {
-    if (atomic_load_explicit(&ps_nthreads, memory_order_relaxed) <= 1) {
+    if (__libc_single_threaded) {
         uint64_t x = atomic_load_explicit(v, memory_order_relaxed) + delta;
         atomic_store_explicit(v, x, memory_order_relaxed);
         return x;
@@ -210,7 +213,9 @@ static void record_alloc(hdr_t *h, uint64_t size, int fn, const uintptr_t *calle
     h->thread = NO_THREAD;
     h->node = 0;
     ps_thread_t *t = ps_self;
-    if (!recording || !t || t->busy || depth > 1) {
+    /* (pathscope's own allocations are not the application's; a thunk is not our code) */
+    int ours = caller && ps_unwind_in_self(caller[0]) && ps_thunk_index(caller[0]) < 0;
+    if (!recording || !t || t->busy || depth > 1 || ours) {
         atomic_fetch_add_explicit(&ps_heap_stats.untracked_allocs, 1, memory_order_relaxed);
         return;
     }
@@ -375,7 +380,22 @@ void ps_heap_totals(uint64_t *peak, uint64_t *peak_at, uint64_t *gen, int64_t *l
     *live = atomic_load(&live_bytes);
 }
 
-int ps_heap_timeline(const ps_heap_point_t **points) { *points = timeline; return tl_n; }
+/* A copy of the timeline, taken under its lock (recording may go on while the rank file is
+ * written at MPI_Finalize; a point is appended in nanoseconds, so the wait is short). */
+int ps_heap_timeline(const ps_heap_point_t **points)
+{
+    static ps_heap_point_t copy[TL_MAX];
+    for (int spin = 0; atomic_flag_test_and_set_explicit(&tl_lock, memory_order_acquire); spin++)
+        if (spin > 1000000) { /* (a thread stopped inside the lock: a fatal signal) */
+            *points = timeline;
+            return tl_n;
+        }
+    int n = tl_n;
+    memcpy(copy, timeline, sizeof *copy * (size_t)n);
+    atomic_flag_clear_explicit(&tl_lock, memory_order_release);
+    *points = copy;
+    return n;
+}
 
 /* A node's live bytes at the rank's peak (see the top of this file). */
 uint64_t ps_heap_node_peak(ps_heap_node_t *h)

@@ -169,7 +169,7 @@ void *reallocarray(void *p, size_t n, size_t m)
     return do_realloc(PS_HEAP_REALLOCARRAY, p, total, caller);
 }
 
-static size_t power_of_two_at_least(size_t a)
+static size_t power_of_two_at_least(size_t a) /* 0: there is none */
 {
     size_t p = 16;
     while (p < a && p) p <<= 1;
@@ -191,13 +191,23 @@ int posix_memalign(void **out, size_t align, size_t n)
 void *aligned_alloc(size_t align, size_t n)
 {
     CALLER(caller);
-    return alloc(PS_HEAP_ALIGNED_ALLOC, n, power_of_two_at_least(align), 0, caller);
+    size_t a = power_of_two_at_least(align);
+    if (!a) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return alloc(PS_HEAP_ALIGNED_ALLOC, n, a, 0, caller);
 }
 
 void *memalign(size_t align, size_t n)
 {
     CALLER(caller);
-    return alloc(PS_HEAP_MEMALIGN, n, power_of_two_at_least(align), 0, caller);
+    size_t a = power_of_two_at_least(align);
+    if (!a) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return alloc(PS_HEAP_MEMALIGN, n, a, 0, caller);
 }
 
 void *valloc(size_t n)

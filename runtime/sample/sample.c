@@ -283,8 +283,14 @@ void ps_sample_init(void)
         if (strcmp(ps_options.traversal, ps_traversal_names[m]) == 0) ps_traversal_mode = m;
     ps_traversal_check = (unsigned)atoi(ps_options.traversal_check);
     if (ps_traversal_mode == PS_TRAVERSAL_THUNK) {
+        static char refused[PS_PATH_MAX + 64], module[PS_PATH_MAX];
         if (ps_thunks_shadow_stack()) { /* returns into thunks would fault */
             ps_traversal_requested = "thunk (refused: CET shadow stack)";
+            ps_traversal_mode = PS_TRAVERSAL_REUSE;
+        } else if (ps_unwind_own_unwinder(module, sizeof module)) {
+            /* its exceptions would meet thunks we could not restore first */
+            snprintf(refused, sizeof refused, "thunk (refused: %s has its own unwinder)", module);
+            ps_traversal_requested = refused;
             ps_traversal_mode = PS_TRAVERSAL_REUSE;
         } else {
             ps_thunks_available = 1;
@@ -320,6 +326,7 @@ static void thread_finish(void *arg)
 {
     ps_thread_t *t = arg;
     if (!t) return;
+    t->exited = 1;
     ps_sample_thread_stop(t);
     if (tree_enter(t)) {
         ps_thread_close(t, ps_now());

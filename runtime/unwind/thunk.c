@@ -134,6 +134,16 @@ static inline void before_unwinding(void)
     if (ps_thunks_available) ps_thunks_restore(ps_self, 1);
 }
 
+/* The thread unwinds to its end (pthread_exit, cancellation): no thunks any more, even if a
+ * destructor on the way catches an exception of its own (its catch does not end this
+ * unwinding, which libstdc++ does not count as an uncaught exception). */
+static inline void before_ending(void)
+{
+    if (!ps_thunks_available || !ps_self) return;
+    ps_thunks_restore(ps_self, 1);
+    ps_self->thunks.suspended = 2;
+}
+
 typedef int (*unwind_fn)(void *);
 PS_EXPORT int _Unwind_RaiseException(void *exc)
 {
@@ -156,7 +166,7 @@ PS_EXPORT int _Unwind_ForcedUnwind(void *exc, void *stop, void *arg)
 {
     static forced_fn real;
     if (!real) real = (forced_fn)next_symbol("_Unwind_ForcedUnwind");
-    before_unwinding();
+    before_ending(); /* a forced unwind ends the thread */
     return real(exc, stop, arg);
 }
 
@@ -228,7 +238,7 @@ PS_EXPORT int pthread_cancel(pthread_t thread)
         int n = atomic_load(&ps_nthreads);
         for (int i = 0; i < n; i++)
             if (ps_threads[i] && ps_threads[i]->pthread == (uintptr_t)thread &&
-                !ps_threads[i]->end_ticks)
+                !ps_threads[i]->exited) /* (end_ticks: closed when a rank file is written) */
                 target = ps_threads[i];
         if (target && target == ps_self) {
             ps_thunks_restore(target, 1);
@@ -251,7 +261,7 @@ PS_EXPORT void pthread_exit(void *value)
 {
     static exit_fn real;
     if (!real) real = (exit_fn)next_symbol("pthread_exit");
-    before_unwinding();
+    before_ending();
     real(value);
     __builtin_unreachable();
 }

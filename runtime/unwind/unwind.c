@@ -282,6 +282,102 @@ static int read_encoded(const uint8_t **p, const uint8_t *end, uint8_t enc, uint
     return 1;
 }
 
+/* ---- modules with an unwinder of their own (thunk mode refuses them) ----------------------
+ * Thunks are safe because pathscope restores the return addresses before the C++ unwinder
+ * runs, which it sees by interposing _Unwind_RaiseException & co.  A module linked with a
+ * static libgcc (-static-libgcc, -static) calls its own copy instead.  Such a module has
+ * exception code (CIEs with a personality routine) but does not import _Unwind_Resume, which
+ * every landing pad of a dynamically linked one calls.  (A module with try/catch but no
+ * cleanup at all is refused too: the safe side.) */
+static int module_has_personality(const ElfW(Phdr) *ph, int phnum, uintptr_t bias)
+{
+    const uint8_t *hdr = NULL;
+    for (int i = 0; i < phnum; i++)
+        if (ph[i].p_type == PT_GNU_EH_FRAME) hdr = (const uint8_t *)(bias + ph[i].p_vaddr);
+    if (!hdr || hdr[0] != 1) return 0;
+    const uint8_t *p = hdr + 4;
+    uintptr_t eh_frame;
+    if (!read_encoded(&p, hdr + 64, hdr[1], (uintptr_t)hdr, &eh_frame)) return 0;
+    uintptr_t end = 0; /* the end of the segment holding .eh_frame */
+    for (int i = 0; i < phnum; i++) {
+        uintptr_t lo = bias + ph[i].p_vaddr, hi = lo + ph[i].p_filesz;
+        if (ph[i].p_type == PT_LOAD && eh_frame >= lo && eh_frame < hi) end = hi;
+    }
+    for (const uint8_t *e = (const uint8_t *)eh_frame; (uintptr_t)e + 9 <= end;) {
+        uint32_t len;
+        memcpy(&len, e, 4);
+        if (len == 0 || len == 0xffffffffu) break; /* the terminator (64-bit lengths: not in x86-64 .eh_frame) */
+        uint32_t id;
+        memcpy(&id, e + 4, 4);
+        if (id == 0 && strchr((const char *)e + 9, 'P')) return 1; /* CIE: version, augmentation */
+        e += 4 + (uintptr_t)len;
+    }
+    return 0;
+}
+
+static int module_imports(const ElfW(Dyn) *dyn, const char *want)
+{
+    const ElfW(Sym) *symtab = NULL;
+    const char *strtab = NULL;
+    const uint32_t *hash = NULL, *gnu = NULL;
+    for (; dyn->d_tag != DT_NULL; dyn++) {
+        if (dyn->d_tag == DT_SYMTAB) symtab = (const ElfW(Sym) *)dyn->d_un.d_ptr;
+        else if (dyn->d_tag == DT_STRTAB) strtab = (const char *)dyn->d_un.d_ptr;
+        else if (dyn->d_tag == DT_HASH) hash = (const uint32_t *)dyn->d_un.d_ptr;
+        else if (dyn->d_tag == DT_GNU_HASH) gnu = (const uint32_t *)dyn->d_un.d_ptr;
+    }
+    if (!symtab || !strtab) return 0;
+    uint32_t nsyms = 0;
+    if (hash) {
+        nsyms = hash[1];
+    } else if (gnu) { /* the highest symbol index reachable from the buckets */
+        uint32_t nbuckets = gnu[0], symoffset = gnu[1], bloom = gnu[2];
+        const uint32_t *buckets = gnu + 4 + bloom * (sizeof(ElfW(Addr)) / 4);
+        const uint32_t *chains = buckets + nbuckets;
+        for (uint32_t b = 0; b < nbuckets; b++)
+            if (buckets[b] >= nsyms) nsyms = buckets[b];
+        if (nsyms >= symoffset)
+            while (!(chains[nsyms - symoffset] & 1)) nsyms++;
+        nsyms++;
+    }
+    for (uint32_t i = 1; i < nsyms; i++)
+        if (symtab[i].st_shndx == SHN_UNDEF && strcmp(strtab + symtab[i].st_name, want) == 0)
+            return 1;
+    return 0;
+}
+
+typedef struct {
+    char *name;
+    size_t len;
+    int found;
+} own_unwinder_t;
+
+static int find_own_unwinder(struct dl_phdr_info *info, size_t size, void *data)
+{
+    own_unwinder_t *o = data;
+    const char *path = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : "(the program)";
+    static const char *const known[] = {"linux-vdso", "ld-linux", "/libc.so", "/libgcc_s.so",
+                                        "libpathscope", "/libunwind.so", NULL};
+    for (int i = 0; known[i]; i++)
+        if (strstr(path, known[i])) return 0;
+    const ElfW(Dyn) *dyn = NULL;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+            dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    if (!module_has_personality(info->dlpi_phdr, info->dlpi_phnum, info->dlpi_addr)) return 0;
+    if (dyn && module_imports(dyn, "_Unwind_Resume")) return 0;
+    snprintf(o->name, o->len, "%s", path);
+    o->found = 1;
+    return 1;
+}
+
+int ps_unwind_own_unwinder(char *name, size_t len)
+{
+    own_unwinder_t o = {name, len, 0};
+    dl_iterate_phdr(find_own_unwinder, &o);
+    return o.found;
+}
+
 /* ---- FDE search and the CFA program ------------------------------------------------------- */
 #define DW_RBP 6
 #define DW_RSP 7
@@ -946,7 +1042,18 @@ int ps_unwind_from(uintptr_t ra, uintptr_t sp, uintptr_t rbp, uintptr_t *out, in
     *complete = 0;
     ps_thread_t *t = ps_self;
     if (!ps_unwind_ok || !t) return 0;
-    return walk_mode(t, ra, sp, rbp, 0, out, max, complete, 1);
+    int ti = ps_thunk_index(ra);
+    if (ti < 0) return walk_mode(t, ra, sp, rbp, 0, out, max, complete, 1);
+    /* the allocator was reached by a sibling call (`return malloc(n)`): it returns through the
+     * slot of the function that jumped to it, which holds that function's thunk */
+    ps_thunks_t *th = &t->thunks;
+    if ((uint32_t)ti >= th->top || th->e[ti].slot != sp - 8) {
+        t->thunk_errors++;
+        return 0;
+    }
+    int n = walk_mode(t, th->e[ti].ra, sp, rbp, 0, out, max, complete, 1);
+    if (th->top < (uint32_t)ti + 1) th->top = (uint32_t)ti + 1; /* the slot still needs it */
+    return n;
 }
 
 int ps_unwind_signal(void *ucontext, uintptr_t *out, int max, int *complete)

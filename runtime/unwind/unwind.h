@@ -56,5 +56,8 @@ static inline int ps_thunk_index(uintptr_t ra) /* -1: not a thunk */
 }
 void ps_thunks_restore(ps_thread_t *t, int suspend); /* [signal-safe] */
 int ps_thunks_shadow_stack(void);
+/* A loaded module with C++ exception code and an unwinder of its own (a static libgcc):
+ * 1 and its path in name. */
+int ps_unwind_own_unwinder(char *name, size_t len);
 extern const char *ps_traversal_requested; /* the mode asked for, when it could not be used */
 #endif

@@ -57,7 +57,9 @@ def heap_line(out, rank=0):
     (line,) = [r for r in rank_records(out, rank) if r[0] == "heap"]
     names = ["mode", "allocs", "alloc_bytes", "frees", "freed_bytes", "peak", "peak_ns", "live",
              "untracked_allocs", "untracked_frees", "foreign_frees"]
-    return {k: (v if k == "mode" else int(v)) for k, v in zip(names, line[1:])}
+    heap = {k: (v if k == "mode" else int(v)) for k, v in zip(names, line[1:])}
+    assert heap["live"] == heap["alloc_bytes"] - heap["freed_bytes"], heap  # (docs/format.md)
+    return heap
 
 
 def walks_lines(out, rank=0):
@@ -184,6 +186,15 @@ def test_traversal_modes_agree_exactly(openmpi, tmp_path):
     app = {m: {p: v for p, v in r.items() if ";main;" in p and "_IO_" not in p}
            for m, r in results.items()}
     assert app["full"] == app["reuse"] == app["thunk"]
+
+
+def test_frees_from_a_thread_pathscope_never_saw(openmpi, tmp_path):
+    """A SIGEV_THREAD timer's thread (started inside glibc) frees while the main thread
+    allocates: every update counts (heap_line checks live = allocated - freed)."""
+    out = tmp_path / "prof"
+    run_heap(openmpi.prog("heap_timer"), out)
+    heap = heap_line(out)
+    assert heap["allocs"] >= 1_125_000 and heap["foreign_frees"] == 0
 
 
 # ---- errors ----------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from test_paths import PATHSCOPE, PY_ENV, folded, rank_records, total
+from test_paths import PATHSCOPE, PY_ENV, cli, folded, rank_records, total
 
 EXACT_MODES = ("full", "reuse", "thunk")
 THUNK_SCENARIOS = ("exceptions", "dtor_catch", "longjmp", "signals", "backtrace", "fork",
@@ -233,3 +233,35 @@ def test_exceptions_in_a_library_opened_locally(tmp_path, mode, heap):
                                            str(build / "libheap_thrower.so")],
                        capture_output=True, text=True, env=PY_ENV, timeout=60)
     assert (p.returncode, p.stdout, p.stderr) == (0, "caught 100\n", "")
+
+
+def test_thunk_mode_refused_for_a_static_unwinder(tmp_path):
+    """A program with its own copy of the C++ unwinder (-static-libgcc): thunk mode is refused,
+    the reuse mode used and the refusal written; the program's exceptions work."""
+    from conftest import _mpi
+    out = tmp_path / "prof"
+    p = run(_mpi("openmpi").prog("heap_static_exc"), out, "thunk")
+    assert (p.returncode, p.stdout) == (0, "caught 3\n"), p.stderr
+    (traversal,) = [r for r in rank_records(out, 0) if r[0] == "traversal"]
+    assert traversal[1] == "reuse" and traversal[3] == "thunk (refused: (the program) has its own unwinder)"
+    assert "mode reuse" in cli("report", out).stdout
+
+
+def test_sibling_calls_into_the_allocator(tmp_path):
+    """`return malloc(n)` jumps to malloc, which then returns through its caller's thunk."""
+    from conftest import _mpi
+    for mode in ("full", "thunk"):
+        out = tmp_path / mode
+        p = run(_mpi("openmpi").prog("heap_tail"), out, mode)
+        assert p.returncode == 0, p.stderr
+        lines = folded(out, "alloc_count")
+        assert total(lines, r";main;f;malloc$") == 100 and total(lines, r";main;malloc$") == 100, lines
+        assert not any(path.startswith("[failed unwind]") for path in lines)
+
+
+@pytest.mark.parametrize("mode", ["reuse", "thunk"])
+def test_pthread_exit_through_a_destructor_that_catches(tmp_path, mode):
+    from conftest import _mpi
+    out = tmp_path / "prof"
+    p = run(_mpi("openmpi").prog("heap_pexit"), out, mode)
+    assert (p.returncode, p.stdout) == (0, "cleanup handlers run: 5 of 5\n"), p.stderr
