@@ -179,7 +179,8 @@ class RankCallPaths:
     unwind: dict[str, str]        # MPI function group -> path | count
     modules: dict[int, Module]
     threads: dict[int, Thread]    # by thread index, sorted
-    traversal: Optional[tuple[str, int]] = None   # mode, check every N-th walk (format 2.1)
+    # mode, check every N-th walk, the mode asked for when refused ("" if none) (format 2.1)
+    traversal: Optional[tuple[str, int, str]] = None
     heap: Optional[HeapSummary] = None            # PATHSCOPE_HEAP=on (format 2.1)
 
     def has_paths(self) -> bool:
@@ -208,7 +209,7 @@ class CallPathParser:
         self.pcomms: list[tuple[int, int, PathComm, str]] = []
         self.hnodes: list[tuple[int, int, HeapStats, str]] = []
         self.walks: list[tuple[int, Walks, str]] = []
-        self.traversal: Optional[tuple[str, int]] = None
+        self.traversal: Optional[tuple[str, int, str]] = None
         self.heap: Optional[HeapSummary] = None
         self.points: list[HeapPoint] = []
 
@@ -220,7 +221,8 @@ class CallPathParser:
 
     def _traversal(self, r: Record) -> None:
         r.need(2)
-        self.traversal = (r.text(0), r.number(1))
+        requested = r.text(2) if len(r.fields) > 2 and r.fields[2] != "-" else ""
+        self.traversal = (r.text(0), r.number(1), requested)
 
     def _walks(self, r: Record) -> None:
         r.need(5)

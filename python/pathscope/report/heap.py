@@ -149,11 +149,13 @@ def _timelines(heaps: dict[int, HeapSummary]) -> str:
 
 
 def _walks(profile: Profile) -> str:
-    modes, walks, reused, checks, agree = set(), 0, 0, 0, 0
+    modes, refused, walks, reused, checks, agree = set(), set(), 0, 0, 0, 0
     for paths in profile.callpaths.values():
         if paths.traversal is None:
             continue
         modes.add(paths.traversal[0])
+        if paths.traversal[2]:
+            refused.add(paths.traversal[2])
         for thread in paths.threads.values():
             if thread.walks is not None:
                 walks += thread.walks.walks
@@ -164,6 +166,8 @@ def _walks(profile: Profile) -> str:
         return ""
     checked = (f"{checks:,} repeated as a full walk: {agree:,} agree "
                f"({format_percent(agree / checks)})" if checks else "none repeated as a full walk")
-    return (f"Stack walks\n{INDENT}mode {', '.join(sorted(modes))}: {walks:,} walks, "
-            f"{format_percent(reused / walks) if walks else '-'} reused the previous walk; "
-            f"{checked}")
+    lines = [f"Stack walks\n{INDENT}mode {', '.join(sorted(modes))}: {walks:,} walks, "
+             f"{format_percent(reused / walks) if walks else '-'} reused the previous walk; "
+             f"{checked}"]
+    lines += [f"{INDENT}asked for: {r}" for r in sorted(refused)]
+    return "\n".join(lines)
