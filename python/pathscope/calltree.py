@@ -29,7 +29,8 @@ from pathscope.symbols import ROOT_FRAME, Frame, frame_of
 VISITS, SAMPLE_NS, SAMPLES, MPI_NS, BYTES = range(5)
 # heap profiling (cct.HeapStats): blocks allocated on the path, freed, live at the rank's peak
 ALLOCS, ALLOC_BYTES, FREES, FREED_BYTES, PEAK_BYTES = range(5, 10)
-METRIC_COUNT = 10
+ENTRIES = 10                  # thunk mode: calls made at a call site, a lower bound
+METRIC_COUNT = 11
 
 
 def no_call_paths_message(profile: Profile) -> str:
@@ -60,6 +61,7 @@ class MergedNode:
         values[SAMPLES] += node.samples
         values[MPI_NS] += node.mpi_ns
         values[BYTES] += node.bytes
+        values[ENTRIES] += node.entries
         if node.heap is not None:
             values[ALLOCS] += node.heap.allocs
             values[ALLOC_BYTES] += node.heap.alloc_bytes

@@ -127,6 +127,7 @@ class Node:
     bytes: int
     comms: list[PathComm] = field(default_factory=list)
     heap: Optional[HeapStats] = None
+    entries: int = 0              # call nodes, thunk mode: calls made here, a lower bound (2.1)
 
     @property
     def time_ns(self) -> int:
@@ -285,6 +286,8 @@ class CallPathParser:
             op = r.text(5)          # mpi: the operation; a kind from a newer minor version
         node = Node(node_id, parent, kind, module, address, op, r.number(6), r.number(7),
                     r.number(8), r.number(9), r.number(10))
+        if len(r.fields) > 11:
+            node.entries = r.number(11)
         nodes = self.nodes.setdefault(thread, {})
         if node_id in nodes:
             raise ProfileError(f"{r.where}: node {node_id} of thread {thread} listed twice")

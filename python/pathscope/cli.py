@@ -31,7 +31,7 @@ EXPORT_TABLES = ("comm-ops", "ops", "comms", "ranks", "heap-timeline", "heap-ran
 TABLE_FORMATS = ("csv", "json")
 CALL_PATH_FORMATS = ("folded", "speedscope")
 EXPORT_FORMATS = TABLE_FORMATS + CALL_PATH_FORMATS
-CALL_PATH_METRICS = ("time", "mpi_time", "visits", "bytes", "alloc_count", "alloc_bytes",
+CALL_PATH_METRICS = ("time", "mpi_time", "visits", "bytes", "calls", "alloc_count", "alloc_bytes",
                      "free_count", "leaked_bytes", "peak_bytes")
 DEFAULT_TABLE = "comm-ops"
 DEFAULT_METRIC = "time"

@@ -40,6 +40,7 @@ typedef struct {
     uint64_t visits, bytes;          /* MPI nodes */
     uint64_t mpi_ticks;              /* MPI nodes */
     uint64_t sample_ticks, samples;  /* FN, PC, FAILED, NOT_UNWOUND */
+    uint64_t entries;                /* CALL: calls made here, a lower bound (thunk mode) */
 } ps_node_t;
 
 typedef struct {
@@ -58,6 +59,15 @@ typedef struct {
         uintptr_t slot;  /* the stack slot */
         uintptr_t ra;    /* the return address it held */
     } e[PS_MAX_DEPTH];
+    uint32_t restored_top; /* e[0..restored_top) were put back, not returned through: their
+                            * frames may still be live (the same activation if met again) */
+    /* installation waiting for the tree update (unwind.c: ps_unwind_commit) */
+    uint32_t pend_base, npend;
+    uint64_t pend_seq;
+    struct {
+        uintptr_t slot, ra;
+        uint32_t outer;  /* the position of the caller's frame from the root (last_nodes) */
+    } pend[PS_MAX_DEPTH];
 } ps_thunks_t;
 
 typedef struct ps_thread {

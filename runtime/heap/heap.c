@@ -232,6 +232,7 @@ static void record_alloc(hdr_t *h, uint64_t size, int fn, const uintptr_t *calle
     if (!complete) t->unwind_failures++;
     uint32_t parent = complete ? 0 : t->failed_node;
     uint32_t node = n > 0 ? ps_cct_insert_path(t, parent, t->scratch, n, PS_NODE_CALL) : parent;
+    ps_unwind_commit(t);
     uint32_t leaf;
     if (t->heap_leaf_parent == node && t->heap_leaf_fn == fn && t->heap_leaf) {
         leaf = t->heap_leaf; /* the same path as last time */

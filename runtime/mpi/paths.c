@@ -142,6 +142,7 @@ void ps_path_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_
         int n = ps_unwind_caller(t->scratch, PS_MAX_DEPTH, &complete);
         if (complete && n > 0) charge_gap_before_call(t, n);
         node = op_node_below(t, t->scratch, n, complete, op);
+        ps_unwind_commit(t);
     }
     ps_node_t *nd = &t->nodes[node];
     nd->visits++;

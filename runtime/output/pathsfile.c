@@ -212,7 +212,8 @@ static void write_thread(ps_fmt_t *f, ps_thread_t *t)
         ps_fmt_u64(f, ps_ticks_to_ns(n->sample_ticks)); tab(f);
         ps_fmt_u64(f, n->samples); tab(f);
         ps_fmt_u64(f, ps_ticks_to_ns(n->mpi_ticks)); tab(f);
-        ps_fmt_u64(f, n->bytes); ps_fmt_char(f, '\n');
+        ps_fmt_u64(f, n->bytes); tab(f);
+        ps_fmt_u64(f, n->entries); ps_fmt_char(f, '\n');
     }
     ps_fmt_str(f, "walks\t");
     ps_fmt_u64(f, (uint64_t)t->index); tab(f);

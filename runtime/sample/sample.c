@@ -74,6 +74,7 @@ static void sample_here(ps_thread_t *t, void *context, uint64_t now)
         int kind = start ? PS_NODE_FN : PS_NODE_PC;
         if (start) t->scratch[0] = start;
         node = ps_cct_insert_path(t, complete ? 0 : t->failed_node, t->scratch, n, kind);
+        ps_unwind_commit(t);
     }
     if (!complete) t->unwind_failures++;
     t->nodes[node].sample_ticks += weight;

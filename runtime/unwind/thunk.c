@@ -1,14 +1,15 @@
 /* Thunk stacks (PATHSCOPE_TRAVERSAL=thunk), after Szebenyi et al.'s "thunk stacks".
  *
- * After a complete synchronous walk (an allocation, an MPI call) the return-address slots of
- * the frames above the caller's own are redirected to jump thunks: thunk i stands for entry
+ * After a complete walk (an allocation, an MPI call, a sample) the return-address slots of the
+ * application's frames are redirected to jump thunks: thunk i stands for entry
  * e[i] of the thread's thunk stack (cct.h: ps_thunks_t), which keeps the slot and the return
  * address it held.  A frame that returns runs its thunk, which pops the thunk stack to i and
  * jumps to the saved address with every register the return needs untouched (the thunk
  * clobbers only r10, r11 and the flags, which no caller expects preserved across a return).
  * The next walk stops at the first slot that still holds a thunk: that frame and every frame
  * outside it have not returned since, so the rest of the path is e[i].ra .. e[0].ra --
- * exactly, whatever the frame sizes, in as many steps as new frames.
+ * exactly, whatever the frame sizes, in as many steps as new frames.  And every thunk
+ * installed marks a call that started since the last walk: its call site counts one call.
  *
  * What reads return addresses besides us, and what we do about it:
  *  - C++ (and Rust) exceptions: _Unwind_RaiseException, _Unwind_Resume_or_Rethrow,
@@ -24,7 +25,9 @@
  *    overwrites the slot), live thunked frames are always e[0..k] in stack order, and a
  *    walk checks e[i].slot == the slot before trusting e[i]; entries above the first thunk
  *    met are stale and are overwritten.
- *  - Signal handlers: samples read thunks but never install them.
+ *  - Samples install thunks too (unwind.c: ps_unwind_commit), but never on the interrupted
+ *    frame, which may be about to read its own return address (setjmp does).  A sample that
+ *    lands in our own code while the thread updates its tree is dropped (busy).
  *  - fork(): the child has the same stack and the same thunk stack.
  *  - CET shadow stacks (Linux 6.6+ user shadow stack): a return to a thunk would fault, so
  *    thunk mode is refused at start-up and the reuse mode used instead.
@@ -91,6 +94,7 @@ void ps_thunks_restore(ps_thread_t *t, int suspend)
         uintptr_t *slot = (uintptr_t *)th->e[i].slot;
         if (slot && *slot == ps_thunk_address(i)) *slot = th->e[i].ra;
     }
+    if (th->restored_top < th->top) th->restored_top = th->top;
     th->top = 0;
     t->thunk_restores++;
 }

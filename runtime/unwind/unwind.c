@@ -937,13 +937,21 @@ unsigned ps_traversal_check = 1000;
 const char *const ps_traversal_names[] = {"full", "reuse", "heuristic", "thunk"};
 const char *ps_traversal_requested;
 
-/* After a complete synchronous walk of n frames in thunk mode: the slots of the frames walked
- * afresh get thunks, outermost first, from the frame inside the thunk met (or the outermost
- * frame) down to the first frame of our own or of the function that called us (its slot
- * holds the return into the application, which comes next anyway). */
-static void thunks_install(ps_thread_t *t, const uintptr_t *out, int n)
+#define HEURISTIC_FULL_EVERY 64
+#define HEURISTIC_GAP_NS 10000000.0
+static uint64_t heuristic_gap_ticks;
+
+/* After a complete walk of n frames in thunk mode: the slots of the frames walked afresh are
+ * to get thunks, outermost first, from the frame inside the thunk met (or the outermost
+ * frame) down to the first frame of the application (our own innermost frames return right
+ * away; the innermost frame of a sample is at an arbitrary instruction, maybe reading its
+ * own return address: left alone).  They are noted here and installed by ps_unwind_commit()
+ * once the caller has put the path into the tree, so that each new entry -- a call that
+ * started since the last walk -- can count one entry on its call-site node. */
+static void thunks_prepare(ps_thread_t *t, int n, int sync)
 {
     ps_thunks_t *th = &t->thunks;
+    th->npend = 0;
     if (th->suspended) return;
     const frame_rec_t *cur = (const frame_rec_t *)t->walk_cur;
     int owner, index;
@@ -954,24 +962,46 @@ static void thunks_install(ps_thread_t *t, const uintptr_t *out, int n)
         owner = n - 1;           /* the outermost frame has no slot */
         index = 0;
     }
-    th->top = (uint32_t)index;   /* entries above the thunk met are stale */
-    /* our own innermost frames return right away: their slots (the last one holds the return
-     * into the application) are left alone; thunks go from the first application frame out */
-    int first = 0;
-    while (first < owner && ps_unwind_in_self(out[first])) first++;
+    int first = sync ? 0 : 1;
+    while (first < owner && ps_unwind_in_self(cur[first].pc)) first++;
+    th->pend_base = (uint32_t)index;
+    th->pend_seq = t->walk_seq;
     for (int k = owner - 1; k >= first && index < PS_MAX_DEPTH; k--, index++) {
-        uintptr_t *slot = (uintptr_t *)(cur[k + 1].sp - 8);
-        if (*slot != out[k + 1]) break;       /* (cannot happen: the walk read it) */
-        th->e[index].slot = (uintptr_t)slot;
-        th->e[index].ra = out[k + 1];
-        th->top = (uint32_t)index + 1;
-        atomic_signal_fence(memory_order_seq_cst); /* the entry before the slot */
-        *slot = ps_thunk_address(index);
+        uint32_t i = th->npend++;
+        th->pend[i].slot = cur[k + 1].sp - 8;
+        th->pend[i].ra = cur[k + 1].pc;
+        th->pend[i].outer = (uint32_t)(n - 2 - k); /* frame k+1's position from the root */
     }
 }
-#define HEURISTIC_FULL_EVERY 64
-#define HEURISTIC_GAP_NS 10000000.0
-static uint64_t heuristic_gap_ticks;
+
+void ps_unwind_commit(ps_thread_t *t)
+{
+    ps_thunks_t *th = &t->thunks;
+    if (!ps_thunks_available || th->suspended || th->pend_seq != t->walk_seq) return;
+    th->pend_seq = 0;
+    int counted = t->last_keys_seq == t->walk_seq; /* last_nodes holds this walk's path */
+    uint32_t index = th->pend_base;
+    th->top = index;             /* entries above the thunk met are stale */
+    for (uint32_t i = 0; i < th->npend; i++, index++) {
+        uintptr_t *slot = (uintptr_t *)th->pend[i].slot, ra = th->pend[i].ra;
+        if (*slot != ra) break; /* (cannot happen: the walk read it) */
+        /* a frame whose thunk was put back and is met again is the same call */
+        int again = index < th->restored_top && th->e[index].slot == (uintptr_t)slot &&
+                    th->e[index].ra == ra;
+        th->e[index].slot = (uintptr_t)slot;
+        th->e[index].ra = ra;
+        th->top = index + 1;
+        atomic_signal_fence(memory_order_seq_cst); /* the entry before the slot */
+        *slot = ps_thunk_address((int)index);
+        uint32_t outer = th->pend[i].outer;
+        if (counted && !again && (int)outer < t->last_n) t->nodes[t->last_nodes[outer]].entries++;
+    }
+    th->restored_top = 0; /* (after a restore there is no thunk: this walk covered them all) */
+    if (t->thunk_restore_request) { /* a cancel request came in meanwhile (thunk.c) */
+        ps_thunks_restore(t, 1);
+        t->thunk_restore_request = 0;
+    }
+}
 
 static int walk_mode(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int first_exact,
                      uintptr_t *out, int max, int *complete, int sync)
@@ -999,7 +1029,7 @@ static int walk_mode(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, 
             t->walk_reused++;
             t->walk_same_outer = t->thunk_hit + 1; /* those frames have not returned since */
         }
-        if (sync && *complete && ps_thunks_available) thunks_install(t, out, n);
+        if (*complete && ps_thunks_available) thunks_prepare(t, n, sync);
         if (t->thunk_restore_request) { /* a cancel request came in meanwhile (thunk.c) */
             ps_thunks_restore(t, 1);
             t->thunk_restore_request = 0;

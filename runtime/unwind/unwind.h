@@ -44,6 +44,11 @@ extern const char *const ps_traversal_names[PS_TRAVERSAL_NMODES];
 /* At thread registration (not in a signal handler): the stack bounds walks stay within. */
 void ps_unwind_thread_init(ps_thread_t *t);
 
+/* Thunk mode: after a walk's path went into the tree (the caller's last ps_cct_insert_path
+ * from the root), its frames get their thunks, and calls that started since the last walk
+ * count an entry on their call-site nodes.  Without it nothing is installed. [signal-safe] */
+void ps_unwind_commit(ps_thread_t *t);
+
 /* Thunk stacks (thunk.c). */
 extern char ps_thunk_code[], ps_thunk_code_end[];
 extern __thread ps_thunks_t *ps_thunk_self __attribute__((tls_model("initial-exec")));

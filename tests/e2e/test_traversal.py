@@ -266,3 +266,22 @@ def test_pthread_exit_through_a_destructor_that_catches(tmp_path, mode):
     out = tmp_path / "prof"
     p = run(_mpi("openmpi").prog("heap_pexit"), out, mode)
     assert (p.returncode, p.stdout) == (0, "cleanup handlers run: 5 of 5\n"), p.stderr
+
+
+def test_thunks_count_calls(tmp_path):
+    """Thunk mode counts, on each call site, the calls that a walk saw start: exact for calls
+    that allocate (every such call is walked), a lower bound for calls only samples see."""
+    from conftest import _mpi
+    prog = _mpi("openmpi").prog("heap_calls")
+    out = tmp_path / "thunk"
+    p = run(prog, out, "thunk", extra=["--sample-rate", "2000"])
+    assert p.returncode == 0, p.stderr
+    calls = folded(out, "calls")
+    main = "_start;__libc_start_main;__libc_start_call_main;main"
+    assert calls[main + ";run_f"] == 1000
+    assert calls[main + ";run_h"] == 20
+    assert calls[main + ";run_h;h"] == 1000
+    assert 0 < calls.get(main + ";run_spin", 0) <= 2000
+    out = tmp_path / "reuse"
+    assert run(prog, out, "reuse").returncode == 0
+    assert folded(out, "calls") == {}

@@ -16,7 +16,7 @@ from pathscope.symbols import SymbolTable
 FORMATS = {"csv": "pathscope.export.csv_format", "json": "pathscope.export.json_format"}
 CALL_PATH_FORMATS = {"folded": "pathscope.export.folded",
                      "speedscope": "pathscope.export.speedscope"}
-CALL_PATH_METRICS = ("time", "mpi_time", "visits", "bytes", "alloc_count", "alloc_bytes",
+CALL_PATH_METRICS = ("time", "mpi_time", "visits", "bytes", "calls", "alloc_count", "alloc_bytes",
                      "free_count", "leaked_bytes", "peak_bytes")
 
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from pathscope.calltree import (ALLOC_BYTES, ALLOCS, BYTES, FREED_BYTES, FREES, MPI_NS, PEAK_BYTES,
+from pathscope.calltree import (ALLOC_BYTES, ALLOCS, BYTES, ENTRIES, FREED_BYTES, FREES, MPI_NS,
+                                PEAK_BYTES,
                                 SAMPLE_NS, VISITS, MergedNode, build_tree)
 from pathscope.cct import CODE_KINDS
 from pathscope.reader import Profile
@@ -41,6 +42,8 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("mpi_time", "microseconds", lambda n: n.total(MPI_NS), True),
     Metric("visits", "none", lambda n: n.total(VISITS), False),
     Metric("bytes", "bytes", lambda n: n.total(BYTES), False),
+    # thunk mode: calls made at each call site that a walk saw start, a lower bound
+    Metric("calls", "none", lambda n: n.total(ENTRIES), False),
     # heap profiling (--heap): the allocating call paths, the allocator function innermost
     Metric("alloc_count", "none", lambda n: n.total(ALLOCS), False),
     Metric("alloc_bytes", "bytes", lambda n: n.total(ALLOC_BYTES), False),
