@@ -13,7 +13,11 @@
 
 #include "cct.h"
 
+/* Nodes per thread: 131,072 (call paths of MPI calls and samples); with heap profiling
+ * 1,048,576, as allocations come from many more paths (an interpreter's, for one).  Mapped
+ * with MAP_NORESERVE: only the nodes used cost memory. */
 #define PS_MAX_NODES (1u << 17)
+#define PS_MAX_NODES_HEAP (1u << 20)
 #define PS_MAX_PCOMM (1u << 14)
 
 __thread ps_thread_t *ps_self __attribute__((tls_model("initial-exec")));
@@ -35,8 +39,9 @@ ps_thread_t *ps_thread_register(void)
     if (ps_self) return ps_self;
     if (atomic_load(&ps_nthreads) >= PS_MAX_THREADS) return NULL;
     ps_thread_t *t = ps_map_zeroed(sizeof *t);
-    ps_node_t *nodes = ps_map_zeroed(sizeof(ps_node_t) * PS_MAX_NODES);
-    uint32_t *hash = ps_map_zeroed(sizeof(uint32_t) * PS_MAX_NODES * 2);
+    uint32_t max_nodes = ps_option_on(ps_options.heap) ? PS_MAX_NODES_HEAP : PS_MAX_NODES;
+    ps_node_t *nodes = ps_map_zeroed(sizeof(ps_node_t) * max_nodes);
+    uint32_t *hash = ps_map_zeroed(sizeof(uint32_t) * max_nodes * 2);
     ps_pcomm_t *pcomm = ps_map_zeroed(sizeof(ps_pcomm_t) * PS_MAX_PCOMM);
     if (!t || !nodes || !hash || !pcomm) {
         atomic_fetch_add(&ps_counters.alloc_failures, 1);
@@ -45,9 +50,9 @@ ps_thread_t *ps_thread_register(void)
     t->tid = (int)syscall(SYS_gettid);
     t->pthread = (uintptr_t)pthread_self();
     t->nodes = nodes;
-    t->max_nodes = PS_MAX_NODES;
+    t->max_nodes = max_nodes;
     t->hash = hash;
-    t->hash_mask = PS_MAX_NODES * 2 - 1;
+    t->hash_mask = max_nodes * 2 - 1;
     t->pcomm = pcomm;
     t->pcomm_mask = PS_MAX_PCOMM - 1;
     t->nnodes = 1; /* the root */

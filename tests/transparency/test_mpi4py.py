@@ -146,12 +146,19 @@ def check_profile(outdir, np, mpi_name):
     return total
 
 
-@pytest.mark.parametrize("np", [1, 2])
+# heap-thunk: heap profiling (every allocation of the interpreter walked) with thunk stacks
+# on every walk -- the most intrusive configuration -- through the CLI, 2 ranks
+@pytest.mark.parametrize("np, variant", [(1, "default"), (2, "default"), (2, "heap-thunk")])
 @pytest.mark.parametrize("mpi_name", ["openmpi", "mpich"])
-def test_mpi4py_suite_unchanged_by_pathscope(request, mpi_name, np, tmp_path, monkeypatch):
+def test_mpi4py_suite_unchanged_by_pathscope(request, mpi_name, np, variant, tmp_path,
+                                             monkeypatch):
     mpi = request.getfixturevalue(mpi_name)
     mode = os.environ.get("PSTEST_MPI4PY_MODE") or SUITES[mpi_name]["mode"]
     assert mode in ("cli", "env"), f"PSTEST_MPI4PY_MODE={mode}: use cli or env"
+    options = {}
+    if variant == "heap-thunk":
+        mode = "cli"  # (the CLI preloads the heap shim)
+        options = {"PATHSCOPE_HEAP": "on", "PATHSCOPE_TRAVERSAL": "thunk"}
     argv = suite_argv(mpi_name, np)
     monkeypatch.chdir(tmp_path)  # whatever the suite writes into the working directory
 
@@ -160,7 +167,8 @@ def test_mpi4py_suite_unchanged_by_pathscope(request, mpi_name, np, tmp_path, mo
         logdir.mkdir()  # hydra does not create it
         t0 = time.monotonic()
         p = mpi.run(np, argv, outdir, mode=how, timeout=TIMEOUT, check=False,
-                    launcher_args=per_rank_output_args(mpi_name, logdir))
+                    launcher_args=per_rank_output_args(mpi_name, logdir),
+                    env=options if how != "none" else None)
         took = time.monotonic() - t0
         outs = [rank_output(mpi_name, logdir, r) for r in range(np)]
         counts = {r: summary(out) for r, out in enumerate(outs)}
@@ -180,4 +188,12 @@ def test_mpi4py_suite_unchanged_by_pathscope(request, mpi_name, np, tmp_path, mo
         f"--- output with pathscope (tail) ---\n{out1[-8000:]}")
     assert rc1 == rc0
     calls = check_profile(outdir, np, mpi_name)
+    if variant == "heap-thunk":
+        for rank in range(np):
+            rl = read_tsv(outdir / "ranks" / f"rank-{rank:06d}.tsv")
+            (heap,) = [f for f in rl if f[0] == "heap"]
+            assert heap[1] == "thunk" and int(heap[2]) > 100_000, heap  # allocations on paths
+            for f in rl:  # walks <thread> <walks> <reused> <checks> <agree> <errors> <restores>
+                if f[0] == "walks":
+                    assert f[4] == f[5] and f[6] == "0", f
     print(f"{mpi_name} np={np}: {calls} MPI calls recorded")
