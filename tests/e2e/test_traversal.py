@@ -282,6 +282,10 @@ def test_thunks_count_calls(tmp_path):
     assert calls[main + ";run_h"] == 20
     assert calls[main + ";run_h;h"] == 1000
     assert 0 < calls.get(main + ";run_spin", 0) <= 2000
+    report = cli("report", out).stdout
+    assert "  visits >=N on a call frame: calls made at that call site that a stack walk saw " \
+           "start (thunk mode; a lower bound)\n" in report
+    assert re.search(r" >=\d+ .* run_spin ", report)
     out = tmp_path / "reuse"
     assert run(prog, out, "reuse").returncode == 0
     assert folded(out, "calls") == {}

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from pathscope import ranges
-from pathscope.calltree import (BYTES, VISITS, CallTree, MergedNode, RankStats, build_tree,
-                                is_mpi, time_split)
+from pathscope.calltree import (BYTES, ENTRIES, VISITS, CallTree, MergedNode, RankStats,
+                                build_tree, is_mpi, time_split)
 from pathscope.cct import CODE_KINDS, FAILED, NOT_UNWOUND
 from pathscope.reader import Profile
 from pathscope.report.layout import INDENT, table
@@ -218,6 +218,7 @@ def _call_tree(view: _View, notes: list[str]) -> str:
     headers = ["time", "%", "self", "MPI", "visits", "bytes"] + STATS_HEADERS + ["call path"]
     rows: list[list[str]] = []
     hidden = 0
+    counted = False
     stack: list[tuple[_Row, int]] = [(view.root, 0)]
     while stack:
         row, depth = stack.pop()
@@ -225,9 +226,11 @@ def _call_tree(view: _View, notes: list[str]) -> str:
             hidden += sum(1 for _ in row.head.walk())
             continue
         mpi = is_mpi(row.head)
+        calls = row.head.total(ENTRIES)  # thunk mode: calls made at this call site, at least
+        counted = counted or bool(calls)
         rows.append([format_time(row.incl_ns), view.percent(row.incl_ns),
                      _optional_time(row.self_ns), _optional_time(row.head.incl_mpi_ns),
-                     str(row.head.total(VISITS)) if mpi else "",
+                     str(row.head.total(VISITS)) if mpi else (f">={calls}" if calls else ""),
                      format_bytes(row.head.total(BYTES)) if mpi else ""]
                     + _stats_cells(view.tree.stats(row.head.incl_time))
                     + [STEP * depth + row.label])
@@ -238,6 +241,9 @@ def _call_tree(view: _View, notes: list[str]) -> str:
     lines = [f"Call tree (inclusive time, top-down; nodes with at least {SHOWN_PERCENT}% of "
              f"the total time)"]
     lines += [f"{INDENT}note: {note}" for note in notes]
+    if counted:
+        lines.append(f"{INDENT}visits >=N on a call frame: calls made at that call site that a "
+                     f"stack walk saw start (thunk mode; a lower bound)")
     lines.append(table(headers, rows, "rrrrrrrrrl"))
     lines.append(f"{INDENT}{hidden} node{'' if hidden == 1 else 's'} below {SHOWN_PERCENT}% of "
                  f"the total time hidden (pathscope export --format folded shows every path)")
