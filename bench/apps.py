@@ -28,6 +28,9 @@ Variants, interleaved in every repetition (forward order on even repetitions, re
   pathscope-1khz     as pathscope-preload with PATHSCOPE_SAMPLE_RATE=1000 (the default rate)
   pathscope-nopaths  as pathscope-preload with PATHSCOPE_PATHS=off: the per-communicator MPI
                      profile only (no unwinding, no sampling; the foundation's measurement)
+  pathscope-heap     as pathscope-preload with heap profiling (libpathscope-heap.so preloaded
+                     first, PATHSCOPE_HEAP=on): every allocation on its call path
+  heaptrack          mpirun ... heaptrack -o ht-RANK APP (Debian's heap profiler, recording)
   pathscope-off      as pathscope-preload with PATHSCOPE_MPI=off: every MPI call still goes
                      through pathscope's wrapper, which passes it straight on (the cost of the
                      interposition alone; not run unless asked for with --variants)
@@ -54,7 +57,7 @@ SAMPLING_VARIANTS = {"pathscope-100hz": {"PATHSCOPE_SAMPLE_RATE": "100"},
                      "pathscope-1khz": {"PATHSCOPE_SAMPLE_RATE": "1000"},
                      "pathscope-nopaths": {"PATHSCOPE_PATHS": "off"}}
 # not run by default: the interposition floor (wrappers installed, measurement off)
-EXTRA_VARIANTS = ("pathscope-off", "perf-1khz") + tuple(SAMPLING_VARIANTS)
+EXTRA_VARIANTS = ("pathscope-off", "perf-1khz", "pathscope-heap", "heaptrack") + tuple(SAMPLING_VARIANTS)
 MPI = "openmpi"  # Debian builds lmp and hpcc against Open MPI only
 GOAL_PERCENT = 1.0
 # hpccoutf.txt summary values kept for every HPCC run (seconds, except the problem size)
@@ -136,6 +139,13 @@ def command(case: Case, variant: str, cwd: Path, lib: Path) -> list[str]:
     elif variant in SAMPLING_VARIANTS:
         env = {"LD_PRELOAD": str(lib), "PATHSCOPE_OUTPUT": str(cwd / "profile"),
                **SAMPLING_VARIANTS[variant]}
+    elif variant == "pathscope-heap":
+        shim = bl.REPO / "build" / MPI / "libpathscope-heap.so"
+        env = {"LD_PRELOAD": f"{shim}:{lib}", "PATHSCOPE_OUTPUT": str(cwd / "profile"),
+               "PATHSCOPE_HEAP": "on"}
+    elif variant == "heaptrack":
+        program = ["sh", "-c", 'exec heaptrack -o "ht-$OMPI_COMM_WORLD_RANK" "$@" >/dev/null',
+                   "sh"] + program
     elif variant == "pathscope-off":
         env = {"LD_PRELOAD": str(lib), "PATHSCOPE_OUTPUT": str(cwd / "profile"),
                "PATHSCOPE_MPI": "off"}
@@ -154,7 +164,7 @@ def one_run(case: Case, variant: str, lib: Path, tmp: Path) -> dict:
         (cwd / name).write_text(text)
     wall, out = bl.run(command(case, variant, cwd, lib), cwd=cwd)
     result = {"wall": wall, **case.inside_seconds(cwd)}
-    if variant in ("pathscope", "pathscope-preload") or variant in SAMPLING_VARIANTS:
+    if variant in ("pathscope", "pathscope-preload", "pathscope-heap") or variant in SAMPLING_VARIANTS:
         summary = bl.profile_summary(cwd / "profile")
         result["profile"] = {k: summary[k] for k in ("profile_tsv_bytes", "dir_bytes", "files")}
         result["profile"]["mpi_calls"] = sum(summary["calls"].values())
