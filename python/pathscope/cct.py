@@ -310,25 +310,17 @@ class CallPathParser:
         for thread_index, nodes in sorted(self.nodes.items()):
             self.threads[thread_index].nodes = self._link(thread_index, nodes, complete)
         for thread_index, node_id, path_comm, where in self.pcomms:
-            thread = self.threads.get(thread_index)
-            if thread is None or node_id >= len(thread.nodes):
-                if not complete:
-                    continue
-                raise ProfileError(f"{where}: 'pcomm' line names node {node_id} of thread "
-                                   f"{thread_index}, which does not exist")
-            node = thread.nodes[node_id]
+            node = self._named_node("pcomm", thread_index, node_id, where, complete)
+            if node is None:
+                continue
             if node.kind != MPI:
                 raise ProfileError(f"{where}: 'pcomm' line names node {node_id} of thread "
                                    f"{thread_index}, a '{node.kind}' node (expected 'mpi')")
             node.comms.append(path_comm)
         for thread_index, node_id, stats, where in self.hnodes:
-            thread = self.threads.get(thread_index)
-            if thread is None or node_id >= len(thread.nodes):
-                if not complete:
-                    continue
-                raise ProfileError(f"{where}: 'hnode' line names node {node_id} of thread "
-                                   f"{thread_index}, which does not exist")
-            thread.nodes[node_id].heap = stats
+            node = self._named_node("hnode", thread_index, node_id, where, complete)
+            if node is not None:
+                node.heap = stats
         for thread_index, walks, where in self.walks:
             if thread_index not in self.threads:
                 raise ProfileError(f"{where}: 'walks' line names thread {thread_index}, which "
@@ -338,6 +330,17 @@ class CallPathParser:
             self.heap.timeline = self.points
         return RankCallPaths(rank, self.sampler, self.unwind, self.modules,
                              dict(sorted(self.threads.items())), self.traversal, self.heap)
+
+    def _named_node(self, line: str, thread_index: int, node_id: int, where: str,
+                    complete: bool) -> Optional[Node]:
+        """The node a `pcomm` or `hnode` line names; None when a file cut short lost it."""
+        thread = self.threads.get(thread_index)
+        if thread is None or node_id >= len(thread.nodes):
+            if not complete:
+                return None
+            raise ProfileError(f"{where}: '{line}' line names node {node_id} of thread "
+                               f"{thread_index}, which does not exist")
+        return thread.nodes[node_id]
 
     def _link(self, thread_index: int, nodes: dict[int, tuple[Node, str]],
               complete: bool) -> list[Node]:

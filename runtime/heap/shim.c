@@ -188,26 +188,27 @@ int posix_memalign(void **out, size_t align, size_t n)
     return 0;
 }
 
-void *aligned_alloc(size_t align, size_t n)
+/* aligned_alloc and memalign: any alignment, rounded up to a power of two */
+static inline void *rounded_aligned(int fn, size_t align, size_t n, const uintptr_t *caller)
 {
-    CALLER(caller);
     size_t a = power_of_two_at_least(align);
     if (!a) {
         errno = EINVAL;
         return NULL;
     }
-    return alloc(PS_HEAP_ALIGNED_ALLOC, n, a, 0, caller);
+    return alloc(fn, n, a, 0, caller);
+}
+
+void *aligned_alloc(size_t align, size_t n)
+{
+    CALLER(caller);
+    return rounded_aligned(PS_HEAP_ALIGNED_ALLOC, align, n, caller);
 }
 
 void *memalign(size_t align, size_t n)
 {
     CALLER(caller);
-    size_t a = power_of_two_at_least(align);
-    if (!a) {
-        errno = EINVAL;
-        return NULL;
-    }
-    return alloc(PS_HEAP_MEMALIGN, n, a, 0, caller);
+    return rounded_aligned(PS_HEAP_MEMALIGN, align, n, caller);
 }
 
 void *valloc(size_t n)
