@@ -192,9 +192,11 @@ def test_frees_from_a_thread_pathscope_never_saw(openmpi, tmp_path):
     """A SIGEV_THREAD timer's thread (started inside glibc) frees while the main thread
     allocates: every update counts (heap_line checks live = allocated - freed)."""
     out = tmp_path / "prof"
-    run_heap(openmpi.prog("heap_timer"), out)
+    p = run_heap(openmpi.prog("heap_timer"), out)
+    (made,) = [int(line.split()[1]) for line in p.stdout.splitlines() if line.startswith("allocs ")]
     heap = heap_line(out)
-    assert heap["allocs"] >= 1_125_000 and heap["foreign_frees"] == 0
+    # glibc's timer machinery may allocate a few blocks of its own beside the program's.
+    assert made <= heap["allocs"] <= made + 16 and heap["foreign_frees"] == 0
 
 
 # ---- errors ----------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
  * rank's live bytes must stay consistent (live = allocated - freed). */
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,17 +31,22 @@ int main(void)
     timer_create(CLOCK_MONOTONIC, &ev, &timer);
     struct itimerspec its = {{0, 200000}, {0, 200000}};
     timer_settime(timer, 0, &its, NULL);
+    long queued_total = 0; /* depends on how fast the timer thread drains: printed */
     for (long i = 0; i < 1000000; i++) {
         void *volatile p = malloc(32);
         free(p);
         if (i % 8 == 0) {
             pthread_mutex_lock(&lock);
-            if (queued < Q) queue[queued++] = malloc(64);
+            if (queued < Q) {
+                queue[queued++] = malloc(64);
+                queued_total++;
+            }
             pthread_mutex_unlock(&lock);
         }
     }
     timer_delete(timer);
     usleep(10000);
     drain((union sigval){0});
+    printf("allocs %ld\n", 1000000 + queued_total);
     return 0;
 }
