@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Optional, Sequence
 
 from pathscope import ranges
-from pathscope.cct import FAILED, MPI, NOT_UNWOUND, Node
+from pathscope.cct import FAILED, MPI, NOT_UNWOUND, SYSCALL, KERNEL_UNATTRIBUTED, Node
 from pathscope.errors import ProfileError
+from pathscope.cct import RankCallPaths
 from pathscope.reader import Profile
 from pathscope.symbols import ROOT_FRAME, Frame, frame_of
 
@@ -30,7 +31,9 @@ VISITS, SAMPLE_NS, SAMPLES, MPI_NS, BYTES = range(5)
 # heap profiling (cct.HeapStats): blocks allocated on the path, freed, live at the rank's peak
 ALLOCS, ALLOC_BYTES, FREES, FREED_BYTES, PEAK_BYTES = range(5, 10)
 ENTRIES = 10                  # thunk mode: calls made at a call site, a lower bound
-METRIC_COUNT = 11
+# kernel time (cct.KernelSummary): calls of a system call (or libc function) and the time in it
+SYSCALLS, KERNEL_NS = 11, 12
+METRIC_COUNT = 13
 
 
 def no_call_paths_message(profile: Profile) -> str:
@@ -56,6 +59,10 @@ class MergedNode:
 
     def add(self, rank: int, node: Node) -> None:
         values = self.by_rank.setdefault(rank, [0] * METRIC_COUNT)
+        if node.kind == SYSCALL:   # its visits are the calls of a syscall, not MPI visits
+            values[SYSCALLS] += node.visits
+            values[KERNEL_NS] += node.kernel_ns
+            return
         values[VISITS] += node.visits
         values[SAMPLE_NS] += node.sample_ns
         values[SAMPLES] += node.samples
@@ -201,8 +208,38 @@ def build_tree(profile: Profile, rank: Optional[int] = None,
                     frame_of(node, paths.modules))
                 target.add(r, node)
                 merged.append(target)
+        if paths.kernel is not None:
+            _add_kernel_residue(root, r, paths, thread)
     _add_inclusive(root)
     return tree
+
+
+def _add_kernel_residue(root: MergedNode, rank: int, paths: "RankCallPaths",
+                        thread: Optional[int]) -> None:
+    """The kernel time no call path got (sampled attribution leaves the end of each thread's
+    period open; threads pathscope never registered have none): per system call below the
+    pseudo frame `[kernel: no call path]`, so that the tree's totals equal the exact tables."""
+    by_tid = {cct.tid: index for index, cct in paths.threads.items()}
+    attributed: dict[tuple[int, str], list[int]] = {}
+    for cct in paths.threads.values():
+        for node in cct.nodes:
+            if node.kind == SYSCALL:
+                into = attributed.setdefault((cct.tid, node.op), [0, 0])
+                into[0] += node.visits
+                into[1] += node.kernel_ns
+    assert paths.kernel is not None
+    for entry in paths.kernel.syscalls:
+        index = by_tid.get(entry.tid)
+        if thread is not None and index != thread:
+            continue
+        done = attributed.get((entry.tid, entry.name), [0, 0])
+        count, ns = entry.count - done[0], entry.time_ns - done[1]
+        if count <= 0 and ns <= 0:
+            continue
+        leaf = root.child(Frame(KERNEL_UNATTRIBUTED)).child(Frame(SYSCALL, name=entry.name))
+        values = leaf.by_rank.setdefault(rank, [0] * METRIC_COUNT)
+        values[SYSCALLS] += max(count, 0)
+        values[KERNEL_NS] += max(ns, 0)
 
 
 def _add_inclusive(root: MergedNode) -> None:

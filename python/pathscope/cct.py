@@ -34,6 +34,8 @@ MPI = "mpi"
 FAILED = "failed"
 NOT_UNWOUND = "not_unwound"
 HEAP = "heap"                       # an allocator function (malloc, calloc, ...): a leaf
+SYSCALL = "syscall"                 # a system call or libc function (kernel time): a leaf
+KERNEL_UNATTRIBUTED = "kernel_unattributed"  # (reader only) kernel time no call path got
 CODE_KINDS = (CALL, FN, PC)          # nodes with a module and an address
 PSEUDO_KINDS = (FAILED, NOT_UNWOUND)  # the pseudo frames, children of the root
 
@@ -104,6 +106,63 @@ class HeapSummary:
 
 
 @dataclass
+class KernelSyscall:
+    """One thread's exact total for one system call (or libc function): a `ksys` line."""
+    tid: int
+    name: str
+    count: int
+    time_ns: int
+
+
+@dataclass
+class KernelThread:
+    """A thread's scheduling as the eBPF collector saw it (a `kthread` line)."""
+    tid: int
+    blocked_ns: int               # off the CPU, waiting (sleep, I/O, futex)
+    runqueue_ns: int              # off the CPU while runnable (preempted)
+    switches: int
+    page_faults: int              # user-mode page faults
+
+
+@dataclass
+class ThreadOS:
+    """What the OS reports of a thread (a `kos` line: getrusage or /proc)."""
+    tid: int
+    user_ns: int
+    system_ns: int
+    minor_faults: int
+    major_faults: int
+    voluntary_switches: int
+    involuntary_switches: int
+
+
+@dataclass
+class KernelSummary:
+    """A rank's kernel time (PATHSCOPE_KERNEL): the `kernel` line and its tables."""
+    source: str                   # ebpf | libc
+    period_ns: int
+    paths: str                    # signals | none (eBPF without call paths) | wrappers
+    attributions: int             # times calls were put on a call path
+    lost_attributions: int        # ... that could not be (the thread was inside pathscope)
+    note: str                     # why eBPF paths or eBPF itself were not used, or ""
+    syscalls: list[KernelSyscall] = field(default_factory=list)
+    threads: list[KernelThread] = field(default_factory=list)
+    os: list[ThreadOS] = field(default_factory=list)
+    missed_exits: Optional[int] = None   # None: the collector's snapshot did not arrive
+    dropped: Optional[int] = None
+
+    @property
+    def complete(self) -> bool:
+        return self.missed_exits is not None
+
+    def total_ns(self) -> int:
+        return sum(s.time_ns for s in self.syscalls)
+
+    def total_count(self) -> int:
+        return sum(s.count for s in self.syscalls)
+
+
+@dataclass
 class Walks:
     """A thread's stack walks (a `walks` line)."""
     walks: int
@@ -128,6 +187,7 @@ class Node:
     comms: list[PathComm] = field(default_factory=list)
     heap: Optional[HeapStats] = None
     entries: int = 0              # call nodes, thunk mode: calls made here, a lower bound (2.1)
+    kernel_ns: int = 0            # syscall nodes: time in the call (visits: calls) (2.2)
 
     @property
     def time_ns(self) -> int:
@@ -183,6 +243,7 @@ class RankCallPaths:
     # mode, check every N-th walk, the mode asked for when refused ("" if none) (format 2.1)
     traversal: Optional[tuple[str, int, str]] = None
     heap: Optional[HeapSummary] = None            # PATHSCOPE_HEAP=on (format 2.1)
+    kernel: Optional[KernelSummary] = None        # PATHSCOPE_KERNEL (format 2.2)
 
     def has_paths(self) -> bool:
         """True when something was unwound: a node outside `[not unwound]` besides the root.
@@ -213,12 +274,43 @@ class CallPathParser:
         self.traversal: Optional[tuple[str, int, str]] = None
         self.heap: Optional[HeapSummary] = None
         self.points: list[HeapPoint] = []
+        self.kernel: Optional[KernelSummary] = None
+        self.kernel_lines: list[Record] = []
 
     def handlers(self) -> dict[str, Callable[[Record], None]]:
         return {"sampler": self._sampler, "unwind": self._unwind, "module": self._module,
                 "thread": self._thread, "node": self._node, "pcomm": self._pcomm,
                 "traversal": self._traversal, "walks": self._walks, "heap": self._heap,
-                "hnode": self._hnode, "hpoint": self._hpoint}
+                "hnode": self._hnode, "hpoint": self._hpoint, "kernel": self._kernel,
+                "ksys": self._kline, "kthread": self._kline, "kos": self._kline,
+                "kend": self._kline}
+
+    def _kernel(self, r: Record) -> None:
+        r.need(6)
+        self.kernel = KernelSummary(r.text(0), r.number(1), r.text(2), r.number(3), r.number(4),
+                                    "" if r.text(5) == "-" else r.text(5))
+
+    def _kline(self, r: Record) -> None:
+        self.kernel_lines.append(r)
+
+    def _finish_kernel(self) -> None:
+        k = self.kernel
+        for r in self.kernel_lines:
+            if k is None:
+                raise ProfileError(f"{r.where}: '{r.kind}' line without a 'kernel' line")
+            if r.kind == "ksys":
+                r.need(4)
+                k.syscalls.append(KernelSyscall(r.number(0), r.text(1), r.number(2), r.number(3)))
+            elif r.kind == "kthread":
+                r.need(5)
+                k.threads.append(KernelThread(*(r.number(i) for i in range(5))))
+            elif r.kind == "kos":
+                r.need(7)
+                k.os.append(ThreadOS(*(r.number(i) for i in range(7))))
+            elif r.kind == "kend":
+                r.need(2)
+                if r.text(0) != "-":
+                    k.missed_exits, k.dropped = r.number(0), r.number(1)
 
     def _traversal(self, r: Record) -> None:
         r.need(2)
@@ -288,6 +380,8 @@ class CallPathParser:
                     r.number(8), r.number(9), r.number(10))
         if len(r.fields) > 11:
             node.entries = r.number(11)
+        if len(r.fields) > 12:
+            node.kernel_ns = r.number(12)
         nodes = self.nodes.setdefault(thread, {})
         if node_id in nodes:
             raise ProfileError(f"{r.where}: node {node_id} of thread {thread} listed twice")
@@ -328,8 +422,10 @@ class CallPathParser:
             self.threads[thread_index].walks = walks
         if self.heap is not None:
             self.heap.timeline = self.points
+        self._finish_kernel()
         return RankCallPaths(rank, self.sampler, self.unwind, self.modules,
-                             dict(sorted(self.threads.items())), self.traversal, self.heap)
+                             dict(sorted(self.threads.items())), self.traversal, self.heap,
+                             self.kernel)
 
     def _named_node(self, line: str, thread_index: int, node_id: int, where: str,
                     complete: bool) -> Optional[Node]:

@@ -31,8 +31,7 @@ EXPORT_TABLES = ("comm-ops", "ops", "comms", "ranks", "heap-timeline", "heap-ran
 TABLE_FORMATS = ("csv", "json")
 CALL_PATH_FORMATS = ("folded", "speedscope")
 EXPORT_FORMATS = TABLE_FORMATS + CALL_PATH_FORMATS
-CALL_PATH_METRICS = ("time", "mpi_time", "visits", "bytes", "calls", "alloc_count", "alloc_bytes",
-                     "free_count", "leaked_bytes", "peak_bytes")
+from pathscope.export import CALL_PATH_METRICS  # noqa: E402 (one list: export/__init__.py)
 DEFAULT_TABLE = "comm-ops"
 DEFAULT_METRIC = "time"
 
@@ -54,6 +53,10 @@ class _Parser(argparse.ArgumentParser):
 
 # ---- run ---------------------------------------------------------------------------------------
 
+# enum options whose flag may stand alone, and the value it then sets
+BARE_FLAG_VALUE = {"kernel": "auto"}
+
+
 def _flag_for(option: Option) -> tuple[list[str], dict[str, Any]]:
     """The argparse flag(s) and keyword arguments that set option."""
     dash = option.field.replace("_", "-")
@@ -69,6 +72,8 @@ def _flag_for(option: Option) -> tuple[list[str], dict[str, Any]]:
     kwargs: dict[str, Any] = dict(dest=dest, help=f"{option.env}: {option.doc}")
     if option.kind == "enum":
         kwargs["choices"] = option.accepted_values
+        if option.field in BARE_FLAG_VALUE:   # `--kernel` alone means --kernel auto
+            kwargs.update(nargs="?", const=BARE_FLAG_VALUE[option.field])
     else:
         kwargs["metavar"] = "DIR" if option.field == "output" else "VALUE"
     return names, kwargs

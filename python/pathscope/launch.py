@@ -22,6 +22,7 @@ from pathscope.options import Option, validate_environment
 
 LIBRARY_VARIABLE = "PATHSCOPE_LIB"
 HEAP_SHIM_NAME = "libpathscope-heap.so"  # preloaded with the runtime for PATHSCOPE_HEAP=on
+KERNEL_SHIM_NAME = "libpathscope-kernel.so"  # ... for PATHSCOPE_KERNEL other than off
 # Variables the CLI reads itself; the runtime would reject them, so the program never sees them.
 CLI_VARIABLES = (HOME_VARIABLE, LIBRARY_VARIABLE, SYMBOLIZER_VARIABLE)
 DEFAULT_MPI = "openmpi"
@@ -165,6 +166,13 @@ def plan_launch(program_argv: Sequence[str], options: Sequence[Option], environ:
     env["PATHSCOPE_COMMAND"] = shlex.join(program_argv)
     env.update(settings)
     validate_environment(env, options)
+    if env.get("PATHSCOPE_KERNEL", "off") != "off":
+        # the libc wrappers go before the C library (they pass through unless eBPF is refused)
+        shim = library.parent / KERNEL_SHIM_NAME
+        if not shim.is_file():
+            raise LaunchError(f"kernel time needs {shim} next to {library.name}; "
+                              f"build it with: make build")
+        env["LD_PRELOAD"] = prepend_preload(shim, env["LD_PRELOAD"])
     if env.get("PATHSCOPE_HEAP") == "on":
         # the allocator shim goes first: it must be found before the C library's malloc
         shim = library.parent / HEAP_SHIM_NAME

@@ -22,12 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
-from pathscope.cct import CODE_KINDS, FAILED, HEAP, MPI, NOT_UNWOUND, ROOT, Module, Node
+from pathscope.cct import (CODE_KINDS, FAILED, HEAP, KERNEL_UNATTRIBUTED, MPI, NOT_UNWOUND, ROOT,
+                           SYSCALL, Module, Node)
 from pathscope.errors import ProfileError
 from pathscope.tsv import File, Record, parse_records, parse_text, read_file
 
 SYMBOLS_MAGIC = "pathscope-symbols"
-PSEUDO_NAMES = {FAILED: "[failed unwind]", NOT_UNWOUND: "[not unwound]"}
+PSEUDO_NAMES = {FAILED: "[failed unwind]", NOT_UNWOUND: "[not unwound]",
+                KERNEL_UNATTRIBUTED: "[kernel: no call path]"}
 MODULE_OK = "ok"
 UNKNOWN_MODULE = "?"          # the module name of an address outside every mapped module
 
@@ -92,7 +94,7 @@ class SymbolTable:
             return []
         if frame.kind in PSEUDO_NAMES:
             return [PSEUDO_NAMES[frame.kind]]
-        if frame.kind in (MPI, HEAP):
+        if frame.kind in (MPI, HEAP, SYSCALL):
             return [frame.name]
         if frame.kind not in CODE_KINDS:
             return [f"[{frame.kind} {frame.name}]"]

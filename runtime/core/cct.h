@@ -31,6 +31,7 @@ typedef enum {
     PS_NODE_FAILED,      /* [failed unwind] */
     PS_NODE_NOT_UNWOUND, /* [not unwound] */
     PS_NODE_HEAP,        /* an allocator function (heap/heap.h); key = its number */
+    PS_NODE_SYSCALL,     /* a system call or libc function (kernel/kernel.h); key = its number */
 } ps_node_kind;
 
 typedef struct {
@@ -41,6 +42,8 @@ typedef struct {
     uint64_t mpi_ticks;              /* MPI nodes */
     uint64_t sample_ticks, samples;  /* FN, PC, FAILED, NOT_UNWOUND */
     uint64_t entries;                /* CALL: calls made here, a lower bound (thunk mode) */
+    uint64_t kernel_time;            /* SYSCALL: time in the call (visits: its calls); ns from
+                                      * eBPF, ticks from the libc wrappers (kernel/kernel.c) */
 } ps_node_t;
 
 typedef struct {
@@ -94,6 +97,9 @@ typedef struct ps_thread {
     struct ps_heap_node *heap; /* heap metrics beside the nodes (heap/heap.c), or NULL */
     uint32_t heap_leaf_parent, heap_leaf; /* the last allocator leaf and its parent */
     int heap_leaf_fn;
+    struct ps_kstat *kstat;    /* per libc function (kernel/kernel.c, libc source), or NULL */
+    struct ps_krusage { uint64_t utime_ns, stime_ns, minflt, majflt, nvcsw, nivcsw; int valid; }
+        krusage;               /* the thread's own getrusage at its end (kernel time on) */
     unsigned walk_check_countdown; /* walks until the next check against a full walk */
     volatile int thunk_restore_request; /* set by pthread_cancel (thunk.c), cleared when done */
     volatile int exited;           /* its start routine returned or it called pthread_exit */

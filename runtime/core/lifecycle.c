@@ -19,6 +19,7 @@
 #include "pathscope.h"
 #include "cct.h"
 #include "../heap/heap.h"
+#include "../kernel/kernel.h"
 
 ps_options_t ps_options;
 volatile int ps_state = PS_RUN_STARTED;
@@ -359,6 +360,28 @@ static void heap_init(void)
     if (wanted && ps_paths_on) ps_heap_start();
 }
 
+/* Kernel time: libpathscope-kernel.so and PATHSCOPE_KERNEL must agree as for the heap; the
+ * process pathscope profiles registers with the node's collector (or falls back to libc). */
+static void kernel_init(int target)
+{
+    const char *mode = ps_options.kernel;
+    int wanted = strcmp(mode, "off") != 0;
+    int shim = dlsym(RTLD_DEFAULT, "pathscope_kernel_shim_init") != NULL;
+    if (wanted && strcmp(mode, "ebpf") != 0 && !shim)
+        die_config("PATHSCOPE_KERNEL=%s needs libpathscope-kernel.so in LD_PRELOAD next to "
+                   "libpathscope.so (pathscope run --kernel sets both)%s", mode, "");
+    if (!wanted && shim)
+        die_config("libpathscope-kernel.so is preloaded but PATHSCOPE_KERNEL is off: set "
+                   "PATHSCOPE_KERNEL=auto or remove it from LD_PRELOAD%s%s", "", "");
+    if (wanted && !ps_option_on(ps_options.paths))
+        die_config("PATHSCOPE_KERNEL=%s needs call paths: PATHSCOPE_PATHS=off cannot be combined "
+                   "with it%s", mode, "");
+    const char *note = NULL;
+    const char *err = ps_kernel_init(target && ps_paths_on, &note);
+    if (err) die_config("%s%s", err, "");
+    if (note && launcher_rank <= 0) fprintf(stderr, "pathscope: %s\n", note);
+}
+
 /* After the rank file was written at MPI_Finalize: heap profiling goes on until the process
  * exits (frees made after MPI_Finalize are no leaks), where the file is written again. */
 void ps_heap_after_final_write(void)
@@ -408,6 +431,7 @@ __attribute__((constructor)) static void pathscope_init(void)
     heap_init();
     pthread_atfork(NULL, NULL, after_fork_in_child);
     nompi_target = ps_paths_on && strcmp(ps_options.pid, self) == 0;
+    kernel_init(strcmp(ps_options.pid, self) == 0);
     if (nompi_target && !ps_outdir[0]) {
         char stamp[32];
         time_t now = time(NULL);

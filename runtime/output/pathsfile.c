@@ -15,6 +15,7 @@
 #include "../sample/sample.h"
 #include "../core/procmaps.h"
 #include "../heap/heap.h"
+#include "../kernel/kernel.h"
 #include "../unwind/unwind.h"
 
 int ps_paths_group_counted(int group); /* mpi/paths.c */
@@ -151,7 +152,7 @@ static void hex(ps_fmt_t *f, uintptr_t v)
 }
 
 static const char *const kind_names[] = {"root", "call", "fn", "pc", "mpi", "failed", "not_unwound",
-                                         "heap"};
+                                         "heap", "syscall"};
 #define N_KINDS (sizeof kind_names / sizeof *kind_names)
 
 static void write_thread(ps_fmt_t *f, ps_thread_t *t)
@@ -201,6 +202,10 @@ static void write_thread(ps_fmt_t *f, ps_thread_t *t)
         } else if (n->kind == PS_NODE_MPI) {
             ps_fmt_str(f, "-\t");
             ps_fmt_str(f, n->key < PS_NUM_OPS ? ps_op_names[n->key] : "MPI_?");
+        } else if (n->kind == PS_NODE_SYSCALL) {
+            char name[24];
+            ps_fmt_str(f, "-\t");
+            ps_fmt_str(f, ps_kernel_key_name(n->key, name));
         } else if (n->kind == PS_NODE_HEAP) {
             ps_fmt_str(f, "-\t");
             ps_fmt_str(f, n->key < PS_HEAP_NFUNCTIONS ? ps_heap_function_names[n->key] : "alloc?");
@@ -213,7 +218,8 @@ static void write_thread(ps_fmt_t *f, ps_thread_t *t)
         ps_fmt_u64(f, n->samples); tab(f);
         ps_fmt_u64(f, ps_ticks_to_ns(n->mpi_ticks)); tab(f);
         ps_fmt_u64(f, n->bytes); tab(f);
-        ps_fmt_u64(f, n->entries); ps_fmt_char(f, '\n');
+        ps_fmt_u64(f, n->entries); tab(f);
+        ps_fmt_u64(f, n->kind == PS_NODE_SYSCALL ? ps_kernel_node_ns(n) : 0); ps_fmt_char(f, '\n');
     }
     ps_fmt_str(f, "walks\t");
     ps_fmt_u64(f, (uint64_t)t->index); tab(f);
@@ -330,6 +336,7 @@ void ps_write_paths(ps_fmt_t *f)
     ps_fmt_u64(f, ps_traversal_check); tab(f);
     ps_fmt_tsv(f, ps_traversal_requested ? ps_traversal_requested : "-"); ps_fmt_char(f, '\n');
     if (ps_heap_on) write_heap(f, nthreads);
+    ps_kernel_write(f);
     for (int i = 0; i < nthreads; i++)
         if (ps_threads[i]) write_thread(f, ps_threads[i]);
 }

@@ -33,6 +33,7 @@
 #include "cct.h"
 #include "unwind.h"
 #include "sample.h"
+#include "../kernel/kernel.h"
 
 int ps_sample_rate;               /* Hz, 0 = off */
 const char *ps_sample_source = "off";
@@ -329,6 +330,7 @@ static void thread_finish(void *arg)
     if (!t) return;
     t->exited = 1;
     ps_sample_thread_stop(t);
+    ps_kernel_thread_end(t);
     if (tree_enter(t)) {
         ps_thread_close(t, ps_now());
         tree_leave(t);

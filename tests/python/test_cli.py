@@ -127,7 +127,8 @@ def test_run_exit_status_is_the_programs(tmp_path):
      "pathscope: unknown option PATHSCOPE_VERBOSE (known: PATHSCOPE_OUTPUT, PATHSCOPE_MPI, "
      "PATHSCOPE_SIGNALS, PATHSCOPE_POLL_TIMING, PATHSCOPE_PATHS, PATHSCOPE_SAMPLE_RATE, "
      "PATHSCOPE_SAMPLE_CLOCK, PATHSCOPE_UNWIND, PATHSCOPE_HEAP, PATHSCOPE_TRAVERSAL, "
-     "PATHSCOPE_TRAVERSAL_CHECK, PATHSCOPE_QUIET, PATHSCOPE_PID, PATHSCOPE_COMMAND)"),
+     "PATHSCOPE_TRAVERSAL_CHECK, PATHSCOPE_KERNEL, PATHSCOPE_KERNEL_PERIOD, PATHSCOPE_QUIET, "
+     "PATHSCOPE_PID, PATHSCOPE_COMMAND)"),
     (["run", "--", "true"], {"PATHSCOPE_QUIET": "yes"},
      "pathscope: invalid value 'yes' for PATHSCOPE_QUIET (accepted: on|off)"),
     (["run", "-o", "prof", "--", "no-such-program-xyz"], {},

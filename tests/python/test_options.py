@@ -44,7 +44,8 @@ def test_repository_table():
                                         "PATHSCOPE_POLL_TIMING", "PATHSCOPE_PATHS",
                                         "PATHSCOPE_SAMPLE_RATE", "PATHSCOPE_SAMPLE_CLOCK",
                                         "PATHSCOPE_UNWIND", "PATHSCOPE_HEAP", "PATHSCOPE_TRAVERSAL",
-                                        "PATHSCOPE_TRAVERSAL_CHECK", "PATHSCOPE_QUIET", "PATHSCOPE_PID",
+                                        "PATHSCOPE_TRAVERSAL_CHECK", "PATHSCOPE_KERNEL",
+                                        "PATHSCOPE_KERNEL_PERIOD", "PATHSCOPE_QUIET", "PATHSCOPE_PID",
                                         "PATHSCOPE_COMMAND"]
     assert by_env_default(options, "PATHSCOPE_SAMPLE_RATE") == "200"
     assert by_env_default(options, "PATHSCOPE_SAMPLE_CLOCK") == "cpu"

@@ -17,7 +17,7 @@ FORMATS = {"csv": "pathscope.export.csv_format", "json": "pathscope.export.json_
 CALL_PATH_FORMATS = {"folded": "pathscope.export.folded",
                      "speedscope": "pathscope.export.speedscope"}
 CALL_PATH_METRICS = ("time", "mpi_time", "visits", "bytes", "calls", "alloc_count", "alloc_bytes",
-                     "free_count", "leaked_bytes", "peak_bytes")
+                     "free_count", "leaked_bytes", "peak_bytes", "syscall_count", "syscall_time")
 
 
 def export(profile: Profile, table: str, fmt: str, out: TextIO) -> None:

@@ -7,8 +7,8 @@
 Rules kept here (docs/user-guide.md, Exporting call paths):
 - A stack is the names of the frames from the root's child down to a node, outermost first:
   inlined functions expand in place, the pseudo frames are `[failed unwind]` and `[not
-  unwound]`, an MPI operation or an allocator function (malloc, calloc, ...) is the
-  innermost frame.  The frames above main stay.
+  unwound]` and `[kernel: no call path]`, an MPI operation, an allocator function (malloc,
+  calloc, ...) or a system call is the innermost frame.  The frames above main stay.
 - A stack's value is the node's exclusive metric, summed over the chosen ranks and threads
   and over the nodes that give the same stack (e.g. two call sites in one function).
 - Time metrics are in microseconds, rounded half up after summing; stacks whose value is 0
@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from pathscope.calltree import (ALLOC_BYTES, ALLOCS, BYTES, ENTRIES, FREED_BYTES, FREES, MPI_NS,
-                                PEAK_BYTES,
-                                SAMPLE_NS, VISITS, MergedNode, build_tree)
+from pathscope.calltree import (ALLOC_BYTES, ALLOCS, BYTES, ENTRIES, FREED_BYTES, FREES,
+                                KERNEL_NS, MPI_NS, PEAK_BYTES, SAMPLE_NS, SYSCALLS, VISITS,
+                                MergedNode, build_tree)
 from pathscope.cct import CODE_KINDS
 from pathscope.reader import Profile
 from pathscope.symbols import SymbolTable
@@ -50,6 +50,10 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("free_count", "none", lambda n: n.total(FREES), False),
     Metric("leaked_bytes", "bytes", lambda n: n.total(ALLOC_BYTES) - n.total(FREED_BYTES), False),
     Metric("peak_bytes", "bytes", lambda n: n.total(PEAK_BYTES), False),
+    # kernel time (--kernel): the system call (or libc function) innermost, below the path
+    # that made it; `[kernel: no call path]` holds what no path got (totals = the tables)
+    Metric("syscall_count", "none", lambda n: n.total(SYSCALLS), False),
+    Metric("syscall_time", "microseconds", lambda n: n.total(KERNEL_NS), True),
 )}
 
 

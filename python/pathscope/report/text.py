@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 from pathscope import ranges
 from pathscope.reader import (NO_COMM, REASON_NO_END, STATUS_MISSING, TOTAL_COMM,
                               UNDEFINED_RANK, Comm, OpStat, Profile)
-from pathscope.report import calltree, heap
+from pathscope.report import calltree, heap, kernel
 from pathscope.report.layout import INDENT
 from pathscope.report.layout import table as _table
 from pathscope.symbolize import resolve_symbols
@@ -34,6 +34,7 @@ def render(profile: Profile, symbols: Optional[SymbolTable] = None) -> str:
         symbols = resolve_symbols(profile)
     sections = [_header(profile), _ranks(profile), _summary(profile),
                 *calltree.sections(profile, symbols), *heap.sections(profile, symbols),
+                *kernel.sections(profile, symbols),
                 _communicators(profile),
                 _consistency(profile)]
     return "\n\n".join(s.rstrip("\n") for s in sections) + "\n"

@@ -1,0 +1,117 @@
+"""The kernel-time section of the text report (profiles recorded with PATHSCOPE_KERNEL).
+
+- The source of the numbers, said first: the node's eBPF collector (every system call) or
+  the libc wrappers in the process (interposed functions only), and why eBPF was not used.
+- Per rank: calls and time in system calls, the threads' system CPU time as the OS reports
+  it, and from eBPF the time off the CPU (blocked, waiting in the run queue) and user page
+  faults.
+- The top paths by time in system calls, the call ending in the system call's name.
+- Per thread (STaKTAU's view): its top system calls by time, count and time.
+
+Display choices (docs/user-guide.md says the same): paths as in the heap section (frames
+below `main`, the innermost few); per thread the TOP_SYSCALLS largest by time; a thread is
+named `rank R tid T` (and its thread index when pathscope registered it).
+"""
+from __future__ import annotations
+
+from pathscope.calltree import KERNEL_NS, SYSCALLS, build_tree
+from pathscope.cct import SYSCALL, KernelSummary
+from pathscope.reader import Profile
+from pathscope.report.heap import path_label
+from pathscope.report.layout import INDENT, table
+from pathscope.symbols import SymbolTable
+from pathscope.units import format_percent, format_time
+
+TOP_PATHS = 10
+TOP_SYSCALLS = 8
+SOURCES = {"ebpf": "eBPF collector: every system call of every thread",
+           "libc": "libc wrappers in the process: interposed I/O and synchronisation calls only "
+                   "(calls the C library makes internally are not seen)"}
+
+
+def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
+    kernels = {r: p.kernel for r, p in sorted(profile.callpaths.items()) if p.kernel is not None}
+    if not kernels:
+        return []
+    lines = ["Kernel time (system calls by thread and call path)"]
+    for source in sorted({k.source for k in kernels.values()}):
+        ranks = [r for r, k in kernels.items() if k.source == source]
+        lines.append(f"{INDENT}source: {SOURCES.get(source, source)} ({_ranks(ranks)})")
+        notes = sorted({k.note for k in kernels.values() if k.source == source and k.note})
+        lines += [f"{INDENT}  {'eBPF not used' if source == 'libc' else 'note'}: {n}"
+                  for n in notes]
+        if source == "ebpf" and any(k.paths == "none" for k in kernels.values()):
+            lines.append(f"{INDENT}  no call paths: every call is under [kernel: no call path]")
+    missing = [r for r, k in kernels.items() if not k.complete]
+    if missing:
+        lines.append(f"{INDENT}the collector's tables did not arrive for {_ranks(missing)}: "
+                     f"only the attributed calls are shown for them")
+    dropped = sum(k.dropped or 0 for k in kernels.values())
+    if dropped:
+        lines.append(f"{INDENT}events lost by the collector (maps full): {dropped:,}")
+    lines.append(_rank_table(profile, kernels))
+    tree = build_tree(profile)
+    leaves = [n for n in tree.root.walk() if n.frame.kind == SYSCALL and n.total(KERNEL_NS) > 0]
+    leaves.sort(key=lambda n: -n.total(KERNEL_NS))
+    total = sum(n.total(KERNEL_NS) for n in leaves)
+    if leaves:
+        rows = [[format_time(n.total(KERNEL_NS)), format_percent(n.total(KERNEL_NS) / total),
+                 f"{n.total(SYSCALLS):,}", path_label(n, symbols)] for n in leaves[:TOP_PATHS]]
+        lost = sum(k.lost_attributions for k in kernels.values())
+        period = sorted({k.period_ns for k in kernels.values()})
+        how = ("every call attributed" if period == [0] else
+               f"attributed once per {', '.join(format_time(p) for p in period)} of a thread's "
+               f"time in a call")
+        lines.append(f"\n{INDENT}Top paths by time in system calls ({min(TOP_PATHS, len(leaves))} "
+                     f"of {len(leaves)}; {how}"
+                     f"{f'; {lost:,} attributions lost inside pathscope' if lost else ''})")
+        lines.append(table(["time", "%", "calls", "path"], rows, "rrrl", INDENT * 2))
+    lines.append(_thread_tables(profile, kernels))
+    return ["\n".join(lines)]
+
+
+def _ranks(ranks: list[int]) -> str:
+    return f"rank{'s' if len(ranks) != 1 else ''} {', '.join(map(str, ranks))}"
+
+
+def _rank_table(profile: Profile, kernels: dict[int, KernelSummary]) -> str:
+    ebpf = any(k.threads for k in kernels.values())
+    rows = []
+    for rank, k in kernels.items():
+        row = [str(rank), k.source, f"{k.total_count():,}", format_time(k.total_ns()),
+               format_time(sum(o.system_ns for o in k.os)),
+               f"{sum(o.minor_faults + o.major_faults for o in k.os):,}"]
+        if ebpf:
+            row += [format_time(sum(t.blocked_ns for t in k.threads)),
+                    format_time(sum(t.runqueue_ns for t in k.threads))]
+        rows.append(row)
+    headers = ["rank", "source", "syscalls", "in syscalls", "system CPU", "page faults"]
+    if ebpf:
+        headers += ["blocked", "run queue"]
+    return table(headers, rows, "rl" + "r" * (len(headers) - 2))
+
+
+def _thread_tables(profile: Profile, kernels: dict[int, KernelSummary]) -> str:
+    lines = [f"\n{INDENT}Per thread (top {TOP_SYSCALLS} system calls by time)"]
+    for rank, k in kernels.items():
+        index_of = {t.tid: i for i, t in profile.callpaths[rank].threads.items()}
+        by_tid: dict[int, list] = {}
+        for s in k.syscalls:
+            by_tid.setdefault(s.tid, []).append(s)
+        sched = {t.tid: t for t in k.threads}
+        for tid, calls in sorted(by_tid.items(), key=lambda kv: (index_of.get(kv[0], 1 << 30), kv[0])):
+            calls.sort(key=lambda s: (-s.time_ns, s.name))
+            name = f"rank {rank} tid {tid}"
+            if tid in index_of:
+                name += f" (thread {index_of[tid]})"
+            extra = ""
+            if tid in sched:
+                t = sched[tid]
+                extra = (f"; off CPU: blocked {format_time(t.blocked_ns)}, run queue "
+                         f"{format_time(t.runqueue_ns)}; {t.page_faults:,} page faults")
+            total = sum(s.time_ns for s in calls)
+            lines.append(f"{INDENT * 2}{name}: {sum(s.count for s in calls):,} calls, "
+                         f"{format_time(total)}{extra}")
+            rows = [[s.name, f"{s.count:,}", format_time(s.time_ns)] for s in calls[:TOP_SYSCALLS]]
+            lines.append(table(["syscall", "count", "time"], rows, "lrr", INDENT * 3))
+    return "\n".join(lines)
