@@ -9,9 +9,10 @@ cd "$(dirname "$0")/.."
 # only needed by bench/ and are installed by `scripts/setup.sh --bench` (bench/run-all.sh).
 PACKAGES=(build-essential cmake pkg-config python3 python3-venv python3-dev
           openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran
-          libdw-dev libelf-dev python3-mpi4py)
+          libdw-dev libelf-dev python3-mpi4py
+          clang llvm libbpf-dev bpftool zlib1g-dev)  # the eBPF collector (pathscope-kcollect)
 if [ "${1:-}" = "--bench" ]; then
-  PACKAGES+=(lammps hpcc netpipe-openmpi linux-perf strace hyperfine heaptrack)
+  PACKAGES+=(lammps hpcc gromacs netpipe-openmpi linux-perf strace bpftrace hyperfine heaptrack)
 fi
 
 missing=()

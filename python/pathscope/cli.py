@@ -27,7 +27,8 @@ EXIT_ERROR = 2
 # options.def fields the CLI sets itself instead of offering a flag
 RUN_SETS_ITSELF = ("command", "pid")
 SHORT_FLAGS = {"output": "-o"}
-EXPORT_TABLES = ("comm-ops", "ops", "comms", "ranks", "heap-timeline", "heap-ranks")
+EXPORT_TABLES = ("comm-ops", "ops", "comms", "ranks", "heap-timeline", "heap-ranks",
+                 "kernel-syscalls", "kernel-threads")
 TABLE_FORMATS = ("csv", "json")
 CALL_PATH_FORMATS = ("folded", "speedscope")
 EXPORT_FORMATS = TABLE_FORMATS + CALL_PATH_FORMATS

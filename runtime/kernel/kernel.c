@@ -210,8 +210,8 @@ static int collector_start(char *err, size_t errlen)
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
     char log_env[PS_PATH_MAX + 32] = "";
-    const char *log = getenv("PATHSCOPE_KCOLLECT_LOG");
-    if (log) snprintf(log_env, sizeof log_env, "PATHSCOPE_KCOLLECT_LOG=%s", log);
+    const char *log = getenv("PS_KCOLLECT_LOG");
+    if (log) snprintf(log_env, sizeof log_env, "PS_KCOLLECT_LOG=%s", log);
     char *argv[] = {path, "--serve", NULL};
     char *envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", log_env[0] ? log_env : NULL, NULL};
     pid_t pid;

@@ -148,7 +148,10 @@ def check_profile(outdir, np, mpi_name):
 
 # heap-thunk: heap profiling (every allocation of the interpreter walked) with thunk stacks
 # on every walk -- the most intrusive configuration -- through the CLI, 2 ranks
-@pytest.mark.parametrize("np, variant", [(1, "default"), (2, "default"), (2, "heap-thunk")])
+# kernel-ebpf / kernel-libc: kernel time from the eBPF collector (its signals interrupt the
+# interpreter after system calls: every call attributed) or from the libc wrappers
+@pytest.mark.parametrize("np, variant", [(1, "default"), (2, "default"), (2, "heap-thunk"),
+                                         (2, "kernel-ebpf"), (2, "kernel-libc")])
 @pytest.mark.parametrize("mpi_name", ["openmpi", "mpich"])
 def test_mpi4py_suite_unchanged_by_pathscope(request, mpi_name, np, variant, tmp_path,
                                              monkeypatch):
@@ -159,6 +162,9 @@ def test_mpi4py_suite_unchanged_by_pathscope(request, mpi_name, np, variant, tmp
     if variant == "heap-thunk":
         mode = "cli"  # (the CLI preloads the heap shim)
         options = {"PATHSCOPE_HEAP": "on", "PATHSCOPE_TRAVERSAL": "thunk"}
+    elif variant.startswith("kernel-"):
+        mode = "cli"  # (the CLI preloads the libc wrappers)
+        options = {"PATHSCOPE_KERNEL": variant[len("kernel-"):], "PATHSCOPE_KERNEL_PERIOD": "100"}
     argv = suite_argv(mpi_name, np)
     monkeypatch.chdir(tmp_path)  # whatever the suite writes into the working directory
 
@@ -196,4 +202,13 @@ def test_mpi4py_suite_unchanged_by_pathscope(request, mpi_name, np, variant, tmp
             for f in rl:  # walks <thread> <walks> <reused> <checks> <agree> <errors> <restores>
                 if f[0] == "walks":
                     assert f[4] == f[5] and f[6] == "0", f
+    if variant.startswith("kernel-"):
+        for rank in range(np):
+            rl = read_tsv(outdir / "ranks" / f"rank-{rank:06d}.tsv")
+            (kernel,) = [f for f in rl if f[0] == "kernel"]
+            (kend,) = [f for f in rl if f[0] == "kend"]
+            calls_in_tables = sum(int(f[3]) for f in rl if f[0] == "ksys")
+            # source, attributions made (> 0), none lost; the tables arrived and are large
+            assert kernel[1] == variant[len("kernel-"):] and int(kernel[4]) > 0, kernel
+            assert kend[1] != "-" and calls_in_tables > 10_000, (kend, calls_in_tables)
     print(f"{mpi_name} np={np}: {calls} MPI calls recorded")

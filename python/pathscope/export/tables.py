@@ -11,6 +11,9 @@ Tables:
   ranks     one row per rank of MPI_COMM_WORLD (status `missing` when it has no rank file)
   heap-timeline  heap profiling: one row per timeline point of each rank (live bytes over time)
   heap-ranks     heap profiling: one row per rank with its totals, peak and leaks
+  kernel-syscalls  kernel time: one row per rank, thread and system call (count, time)
+  kernel-threads   kernel time: one row per rank and thread (syscalls, OS CPU times, faults,
+                 and from eBPF the time off the CPU: blocked and in the run queue)
 """
 from __future__ import annotations
 
@@ -127,9 +130,63 @@ def heap_ranks_table(profile: Profile) -> Table:
     return Table(HEAP_RANKS_COLUMNS, rows)
 
 
+KERNEL_SYSCALLS_COLUMNS = ["rank", "tid", "thread", "source", "syscall", "count", "time_s"]
+KERNEL_THREADS_COLUMNS = ["rank", "tid", "thread", "source", "syscalls", "syscall_time_s",
+                          "user_s", "system_s", "minor_faults", "major_faults",
+                          "voluntary_switches", "involuntary_switches", "blocked_s",
+                          "runqueue_s", "switches", "user_page_faults"]
+
+
+def _kernel_ranks(profile: Profile):
+    for rank, paths in sorted(profile.callpaths.items()):
+        if paths.kernel is not None:
+            yield rank, paths.kernel, {t.tid: i for i, t in paths.threads.items()}
+
+
+def kernel_syscalls_table(profile: Profile) -> Table:
+    """STaKTAU's table: one row per rank, thread and system call (exact counts and times)."""
+    rows = []
+    for rank, k, index in _kernel_ranks(profile):
+        for s in sorted(k.syscalls, key=lambda s: (s.tid, -s.time_ns, s.name)):
+            rows.append({"rank": rank, "tid": s.tid, "thread": index.get(s.tid),
+                         "source": k.source, "syscall": s.name, "count": s.count,
+                         "time_s": seconds(s.time_ns)})
+    return Table(KERNEL_SYSCALLS_COLUMNS, rows)
+
+
+def kernel_threads_table(profile: Profile) -> Table:
+    """One row per rank and thread: system calls, the OS's CPU times and faults, and (eBPF)
+    the time off the CPU."""
+    rows = []
+    for rank, k, index in _kernel_ranks(profile):
+        tids = sorted({s.tid for s in k.syscalls} | {t.tid for t in k.threads} |
+                      {o.tid for o in k.os})
+        sched = {t.tid: t for t in k.threads}
+        osv = {o.tid: o for o in k.os}
+        for tid in tids:
+            calls = [s for s in k.syscalls if s.tid == tid]
+            t, o = sched.get(tid), osv.get(tid)
+            rows.append({
+                "rank": rank, "tid": tid, "thread": index.get(tid), "source": k.source,
+                "syscalls": sum(s.count for s in calls),
+                "syscall_time_s": seconds(sum(s.time_ns for s in calls)),
+                "user_s": seconds(o.user_ns) if o else None,
+                "system_s": seconds(o.system_ns) if o else None,
+                "minor_faults": o.minor_faults if o else None,
+                "major_faults": o.major_faults if o else None,
+                "voluntary_switches": o.voluntary_switches if o else None,
+                "involuntary_switches": o.involuntary_switches if o else None,
+                "blocked_s": seconds(t.blocked_ns) if t else None,
+                "runqueue_s": seconds(t.runqueue_ns) if t else None,
+                "switches": t.switches if t else None,
+                "user_page_faults": t.page_faults if t else None})
+    return Table(KERNEL_THREADS_COLUMNS, rows)
+
+
 TABLES: dict[str, Callable[[Profile], Table]] = {
     "comm-ops": comm_ops_table, "ops": ops_table, "comms": comms_table, "ranks": ranks_table,
-    "heap-timeline": heap_timeline_table, "heap-ranks": heap_ranks_table}
+    "heap-timeline": heap_timeline_table, "heap-ranks": heap_ranks_table,
+    "kernel-syscalls": kernel_syscalls_table, "kernel-threads": kernel_threads_table}
 
 
 def build_table(profile: Profile, name: str) -> Table:

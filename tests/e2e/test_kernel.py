@@ -1,0 +1,303 @@
+"""Kernel time (issue 5): system calls per thread and per call path, from the node's eBPF
+collector and from the libc wrappers in the process, checked against programs that know
+their system calls (tests/programs/kernel_*.c) and against strace -c -f.
+
+Exact: per-thread counts (the `ksys` tables) and, with PATHSCOPE_KERNEL_PERIOD=0, per-path
+counts.  Plausible: times (a 100 ms nanosleep within 20%, against strace's wall-clock time)."""
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from test_paths import PATHSCOPE, PY_ENV, cli, folded, rank_records
+
+N = 3000
+COLLECTOR_GONE_S = 5          # the collector lingers 0.5 s after its last process
+
+
+def run_kernel(prog, out, *args, mode="auto", period=None, env=None, check=True, user=None):
+    cmd = PATHSCOPE + ["run", "--kernel", mode, "-o", str(out)]
+    if period is not None:
+        cmd += ["--kernel-period", str(period)]
+    cmd += ["--", str(prog), *map(str, args)]
+    if user is not None:
+        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups"] + cmd
+    p = subprocess.run(cmd, capture_output=True, text=True, env=dict(PY_ENV, **(env or {})),
+                       timeout=120)
+    if check:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+def truth(stdout):
+    (line,) = [l for l in stdout.splitlines() if l.startswith("truth ")]
+    return {k: int(v) for k, v in (f.split("=") for f in line.split()[1:])}
+
+
+def kernel_line(out, rank=0):
+    (line,) = [r for r in rank_records(out, rank) if r[0] == "kernel"]
+    return line[1:]
+
+
+def tables(out, rank=0):
+    """(tid, name) -> [count, ns] from the ksys lines."""
+    return {(int(r[1]), r[2]): [int(r[3]), int(r[4])]
+            for r in rank_records(out, rank) if r[0] == "ksys"}
+
+
+def kthreads(out, rank=0):
+    return {int(r[1]): [int(v) for v in r[2:]] for r in rank_records(out, rank) if r[0] == "kthread"}
+
+
+def path_sum(lines, suffix):
+    return sum(v for p, v in lines.items() if p.endswith(suffix))
+
+
+def sleeper_sum(lines, name):
+    """The sleeper's call, below its libc function(s): eBPF's leaf is the frame that called
+    the function making the system call (glibc's nanosleep calls clock_nanosleep)."""
+    return sum(v for p, v in lines.items() if re.search(rf";sleeper(;[\w.]+)?;{name}$", p))
+
+
+def ebpf_available():
+    return os.geteuid() == 0 and shutil.which("bpftool") is not None
+
+
+def our_programs_attached():
+    p = subprocess.run(["bpftool", "prog", "list"], capture_output=True, text=True)
+    return [l for l in p.stdout.splitlines() if re.search(r"name (ps_|pathscope)", l)]
+
+
+def collectors():
+    p = subprocess.run(["pgrep", "-f", "pathscope-kcollect"], capture_output=True, text=True)
+    return p.stdout.split()
+
+
+def wait_collector_gone():
+    """[] once no collector runs and none of its programs is loaded any more (the kernel frees
+    detached programs a few hundred ms after the collector's exit)."""
+    deadline = time.time() + COLLECTOR_GONE_S
+    while time.time() < deadline and (collectors() or our_programs_attached()):
+        time.sleep(0.1)
+    return collectors() + our_programs_attached()
+
+
+# ---- both sources: exact counts on their paths ---------------------------------------------
+
+@pytest.mark.parametrize("mode", ["libc", "ebpf"])
+def test_counts_exact_per_thread_and_path(openmpi, tmp_path, mode):
+    out = tmp_path / "prof"
+    p = run_kernel(openmpi.prog("kernel_truth"), out, N, mode=mode, period=0)
+    t = truth(p.stdout)
+    source = kernel_line(out)
+    # (attributions lost: calls made inside pathscope itself, or by a new thread before
+    # pathscope registered it; the program's calls are all on their paths, checked below)
+    assert source[0] == mode and source[1] == "0", source
+    assert source[2] == ("wrappers" if mode == "libc" else "signals")
+    tab = tables(out)
+    assert tab[(t["main"], "getppid")][0] == N
+    # eBPF also sees the C library's own write of the printf'ed truth line
+    assert tab[(t["main"], "write")][0] == N + (mode == "ebpf")
+    sleep_name = "nanosleep" if mode == "libc" else "clock_nanosleep"
+    count, ns = tab[(t["sleeper"], sleep_name)]
+    assert count == 1 and 100e6 <= ns <= 120e6, (count, ns)
+    counts = folded(out, "syscall_count")
+    assert path_sum(counts, ";main;do_getppid;getppid") == N
+    assert path_sum(counts, ";main;do_writes;write") == N
+    assert sleeper_sum(counts, sleep_name) == 1
+    times = folded(out, "syscall_time")
+    assert 100_000 <= sleeper_sum(times, sleep_name) <= 120_000
+    # every call on a path: nothing below [kernel: no call path] for the program's calls
+    assert not [p for p in counts if "[kernel: no call path];getppid" in p]
+    if mode == "ebpf":
+        blocked, runq, switches, faults = kthreads(out)[t["sleeper"]]
+        assert 95e6 <= blocked <= 150e6 and switches >= 1, kthreads(out)
+        assert kthreads(out)[t["main"]][3] > 0      # user page faults of the main thread
+    report = cli("report", out).stdout
+    assert ("source: eBPF collector" if mode == "ebpf" else "source: libc wrappers") in report
+    assert re.search(rf"rank 0 tid {t['main']} \(thread 0\): [\d,]+ calls", report)
+
+
+@pytest.mark.parametrize("mode", ["libc", "ebpf"])
+def test_sampled_attribution_keeps_the_totals(openmpi, tmp_path, mode):
+    """Default period (1 ms): the paths get part of the calls, [kernel: no call path] the
+    rest, and together they are the exact tables."""
+    out = tmp_path / "prof"
+    p = run_kernel(openmpi.prog("kernel_truth"), out, 20000, mode=mode)
+    t = truth(p.stdout)
+    assert kernel_line(out)[1] == "1000000"
+    counts = folded(out, "syscall_count")
+    on_path = path_sum(counts, ";do_getppid;getppid")
+    assert 1 <= on_path <= 20000
+    assert on_path + path_sum(counts, "[kernel: no call path];getppid") == 20000
+    times = folded(out, "syscall_time", thread=0)
+    tab = tables(out)
+    total_us = sum(v for p, v in times.items())
+    exact_us = sum(ns for (tid, _), (c, ns) in tab.items() if tid == t["main"]) / 1000
+    assert abs(total_us - exact_us) <= len(times) + 1   # rounding per folded line
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace not installed")
+def test_times_plausible_against_strace(openmpi, tmp_path):
+    """strace -c -f -w on the same program: the same counts; the sleep's wall-clock time
+    agrees within 20%."""
+    prog = str(openmpi.prog("kernel_truth"))
+    s = subprocess.run(["strace", "-c", "-f", "-w", "-o", str(tmp_path / "strace.txt"), prog,
+                        str(N)], capture_output=True, text=True, timeout=120)
+    assert s.returncode == 0
+    rows = {}
+    for line in (tmp_path / "strace.txt").read_text().splitlines():
+        f = line.split()
+        if len(f) >= 5 and re.match(r"[\d.]+$", f[0]) and f[-1].isidentifier():
+            rows[f[-1]] = (float(f[1]), int(f[3]))
+    out = tmp_path / "prof"
+    run_kernel(openmpi.prog("kernel_truth"), out, N, mode="ebpf")
+    tab = tables(out)
+    ours = {}
+    for (tid, name), (count, ns) in tab.items():
+        c, t = ours.get(name, (0, 0))
+        ours[name] = (c + count, t + ns)
+    assert ours["getppid"][0] == rows["getppid"][1] == N
+    assert rows["write"][1] == ours["write"][0] == N + 1   # (+ printf's)
+    strace_s, ours_s = rows["clock_nanosleep"][0], ours["clock_nanosleep"][1] / 1e9
+    assert abs(ours_s - strace_s) <= 0.2 * strace_s, (ours_s, strace_s)
+
+
+# ---- eBPF: one collector per node, its end, safety -------------------------------------------
+
+def test_mpi_ranks_share_one_collector_that_ends(mpi, tmp_path):
+    out = tmp_path / "prof"
+    p = mpi.run(3, [mpi.prog("kernel_mpi"), N], outdir=out,
+                pathscope_args=["--kernel", "ebpf", "--kernel-period", "0"])
+    tids = {t["rank"]: t["tid"]
+            for t in (truth(l) for l in p.stdout.splitlines() if l.startswith("truth"))}
+    assert sorted(tids) == [0, 1, 2]
+    for rank, tid in tids.items():
+        assert kernel_line(out, rank)[0] == "ebpf"
+        assert tables(out, rank)[(tid, "getppid")][0] == N
+        counts = folded(out, "syscall_count", rank=rank)
+        assert path_sum(counts, ";main;do_getppid;getppid") == N
+    assert wait_collector_gone() == []
+
+
+def test_collector_ends_after_mpi_abort(openmpi, tmp_path):
+    out = tmp_path / "prof"
+    p = openmpi.run(2, [openmpi.prog("kernel_mpi"), 100, "abort"], outdir=out, check=False,
+                    pathscope_args=["--kernel", "ebpf"])
+    assert p.returncode != 0
+    assert wait_collector_gone() == []
+
+
+def test_exec_without_pathscope_is_never_signalled(openmpi, tmp_path):
+    """The pid stays registered across exec, but the new image has no handler: a signal
+    would kill it (period 0: the collector would signal after every call)."""
+    out = tmp_path / "prof"
+    p = run_kernel(openmpi.prog("kernel_exec"), out, "dd", "if=/dev/zero", "of=/dev/null", "bs=1",
+                   "count=200000", mode="ebpf", period=0, check=False)
+    assert p.returncode == 0, p.stderr
+    assert "200000+0 records" in p.stderr
+
+
+def test_blocked_signal_is_never_queued(openmpi, tmp_path):
+    """A thread that blocks pathscope's signal gets none (they would pile up as queued
+    real-time signals); its calls stay in the tables, under [kernel: no call path]."""
+    out = tmp_path / "prof"
+    p = run_kernel(openmpi.prog("kernel_blocked"), out, N, mode="ebpf", period=0)
+    t = truth(p.stdout)
+    assert t["pending"] == 0
+    assert tables(out)[(t["main"], "getppid")][0] == N
+    counts = folded(out, "syscall_count")
+    assert path_sum(counts, "[kernel: no call path];getppid") == N
+
+
+# ---- the fallback: eBPF refused ---------------------------------------------------------------
+
+NOBODY = 65534
+
+
+@pytest.fixture
+def shared_dir():
+    """A directory the unprivileged user may write (pytest's own is root's alone)."""
+    path = tempfile.mkdtemp(prefix="pathscope-kernel-")
+    os.chmod(path, 0o777)
+    yield Path(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_auto_falls_back_to_libc_with_one_line(openmpi, shared_dir):
+    out = shared_dir / "prof"
+    p = run_kernel(openmpi.prog("kernel_truth"), out, N, mode="auto", period=0, user=NOBODY)
+    notes = [l for l in p.stderr.splitlines() if "eBPF" in l]
+    assert len(notes) == 1 and notes[0].startswith(
+        "pathscope: kernel time: eBPF not available (loading the BPF programs failed: "), p.stderr
+    assert notes[0].endswith("); measuring the libc wrappers in the process instead")
+    line = kernel_line(out)
+    assert line[0] == "libc" and "CAP_BPF" in line[5]
+    t = truth(p.stdout)
+    assert tables(out)[(t["main"], "getppid")][0] == N
+    assert "eBPF not used: loading the BPF programs failed" in cli("report", out).stdout
+
+
+def test_ebpf_required_but_refused_is_an_error(openmpi, shared_dir):
+    p = run_kernel(openmpi.prog("kernel_truth"), shared_dir / "prof", 10, mode="ebpf",
+                   user=NOBODY, check=False)
+    assert p.returncode == 2 and p.stdout == ""
+    assert re.fullmatch(r"pathscope: PATHSCOPE_KERNEL=ebpf: loading the BPF programs failed: "
+                        r".*CAP_BPF.*\n", p.stderr), p.stderr
+
+
+# ---- configuration errors ---------------------------------------------------------------------
+
+def env_run(openmpi, preload, env, tmp_path):
+    e = {k: v for k, v in PY_ENV.items() if not k.startswith("PATHSCOPE_")}
+    e.update(LD_PRELOAD=preload, PATHSCOPE_OUTPUT=str(tmp_path / "prof"), **env)
+    return subprocess.run([str(openmpi.prog("kernel_truth")), "10"], capture_output=True,
+                          text=True, env=e, timeout=60)
+
+
+def test_env_form_needs_the_shim(openmpi, tmp_path):
+    p = env_run(openmpi, str(openmpi.lib), {"PATHSCOPE_KERNEL": "libc"}, tmp_path)
+    assert (p.returncode, p.stdout, p.stderr) == (
+        2, "", "pathscope: PATHSCOPE_KERNEL=libc needs libpathscope-kernel.so in LD_PRELOAD next "
+               "to libpathscope.so (pathscope run --kernel sets both)\n")
+
+
+def test_shim_without_the_option(openmpi, tmp_path):
+    shim = openmpi.build / "libpathscope-kernel.so"
+    p = env_run(openmpi, f"{shim}:{openmpi.lib}", {}, tmp_path)
+    assert (p.returncode, p.stdout, p.stderr) == (
+        2, "", "pathscope: libpathscope-kernel.so is preloaded but PATHSCOPE_KERNEL is off: set "
+               "PATHSCOPE_KERNEL=auto or remove it from LD_PRELOAD\n")
+
+
+def test_env_form_ebpf_works_without_the_shim(openmpi, tmp_path):
+    p = env_run(openmpi, str(openmpi.lib), {"PATHSCOPE_KERNEL": "ebpf",
+                                            "PATHSCOPE_KERNEL_PERIOD": "0"}, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert kernel_line(tmp_path / "prof")[0] == "ebpf"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--kernel", "bpf"], "pathscope run: argument --kernel: invalid choice: 'bpf' (choose from "
+                          "'off', 'auto', 'ebpf', 'libc') (try 'pathscope run --help')"),
+    (["--kernel-period", "-1"], "pathscope: invalid value '-1' for PATHSCOPE_KERNEL_PERIOD "
+                                "(accepted: 0|1-10000000)"),
+])
+def test_bad_options(openmpi, tmp_path, args, message):
+    p = subprocess.run(PATHSCOPE + ["run", *args, "-o", str(tmp_path / "p"), "--",
+                                    str(openmpi.prog("kernel_truth")), "10"],
+                       capture_output=True, text=True, env=PY_ENV, timeout=60)
+    assert (p.returncode, p.stderr) == (2, message + "\n")
+
+
+def test_paths_off_cannot_be_combined(openmpi, tmp_path):
+    p = run_kernel(openmpi.prog("kernel_truth"), tmp_path / "p", 10, mode="libc", check=False,
+                   env={"PATHSCOPE_PATHS": "off"})
+    assert (p.returncode, p.stderr) == (
+        2, "pathscope: PATHSCOPE_KERNEL=libc needs call paths: PATHSCOPE_PATHS=off cannot be "
+           "combined with it\n")
