@@ -162,6 +162,27 @@ static inline ps_thread_t *ps_thread_get(void)
     ps_thread_t *t = ps_self;
     return t ? t : ps_thread_register();
 }
+/* Claims the thread's tree for an update from this context (a sample, a kernel-time signal, a
+ * libc wrapper): busy first, then (after a full fence, so that the writer's "frozen, then
+ * busy?" and our "busy, then frozen?" cannot both miss each other) check that the trees are
+ * not being written.  0: frozen, leave it alone. [signal-safe] */
+static inline int ps_tree_enter(ps_thread_t *t)
+{
+    t->busy = 1;
+    ps_tree_fence();
+    if (ps_cct_frozen) {
+        t->busy = 0;
+        return 0;
+    }
+    return 1;
+}
+
+static inline void ps_tree_leave(ps_thread_t *t)
+{
+    atomic_signal_fence(memory_order_seq_cst);
+    t->busy = 0;
+}
+
 void ps_thread_close(ps_thread_t *t, uint64_t now); /* end of the thread's timeline [signal-safe] */
 void ps_threads_freeze(void);                       /* before writing [signal-safe] */
 

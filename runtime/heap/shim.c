@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "heap.h"
+#include "../core/caller.h"
 
 enum { UNRESOLVED, RESOLVING, READY, PASS_THROUGH };
 static volatile int state = UNRESOLVED;
@@ -85,19 +86,6 @@ static void resolve(void)
 /* called by libpathscope.so's start-up, in case nothing allocated before it */
 void pathscope_heap_shim_init(void) { resolve(); }
 
-/* The application frame that called the allocator function we are in: its pc (our return
- * address), its stack pointer (just above our return-address slot) and its rbp (saved by our
- * prologue: __builtin_frame_address makes the function keep one).  The stack walk starts
- * there, without walking pathscope's own frames. */
-#define CALLER(name)                                                                        \
-    uintptr_t name[3];                                                                      \
-    do {                                                                                    \
-        uintptr_t *fp_ = __builtin_frame_address(0);                                        \
-        name[0] = fp_[1];                                                                   \
-        name[1] = (uintptr_t)(fp_ + 2);                                                     \
-        name[2] = fp_[0];                                                                   \
-    } while (0)
-
 static void *slow_alloc(int fn, size_t n, size_t align, int zero, const uintptr_t *caller)
 {
     resolve();
@@ -115,7 +103,7 @@ static inline void *alloc(int fn, size_t n, size_t align, int zero, const uintpt
 
 void *malloc(size_t n)
 {
-    CALLER(caller);
+    PS_CALLER(caller);
     return alloc(PS_HEAP_MALLOC, n, 0, 0, caller);
 }
 
@@ -126,7 +114,7 @@ void *calloc(size_t n, size_t m)
         errno = ENOMEM;
         return NULL;
     }
-    CALLER(caller);
+    PS_CALLER(caller);
     return alloc(PS_HEAP_CALLOC, total, 0, 1, caller);
 }
 
@@ -154,7 +142,7 @@ static void *do_realloc(int fn, void *p, size_t n, const uintptr_t *caller)
 
 void *realloc(void *p, size_t n)
 {
-    CALLER(caller);
+    PS_CALLER(caller);
     return do_realloc(PS_HEAP_REALLOC, p, n, caller);
 }
 
@@ -165,7 +153,7 @@ void *reallocarray(void *p, size_t n, size_t m)
         errno = ENOMEM;
         return NULL;
     }
-    CALLER(caller);
+    PS_CALLER(caller);
     return do_realloc(PS_HEAP_REALLOCARRAY, p, total, caller);
 }
 
@@ -180,7 +168,7 @@ int posix_memalign(void **out, size_t align, size_t n)
 {
     if (align < sizeof(void *) || (align & (align - 1))) return EINVAL;
     int saved = errno;
-    CALLER(caller);
+    PS_CALLER(caller);
     void *p = alloc(PS_HEAP_POSIX_MEMALIGN, n, align, 0, caller);
     errno = saved; /* posix_memalign reports through its result only */
     if (!p) return ENOMEM;
@@ -201,19 +189,19 @@ static inline void *rounded_aligned(int fn, size_t align, size_t n, const uintpt
 
 void *aligned_alloc(size_t align, size_t n)
 {
-    CALLER(caller);
+    PS_CALLER(caller);
     return rounded_aligned(PS_HEAP_ALIGNED_ALLOC, align, n, caller);
 }
 
 void *memalign(size_t align, size_t n)
 {
-    CALLER(caller);
+    PS_CALLER(caller);
     return rounded_aligned(PS_HEAP_MEMALIGN, align, n, caller);
 }
 
 void *valloc(size_t n)
 {
-    CALLER(caller);
+    PS_CALLER(caller);
     return alloc(PS_HEAP_VALLOC, n, (size_t)sysconf(_SC_PAGESIZE), 0, caller);
 }
 
@@ -224,7 +212,7 @@ void *pvalloc(size_t n)
         errno = ENOMEM;
         return NULL;
     }
-    CALLER(caller);
+    PS_CALLER(caller);
     return alloc(PS_HEAP_PVALLOC, (n + page - 1) & ~(page - 1), page, 0, caller);
 }
 

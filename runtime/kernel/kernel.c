@@ -55,24 +55,6 @@ const char *ps_kernel_key_name(uintptr_t key, char buf[24])
 
 /* ---- attribution (both sources) ------------------------------------------------------- */
 
-/* Claims the tree like a sample does (sample.c: tree_enter). [signal-safe] */
-static int tree_enter(ps_thread_t *t)
-{
-    t->busy = 1;
-    ps_tree_fence();
-    if (ps_cct_frozen) {
-        t->busy = 0;
-        return 0;
-    }
-    return 1;
-}
-
-static void tree_leave(ps_thread_t *t)
-{
-    atomic_signal_fence(memory_order_seq_cst);
-    t->busy = 0;
-}
-
 /* Puts count calls and time below the path in t->scratch[0..n) (return addresses, innermost
  * first) under the leaf key. [signal-safe, tree claimed] */
 static void attribute(ps_thread_t *t, int n, int complete, uintptr_t key, uint64_t count,
@@ -98,7 +80,7 @@ static void on_kernel_signal(int sig, siginfo_t *info, void *context)
     int saved_errno = errno;
     uint64_t v = (uint64_t)(uintptr_t)info->si_value.sival_ptr;
     ps_thread_t *t = ps_self;
-    if (!t || t->busy || !tree_enter(t)) {
+    if (!t || t->busy || !ps_tree_enter(t)) {
         atomic_fetch_add_explicit(&lost_attributions, 1, memory_order_relaxed);
         errno = saved_errno;
         return;
@@ -112,7 +94,7 @@ static void on_kernel_signal(int sig, siginfo_t *info, void *context)
         n--;
     }
     attribute(t, n, complete, PS_KVAL_NR(v), PS_KVAL_COUNT(v), PS_KVAL_NS(v));
-    tree_leave(t);
+    ps_tree_leave(t);
     errno = saved_errno;
 }
 
@@ -137,12 +119,12 @@ void pathscope_kernel_call(int id, uint64_t t0, const uintptr_t *caller)
     k->pend_count++;
     k->pend_ticks += d;
     if (k->pend_ticks < period_ticks && k->count > 1) return;
-    if (!tree_enter(t)) return;
+    if (!ps_tree_enter(t)) return;
     int complete = 0;
     int n = ps_unwind_from(caller[0], caller[1], caller[2], t->scratch, PS_MAX_DEPTH, &complete);
     attribute(t, n, complete, PS_KLIBC_KEY + (uintptr_t)id, k->pend_count, k->pend_ticks);
     k->pend_count = k->pend_ticks = 0;
-    tree_leave(t);
+    ps_tree_leave(t);
 }
 
 /* ---- the collector -------------------------------------------------------------------- */
@@ -258,7 +240,7 @@ static int ebpf_attach(char *err, size_t errlen)
         }
         char msg[64], line[256];
         int len = snprintf(msg, sizeof msg, "register %d %llu\n", sig, (unsigned long long)period_ns);
-        if (write(fd, msg, (size_t)len) != len || read_line(fd, line, sizeof line) < 0) {
+        if (send(fd, msg, (size_t)len, MSG_NOSIGNAL) != len || read_line(fd, line, sizeof line) < 0) {
             close(fd); /* a collector that was just ending: start another */
             continue;
         }
@@ -389,7 +371,9 @@ static void tab(ps_fmt_t *f) { ps_fmt_char(f, '\t'); }
 static int copy_snapshot(ps_fmt_t *f)
 {
     static const char req[] = "snapshot\n";
-    if (ksock < 0 || write(ksock, req, sizeof req - 1) != (ssize_t)(sizeof req - 1)) return -1;
+    /* (send, not write: a collector gone would raise SIGPIPE in the application) */
+    if (ksock < 0 || send(ksock, req, sizeof req - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof req - 1))
+        return -1;
     static char buf[16384];
     static char line[512];
     size_t ln = 0;

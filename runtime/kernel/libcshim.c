@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "kernel.h"
+#include "../core/caller.h"
 
 typedef void (*core_fn)(int, uint64_t, const uintptr_t *);
 static core_fn volatile core; /* NULL: pass through */
@@ -64,17 +65,6 @@ static inline uint64_t now(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* The application frame that called us: pc (our return address), stack pointer and rbp, as
- * in the heap shim; the walk starts there. */
-#define CALLER(name)                                                                        \
-    uintptr_t name[3];                                                                      \
-    do {                                                                                    \
-        uintptr_t *fp_ = __builtin_frame_address(0);                                        \
-        name[0] = fp_[1];                                                                   \
-        name[1] = (uintptr_t)(fp_ + 2);                                                     \
-        name[2] = fp_[0];                                                                   \
-    } while (0)
-
 static inline void done(int id, uint64_t t0, const uintptr_t *caller)
 {
     int saved = errno;
@@ -92,7 +82,7 @@ static inline void done(int id, uint64_t t0, const uintptr_t *caller)
         static ret(*volatile real) params;                                                  \
         if (__builtin_expect(!real, 0)) real = (ret(*) params)resolve(#name);               \
         if (__builtin_expect(!core || depth, 1)) return real args;                          \
-        CALLER(c_);                                                                         \
+        PS_CALLER(c_);                                                                         \
         uint64_t t0_ = now();                                                               \
         ret r_ = real args;                                                                 \
         done(PS_KLIBC_##id, t0_, c_);                                                       \
@@ -174,7 +164,7 @@ static inline int open_needs_mode(int flags)
             va_end(ap);                                                                     \
         }                                                                                   \
         if (__builtin_expect(!core || depth, 1)) return real args;                          \
-        CALLER(c_);                                                                         \
+        PS_CALLER(c_);                                                                         \
         uint64_t t0_ = now();                                                               \
         int r_ = real args;                                                                 \
         done(PS_KLIBC_##id, t0_, c_);                                                       \
@@ -196,7 +186,7 @@ int ioctl(int fd, unsigned long request, ...)
     void *arg = va_arg(ap, void *);
     va_end(ap);
     if (__builtin_expect(!core || depth, 1)) return real(fd, request, arg);
-    CALLER(c_);
+    PS_CALLER(c_);
     uint64_t t0 = now();
     int r = real(fd, request, arg);
     done(PS_KLIBC_ioctl, t0, c_);

@@ -43,26 +43,6 @@ int ps_paths_on;                  /* call paths (unwinding, trees) active in thi
 /* mpi/paths.c: the node of an untimed MPI call a sample landed in [signal-safe] */
 uint32_t ps_untimed_sample_node(ps_thread_t *t, int op, void *context);
 
-/* Claims the thread's tree for an update from this context: busy first, then (after a full
- * fence, so that the writer's "frozen, then busy?" and our "busy, then frozen?" cannot both
- * miss each other) check that the trees are not being written. [signal-safe] */
-static inline int tree_enter(ps_thread_t *t)
-{
-    t->busy = 1;
-    ps_tree_fence();
-    if (ps_cct_frozen) {
-        t->busy = 0;
-        return 0;
-    }
-    return 1;
-}
-
-static inline void tree_leave(ps_thread_t *t)
-{
-    atomic_signal_fence(memory_order_seq_cst);
-    t->busy = 0;
-}
-
 /* A sample of this thread at the interrupted context: unwound, weighted, added. */
 static void sample_here(ps_thread_t *t, void *context, uint64_t now)
 {
@@ -112,7 +92,7 @@ static void on_sample(int sig, siginfo_t *info, void *context)
         t->samples_in_mpi++;
         goto out;
     }
-    if (t->busy || !tree_enter(t)) {
+    if (t->busy || !ps_tree_enter(t)) {
         t->samples_other++;
         goto out;
     }
@@ -130,7 +110,7 @@ static void on_sample(int sig, siginfo_t *info, void *context)
     } else {
         sample_here(t, context, ps_now());
     }
-    tree_leave(t);
+    ps_tree_leave(t);
 out:
     errno = saved_errno;
 }
@@ -331,9 +311,9 @@ static void thread_finish(void *arg)
     t->exited = 1;
     ps_sample_thread_stop(t);
     ps_kernel_thread_end(t);
-    if (tree_enter(t)) {
+    if (ps_tree_enter(t)) {
         ps_thread_close(t, ps_now());
-        tree_leave(t);
+        ps_tree_leave(t);
     }
 }
 

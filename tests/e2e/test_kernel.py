@@ -64,10 +64,6 @@ def sleeper_sum(lines, name):
     return sum(v for p, v in lines.items() if re.search(rf";sleeper(;[\w.]+)?;{name}$", p))
 
 
-def ebpf_available():
-    return os.geteuid() == 0 and shutil.which("bpftool") is not None
-
-
 def our_programs_attached():
     p = subprocess.run(["bpftool", "prog", "list"], capture_output=True, text=True)
     return [l for l in p.stdout.splitlines() if re.search(r"name (ps_|pathscope)", l)]
@@ -190,6 +186,16 @@ def test_collector_ends_after_mpi_abort(openmpi, tmp_path):
     p = openmpi.run(2, [openmpi.prog("kernel_mpi"), 100, "abort"], outdir=out, check=False,
                     pathscope_args=["--kernel", "ebpf"])
     assert p.returncode != 0
+    # nothing lost: the aborting rank and the one the launcher killed (SIGTERM, written by the
+    # fatal-signal handler) both have their tables
+    tids = {t["rank"]: t["tid"]
+            for t in (truth(l) for l in p.stdout.splitlines() if l.startswith("truth"))}
+    assert sorted(tids) == [0, 1]
+    for rank, tid in tids.items():
+        status = [r for r in rank_records(out, rank) if r[0] == "status"]
+        assert status[0][1] in ("abort 3", "signal 15"), status
+        assert [r[1] != "-" for r in rank_records(out, rank) if r[0] == "kend"] == [True]
+        assert tables(out, rank)[(tid, "getppid")][0] == 100
     assert wait_collector_gone() == []
 
 
@@ -213,6 +219,34 @@ def test_blocked_signal_is_never_queued(openmpi, tmp_path):
     assert tables(out)[(t["main"], "getppid")][0] == N
     counts = folded(out, "syscall_count")
     assert path_sum(counts, "[kernel: no call path];getppid") == N
+
+
+def test_collector_killed_mid_run_loses_only_the_tables(openmpi, tmp_path):
+    """The collector dies (SIGKILL) while the program runs: the program is not disturbed,
+    its attributed paths stay, and the missing tables are said (kend - -), not hidden."""
+    out = tmp_path / "prof"
+    proc = subprocess.Popen(PATHSCOPE + ["run", "--kernel", "ebpf", "-o", str(out), "--",
+                                         str(openmpi.prog("kernel_truth")), 3_000_000],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=PY_ENV)
+    deadline = time.time() + 10
+    while not collectors() and time.time() < deadline:
+        time.sleep(0.02)
+    subprocess.run(["pkill", "-KILL", "-f", "pathscope-kcollect"])
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    assert [r[1:] for r in rank_records(out, 0) if r[0] == "kend"] == [["-", "-"]]
+    assert "the collector's tables did not arrive for rank 0" in cli("report", out).stdout
+    assert wait_collector_gone() == []
+
+
+def test_tables_export(openmpi, tmp_path):
+    out = tmp_path / "prof"
+    t = truth(run_kernel(openmpi.prog("kernel_truth"), out, N, mode="libc").stdout)
+    rows = cli("export", out, "--format", "csv", "--table", "kernel-syscalls").stdout.splitlines()
+    assert rows[0] == "rank,tid,thread,source,syscall,count,time_s"
+    assert f"0,{t['main']},0,libc,getppid,{N}," in "\n".join(rows)
+    threads = cli("export", out, "--format", "csv", "--table", "kernel-threads").stdout
+    assert re.search(rf"^0,{t['sleeper']},1,libc,1,0\.1\d*,", threads, re.M), threads
 
 
 # ---- the fallback: eBPF refused ---------------------------------------------------------------
