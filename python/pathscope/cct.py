@@ -144,6 +144,7 @@ class KernelSummary:
     paths: str                    # signals | none (eBPF without call paths) | wrappers
     attributions: int             # times calls were put on a call path
     lost_attributions: int        # ... that could not be (the thread was inside pathscope)
+    own_calls: int                # reports of pathscope's own system calls (on no path)
     note: str                     # why eBPF paths or eBPF itself were not used, or ""
     syscalls: list[KernelSyscall] = field(default_factory=list)
     threads: list[KernelThread] = field(default_factory=list)
@@ -286,9 +287,9 @@ class CallPathParser:
                 "kend": self._kline}
 
     def _kernel(self, r: Record) -> None:
-        r.need(6)
+        r.need(7)
         self.kernel = KernelSummary(r.text(0), r.number(1), r.text(2), r.number(3), r.number(4),
-                                    "" if r.text(5) == "-" else r.text(5))
+                                    r.number(5), "" if r.text(6) == "-" else r.text(6))
 
     def _kline(self, r: Record) -> None:
         self.kernel_lines.append(r)

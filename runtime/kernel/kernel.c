@@ -40,6 +40,8 @@ static char ebpf_note[256];       /* why paths are missing with eBPF, or "" */
  * and time stay in the tables, not on a path */
 static _Atomic uint64_t lost_attributions;
 static uint64_t attributions;
+static uint64_t own_calls;        /* reports of pathscope's own system calls: on no path */
+static uintptr_t shim_start, shim_end; /* libpathscope-kernel.so's code, if loaded */
 
 static const char *const libc_names[PS_KLIBC_N] = {
 #define PS_KLIBC_NAME(id, name) name,
@@ -88,10 +90,22 @@ static void on_kernel_signal(int sig, siginfo_t *info, void *context)
     int complete = 0;
     int n = ps_unwind_signal(context, t->scratch, PS_MAX_DEPTH, &complete);
     /* scratch[0] is the instruction after the syscall, inside the function that made it (the
-     * libc wrapper): the leaf goes below that function's caller, as with the libc source */
-    if (n > 0) {
-        memmove(t->scratch, t->scratch + 1, (size_t)(n - 1) * sizeof *t->scratch);
-        n--;
+     * libc function): the leaf goes below that function's caller, as with the libc source;
+     * the libc wrappers' frames (passing through to the C library) are not the program's */
+    int drop = n > 0;
+    while (drop < n && t->scratch[drop] >= shim_start && t->scratch[drop] < shim_end) drop++;
+    /* pathscope's own system calls (writing the profile, reading /proc/self/maps) are not
+     * the program's: they stay in the tables, on no path */
+    if ((n > 0 && ps_unwind_in_self(t->scratch[0])) ||
+        (drop < n && ps_unwind_in_self(t->scratch[drop]) && ps_thunk_index(t->scratch[drop]) < 0)) {
+        own_calls++;
+        ps_tree_leave(t);
+        errno = saved_errno;
+        return;
+    }
+    if (drop) {
+        memmove(t->scratch, t->scratch + drop, (size_t)(n - drop) * sizeof *t->scratch);
+        n -= drop;
     }
     attribute(t, n, complete, PS_KVAL_NR(v), PS_KVAL_COUNT(v), PS_KVAL_NS(v));
     ps_tree_leave(t);
@@ -269,6 +283,8 @@ const char *ps_kernel_init(int target, const char **note)
     const char *mode = ps_options.kernel;
     if (strcmp(mode, "off") == 0 || !target) return NULL;
     period_ns = (uint64_t)atoll(ps_options.kernel_period) * 1000;
+    void *shim = dlsym(RTLD_DEFAULT, "pathscope_kernel_shim_init");
+    if (shim) ps_unwind_code_range((uintptr_t)shim, &shim_start, &shim_end);
     period_ticks = (uint64_t)((double)period_ns * ps_ticks_per_ns());
     if (strcmp(mode, "libc") != 0) {
         char err[PS_PATH_MAX + 128];
@@ -287,8 +303,7 @@ const char *ps_kernel_init(int target, const char **note)
     }
     ps_kernel_source = PS_KSRC_LIBC;
     void (*shim_init)(void (*)(int, uint64_t, const uintptr_t *), int) =
-        (void (*)(void (*)(int, uint64_t, const uintptr_t *), int))dlsym(RTLD_DEFAULT,
-                                                                           "pathscope_kernel_shim_init");
+        (void (*)(void (*)(int, uint64_t, const uintptr_t *), int))shim;
     shim_init(pathscope_kernel_call, ps_clock_uses_tsc);
     return NULL;
 }
@@ -408,13 +423,14 @@ void ps_kernel_write(ps_fmt_t *f)
         else if (!t->krusage.valid) proc_rusage(t);
     }
     int snapshot_ok = 1;
-    /* kernel source period_ns paths attributions lost note */
+    /* kernel source period_ns paths attributions lost own note */
     ps_fmt_str(f, "kernel\t");
     ps_fmt_str(f, ebpf ? "ebpf" : "libc"); tab(f);
     ps_fmt_u64(f, period_ns); tab(f);
     ps_fmt_str(f, ebpf ? (ebpf_signals ? "signals" : "none") : "wrappers"); tab(f);
     ps_fmt_u64(f, attributions); tab(f);
     ps_fmt_u64(f, atomic_load(&lost_attributions)); tab(f);
+    ps_fmt_u64(f, own_calls); tab(f);
     ps_fmt_tsv(f, ebpf_note[0] ? ebpf_note : "-"); ps_fmt_char(f, '\n');
     for (int i = 0; i < nthreads; i++) {
         ps_thread_t *t = ps_threads[i];

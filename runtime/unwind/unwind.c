@@ -1143,13 +1143,15 @@ static int find_code(struct dl_phdr_info *info, size_t size, void *data)
     return 0;
 }
 
-void ps_unwind_add_self(uintptr_t code)
+void ps_unwind_code_range(uintptr_t code, uintptr_t *start, uintptr_t *end)
 {
     code_range_t r = {code, 0, 0};
     dl_iterate_phdr(find_code, &r);
-    self2_start = r.start;
-    self2_end = r.end;
+    *start = r.start;
+    *end = r.end;
 }
+
+void ps_unwind_add_self(uintptr_t code) { ps_unwind_code_range(code, &self2_start, &self2_end); }
 
 int ps_unwind_init(char *err, size_t errlen)
 {

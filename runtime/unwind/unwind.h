@@ -32,6 +32,8 @@ uintptr_t ps_unwind_function_start(ps_thread_t *t, uintptr_t pc);
 
 int ps_unwind_in_self(uintptr_t addr); /* in pathscope's own code [signal-safe] */
 void ps_unwind_add_self(uintptr_t code); /* the library around code is ours too (the heap shim) */
+/* The executable range of the loaded module containing code (0, 0 if none). */
+void ps_unwind_code_range(uintptr_t code, uintptr_t *start, uintptr_t *end);
 
 /* How walks reuse the previous one (PATHSCOPE_TRAVERSAL; unwind.c describes the modes), and
  * every how many walks one is checked against a full walk (PATHSCOPE_TRAVERSAL_CHECK). */
