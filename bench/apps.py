@@ -2,7 +2,7 @@
 """End-to-end overhead of pathscope on real applications packaged by Debian (Open MPI builds).
 
     python3 bench/apps.py [--reps 5] [--cases lammps-2,lammps-4,hpcc-2] [--variants ...]
-                          [--steps 1500] [--hpl-n 4000] [--json FILE]
+                          [--steps 1500] [--hpl-n 4000] [--gmx-steps 3000] [--json FILE]
 
 Cases (all from Debian packages; nobody here wrote them):
   lammps-N  LAMMPS (`lmp`, package lammps) on N ranks, the shipped example
@@ -13,6 +13,14 @@ Cases (all from Debian packages; nobody here wrote them):
             RandomAccess, FFT and b_eff in one run, with the shipped example hpccinf.txt
             (/usr/share/doc/hpcc/examples/_hpccinf.txt) edited to N=--hpl-n and a 1xN (2 ranks)
             or 2x2 (4 ranks) grid.  Inside time: HPL_time from hpccoutf.txt.
+  gromacs-N GROMACS (`gmx_mpi`, package gromacs) on N ranks: a box of SPC/E water (OPLS-AA,
+            4 nm cube, 2,165 molecules, 6,495 atoms) made once per benchmark run with the
+            packaged tools from the shipped data: `gmx solvate -cs spc216.gro -box 4 4 4`
+            and `gmx grompp` with the .mdp written here (md, dt 2 fs, PME, 1.0 nm cut-offs,
+            Verlet lists, V-rescale at 300 K, no output but the log); each run is
+            `gmx_mpi mdrun -s topol.tpr -nsteps --gmx-steps -ntomp 1 -notunepme -dlb no`
+            (no PME grid tuning or dynamic load balancing: both adapt the work to measured
+            timings).  Inside time: the "Wall t" of md.log.
 Variants, interleaved in every repetition (forward order on even repetitions, reversed on odd):
   base               mpirun ... APP
   pathscope          mpirun ... bin/pathscope run -o DIR -- APP      (the documented CLI form)
@@ -34,6 +42,22 @@ Variants, interleaved in every repetition (forward order on even repetitions, re
   pathscope-off      as pathscope-preload with PATHSCOPE_MPI=off: every MPI call still goes
                      through pathscope's wrapper, which passes it straight on (the cost of the
                      interposition alone; not run unless asked for with --variants)
+  pathscope-kernel   as pathscope with --kernel ebpf (kernel time from the node's collector
+                     pathscope-kcollect, default period); skipped with a note if the collector
+                     was not built
+  pathscope-kernel-libc  as pathscope with --kernel libc (the libc wrappers in each rank)
+  strace             mpirun ... strace -c -f -o strace-RANK.txt APP (Debian's strace, counts)
+  bpftrace           bpftrace -o bpftrace.txt -c "mpirun ... APP" SCRIPT: one bpftrace for the
+                     whole run, SCRIPT (written here) counting and timing every syscall of the
+                     processes named like the application (comm) per pid, thread and syscall,
+                     as bench/syscalls_pertid.bt does for one process; needs root (tracefs is
+                     mounted on /sys/kernel/tracing if missing); skipped with a note otherwise
+The kernel variants run with copies of libpathscope-kernel.so and pathscope-kcollect next to
+the snapshot of libpathscope.so (build/bench/openmpi/), and every run starts once no
+pathscope-kcollect is left (it lingers 0.5 s after its last process and taxes every process
+on the node while it runs).  Checks: each --kernel run's rank files have `ksys` lines with
+calls, a complete `kend` line and the source asked for; strace leaves one summary per rank;
+bpftrace counts syscalls of as many processes as there are ranks.
 Wall time is the whole mpirun command (start-up, MPI_Init, the run, MPI_Finalize and the
 profile write).  Every pathscope run must leave a complete profile.tsv, or the benchmark fails.
 """
@@ -41,24 +65,77 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import shutil
 import statistics
 import sys
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib as bl  # noqa: E402
+import kernel as kb  # noqa: E402  (tracefs and collector helpers of bench/kernel.py)
 
 MELT = Path("/usr/share/lammps/examples/melt/in.melt")
 HPCCINF = Path("/usr/share/doc/hpcc/examples/_hpccinf.txt")
+GMX_TOP = Path("/usr/share/gromacs/top")
+GMX_BOX_NM = 4.0
+# the .mdp for the GROMACS case (nsteps is given to mdrun)
+GMX_MDP = """integrator         = md
+dt                 = 0.002
+nsteps             = 1000
+nstlog             = 1000
+nstcalcenergy      = 100
+nstenergy          = 0
+nstxout            = 0
+nstvout            = 0
+nstfout            = 0
+nstxout-compressed = 0
+cutoff-scheme      = Verlet
+nstlist            = 10
+coulombtype        = PME
+rcoulomb           = 1.0
+rvdw               = 1.0
+DispCorr           = EnerPres
+tcoupl             = V-rescale
+tc-grps            = System
+tau_t              = 0.1
+ref_t              = 300
+pcoupl             = no
+gen_vel            = yes
+gen_temp           = 300
+gen_seed           = 1
+constraints        = h-bonds
+"""
+GMX_TOPOL = """#include "oplsaa.ff/forcefield.itp"
+#include "oplsaa.ff/spce.itp"
+
+[ system ]
+SPC/E water
+
+[ molecules ]
+"""
 VARIANTS = ("base", "pathscope", "pathscope-preload", "perf")
 SAMPLING_VARIANTS = {"pathscope-100hz": {"PATHSCOPE_SAMPLE_RATE": "100"},
                      "pathscope-1khz": {"PATHSCOPE_SAMPLE_RATE": "1000"},
                      "pathscope-nopaths": {"PATHSCOPE_PATHS": "off"}}
 # not run by default: the interposition floor (wrappers installed, measurement off)
-EXTRA_VARIANTS = ("pathscope-off", "perf-1khz", "pathscope-heap", "heaptrack") + tuple(SAMPLING_VARIANTS)
-MPI = "openmpi"  # Debian builds lmp and hpcc against Open MPI only
+KERNEL_VARIANTS = {"pathscope-kernel": "ebpf", "pathscope-kernel-libc": "libc"}
+EXTRA_VARIANTS = ("pathscope-off", "perf-1khz", "pathscope-heap", "heaptrack") + \
+    tuple(SAMPLING_VARIANTS) + tuple(KERNEL_VARIANTS) + ("strace", "bpftrace")
+KERNEL_FILES = ("libpathscope-kernel.so", "pathscope-kcollect")  # next to libpathscope.so
+# bpftrace for a whole run: every syscall of the processes called COMM, per pid, thread and
+# syscall number (the aggregation of bench/syscalls_pertid.bt, filtered by name, not by pid)
+BPFTRACE_APP = """tracepoint:raw_syscalls:sys_enter /comm == "COMM"/ {
+  @start[tid] = nsecs; @nr[tid] = args->id; }
+tracepoint:raw_syscalls:sys_exit /comm == "COMM" && @start[tid]/ {
+  @count[pid, tid, @nr[tid]] = count(); @ns[pid, tid, @nr[tid]] = sum(nsecs - @start[tid]);
+  delete(@start[tid]); }
+END { clear(@start); clear(@nr); }
+"""
+MPI = "openmpi"  # Debian builds lmp, hpcc and gmx_mpi against Open MPI only
 GOAL_PERCENT = 1.0
 # hpccoutf.txt summary values kept for every HPCC run (seconds, except the problem size)
 HPCC_PHASES = ("HPL_time", "PTRANS_time", "MPIRandomAccess_time", "MPIRandomAccess_LCG_time",
@@ -91,6 +168,32 @@ def hpcc_input(n: int, ranks: int) -> str:
     return substitute(text, r"^2(\s+Qs)$", f"{q:<13d}Qs", str(HPCCINF))
 
 
+def gromacs_input() -> tuple[bytes, int]:
+    """topol.tpr for the water box, made with the packaged gmx (serial build, same release as
+    gmx_mpi) in a scratch directory, and its number of water molecules."""
+    for tool in ("gmx", "gmx_mpi"):
+        if shutil.which(tool) is None:
+            raise bl.BenchError(f"{tool} not found: apt-get install gromacs")
+    if not (GMX_TOP / "spc216.gro").is_file() or not (GMX_TOP / "oplsaa.ff").is_dir():
+        raise bl.BenchError(f"{GMX_TOP}/spc216.gro or oplsaa.ff missing: apt-get install "
+                            f"gromacs-data")
+    bl.WORK.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="gromacs-prep-", dir=bl.WORK) as d:
+        cwd = Path(d)
+        (cwd / "topol.top").write_text(GMX_TOPOL)
+        (cwd / "md.mdp").write_text(GMX_MDP)
+        box = f"{GMX_BOX_NM:g}"
+        for cmd in (["gmx", "-quiet", "solvate", "-cs", "spc216.gro", "-box", box, box, box,
+                     "-o", "conf.gro", "-p", "topol.top"],
+                    ["gmx", "-quiet", "grompp", "-f", "md.mdp", "-c", "conf.gro", "-p",
+                     "topol.top", "-o", "topol.tpr"]):
+            bl.run(cmd, cwd=cwd)
+        m = re.search(r"^SOL\s+(\d+)\s*$", (cwd / "topol.top").read_text(), re.M)
+        if not m:
+            raise bl.BenchError(f"gmx solvate added no water to {cwd}/topol.top")
+        return (cwd / "topol.tpr").read_bytes(), int(m.group(1))
+
+
 class Case:
     def __init__(self, name: str, args: argparse.Namespace):
         self.name = name
@@ -98,24 +201,40 @@ class Case:
         self.ranks = int(n)
         if self.app == "lammps":
             self.program = ["lmp", "-in", "in.melt", "-log", "log.lammps", "-screen", "none"]
-            self.files = {"in.melt": lammps_input(args.steps)}
+            self.files: dict[str, str | bytes] = {"in.melt": lammps_input(args.steps)}
             self.describe = (f"LAMMPS in.melt, 32,000 atoms, {args.steps} steps, "
                              f"{self.ranks} ranks")
         elif self.app == "hpcc":
             self.program = ["hpcc"]
             self.files = {"hpccinf.txt": hpcc_input(args.hpl_n, self.ranks)}
             self.describe = f"HPCC (all tests), HPL N={args.hpl_n} NB=80, {self.ranks} ranks"
+        elif self.app == "gromacs":
+            self.program = ["gmx_mpi", "mdrun", "-s", "topol.tpr", "-nsteps",
+                            str(args.gmx_steps), "-ntomp", "1", "-notunepme", "-dlb", "no"]
+            tpr, waters = gromacs_input()
+            self.files = {"topol.tpr": tpr}
+            self.describe = (f"GROMACS water, {3 * waters:,} atoms, PME, {args.gmx_steps} "
+                             f"steps, {self.ranks} ranks")
         else:
-            raise bl.BenchError(f"unknown case '{name}' (lammps-N or hpcc-N)")
+            raise bl.BenchError(f"unknown case '{name}' (lammps-N, hpcc-N or gromacs-N)")
+        self.comm = {"lammps": "lmp", "hpcc": "hpcc", "gromacs": "gmx_mpi"}[self.app]
 
     def inside_seconds(self, cwd: Path) -> dict[str, float]:
         """The application's own timings: "inside" is its main phase (LAMMPS Loop time, HPCC
-        HPL_time); for HPCC also the other MPI-heavy phases of hpccoutf.txt's summary."""
+        HPL_time, GROMACS mdrun's Wall t); for HPCC also the other MPI-heavy phases of
+        hpccoutf.txt's summary."""
         if self.app == "lammps":
             m = re.search(r"^Loop time of ([0-9.eE+-]+) on", (cwd / "log.lammps").read_text(), re.M)
             if not m:
                 raise bl.BenchError(f"{self.name}: no Loop time in {cwd}/log.lammps")
             return {"inside": float(m.group(1))}
+        if self.app == "gromacs":
+            log = cwd / "md.log"
+            m = re.search(r"^\s+Time:\s+([0-9.eE+-]+)\s+([0-9.eE+-]+)", log.read_text()
+                          if log.is_file() else "", re.M)
+            if not m:
+                raise bl.BenchError(f"{self.name}: no Time: line (Wall t) in {log}")
+            return {"inside": float(m.group(2))}
         text = (cwd / "hpccoutf.txt").read_text()
         times = {}
         for key in HPCC_PHASES:
@@ -130,10 +249,11 @@ class Case:
 def command(case: Case, variant: str, cwd: Path, lib: Path) -> list[str]:
     program = case.program
     env: dict[str, str] = {}
-    if variant == "pathscope":
+    if variant == "pathscope" or variant in KERNEL_VARIANTS:
         env = {"PATHSCOPE_LIB": str(lib)}
-        program = [str(bl.REPO / "bin" / "pathscope"), "run", "--mpi", MPI, "-o",
-                   str(cwd / "profile"), "--"] + program
+        kernel = ["--kernel", KERNEL_VARIANTS[variant]] if variant in KERNEL_VARIANTS else []
+        program = [str(bl.REPO / "bin" / "pathscope"), "run", "--mpi", MPI] + kernel + \
+            ["-o", str(cwd / "profile"), "--"] + program
     elif variant == "pathscope-preload":
         env = {"LD_PRELOAD": str(lib), "PATHSCOPE_OUTPUT": str(cwd / "profile")}
     elif variant in SAMPLING_VARIANTS:
@@ -155,19 +275,114 @@ def command(case: Case, variant: str, cwd: Path, lib: Path) -> list[str]:
     elif variant == "perf-1khz":
         program = ["sh", "-c", 'exec perf record -q -e cpu-clock -F 1000 -o '
                    '"perf-$OMPI_COMM_WORLD_RANK.data" -- "$@"', "sh"] + program
-    return bl.mpirun(MPI, case.ranks, program, env)
+    elif variant == "strace":
+        program = ["sh", "-c", 'exec strace -c -f -o "strace-$OMPI_COMM_WORLD_RANK.txt" "$@"',
+                   "sh"] + program
+    cmd = bl.mpirun(MPI, case.ranks, program, env)
+    if variant == "bpftrace":
+        script = cwd / "syscalls.bt"
+        script.write_text(BPFTRACE_APP.replace("COMM", case.comm[:15]))
+        launcher = shutil.which(cmd[0])  # bpftrace wants a path (usrmerge: two on PATH)
+        if launcher is None:
+            raise bl.BenchError(f"{cmd[0]} not found")
+        cmd = [launcher] + cmd[1:]
+        if any(" " in a or not a for a in cmd):
+            raise bl.BenchError(f"bpftrace -c cannot take arguments with spaces: {cmd}")
+        cmd = ["bpftrace", "-o", str(cwd / "bpftrace.txt"), "-c", " ".join(cmd), str(script)]
+    return cmd
+
+
+def snapshot_kernel_files(lib: Path) -> Optional[str]:
+    """Copies libpathscope-kernel.so and pathscope-kcollect next to the snapshot lib (the CLI
+    and the runtime look for them there), removing stale copies first.  None, or why
+    pathscope-kernel (eBPF) cannot run."""
+    why = None
+    for name in KERNEL_FILES:
+        src, dst = bl.REPO / "build" / MPI / name, lib.parent / name
+        dst.unlink(missing_ok=True)
+        if src.is_file():
+            shutil.copy2(src, dst)
+        elif name == "pathscope-kcollect":
+            why = f"the eBPF collector was not built ({src} is missing)"
+        else:
+            raise bl.BenchError(f"{src} does not exist: build it with `make build MPI={MPI}`")
+    return why
+
+
+def check_kernel(case: Case, variant: str, profile: Path) -> dict:
+    """Every rank file has kernel tables from the source asked for, with calls counted."""
+    want = KERNEL_VARIANTS[variant]
+    calls = ns = 0
+    files = sorted((profile / "ranks").glob("rank-*.tsv"))
+    if len(files) != case.ranks:
+        raise bl.BenchError(f"{variant}: {len(files)} rank files in {profile} for {case.ranks}")
+    for f in files:
+        rows = [line.split("\t") for line in f.read_text().splitlines()]
+        kernel = [r for r in rows if r[0] == "kernel"]
+        kend = [r for r in rows if r[0] == "kend"]
+        ksys = [r for r in rows if r[0] == "ksys"]
+        if len(kernel) != 1 or kernel[0][1] != want:
+            raise bl.BenchError(f"{variant}: {f}: expected a `kernel` line with source {want}, "
+                                f"found {kernel}")
+        if not kend or kend[-1][1] == "-" or not ksys:
+            raise bl.BenchError(f"{variant}: {f}: incomplete kernel tables ({len(ksys)} ksys "
+                                f"lines, kend {kend})")
+        c = sum(int(r[3]) for r in ksys)
+        if c <= 0:
+            raise bl.BenchError(f"{variant}: {f}: no calls in the ksys lines")
+        calls += c
+        ns += sum(int(r[4]) for r in ksys)
+    return {"syscalls": calls, "syscall_ns": ns}
+
+
+def check_strace(case: Case, cwd: Path) -> dict:
+    files = sorted(cwd.glob("strace-*.txt"))
+    if len(files) != case.ranks:
+        raise bl.BenchError(f"strace wrote {len(files)} summaries for {case.ranks} ranks in {cwd}")
+    calls = 0
+    for f in files:
+        m = re.search(r"^\s*[0-9.]+\s+[0-9.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?total$",
+                      f.read_text(), re.M)
+        if not m:
+            raise bl.BenchError(f"no total line in strace's summary {f}")
+        calls += int(m.group(1))
+    return {"syscalls": calls}
+
+
+def check_bpftrace(case: Case, cwd: Path) -> dict:
+    text = (cwd / "bpftrace.txt").read_text() if (cwd / "bpftrace.txt").is_file() else ""
+    counts = [(int(m.group(1)), int(m.group(2))) for m in
+              re.finditer(r"^@count\[(\d+), \d+, \d+\]: (\d+)$", text, re.M)]
+    pids = {p for p, _ in counts}
+    if len(pids) < case.ranks:
+        raise bl.BenchError(f"bpftrace counted syscalls of {len(pids)} {case.comm} processes "
+                            f"for {case.ranks} ranks in {cwd}/bpftrace.txt")
+    return {"syscalls": sum(c for _, c in counts)}
 
 
 def one_run(case: Case, variant: str, lib: Path, tmp: Path) -> dict:
     cwd = Path(tempfile.mkdtemp(prefix=f"{case.name}-{variant}-", dir=tmp))
-    for name, text in case.files.items():
-        (cwd / name).write_text(text)
+    for name, content in case.files.items():
+        if isinstance(content, bytes):
+            (cwd / name).write_bytes(content)
+        else:
+            (cwd / name).write_text(content)
+    if not kb.wait_collector_gone():
+        print(f"apps: warning: a {kb.COLLECTOR} is still running: this run pays its tax",
+              file=sys.stderr, flush=True)
     wall, out = bl.run(command(case, variant, cwd, lib), cwd=cwd)
     result = {"wall": wall, **case.inside_seconds(cwd)}
-    if variant in ("pathscope", "pathscope-preload", "pathscope-heap") or variant in SAMPLING_VARIANTS:
+    if variant in ("pathscope", "pathscope-preload", "pathscope-heap") or \
+            variant in SAMPLING_VARIANTS or variant in KERNEL_VARIANTS:
         summary = bl.profile_summary(cwd / "profile")
         result["profile"] = {k: summary[k] for k in ("profile_tsv_bytes", "dir_bytes", "files")}
         result["profile"]["mpi_calls"] = sum(summary["calls"].values())
+        if variant in KERNEL_VARIANTS:
+            result["profile"].update(check_kernel(case, variant, cwd / "profile"))
+    elif variant == "strace":
+        result["strace"] = check_strace(case, cwd)
+    elif variant == "bpftrace":
+        result["bpftrace"] = check_bpftrace(case, cwd)
     elif variant in ("perf", "perf-1khz"):
         data = list(cwd.glob("perf-*.data"))
         if len(data) != case.ranks:
@@ -187,6 +402,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--steps", type=int, default=1500, help="LAMMPS timesteps (default 1500)")
     ap.add_argument("--hpl-n", type=int, default=4000, help="HPL matrix order (default 4000)")
+    ap.add_argument("--gmx-steps", type=int, default=3000,
+                    help="GROMACS mdrun steps (default 3000)")
     ap.add_argument("--json", help="also write every measurement to this file")
     args = ap.parse_args(argv)
     variants = [v for v in args.variants.split(",") if v]
@@ -197,6 +414,27 @@ def main(argv: list[str] | None = None) -> int:
 
     info = bl.machine()
     lib = bl.snapshot_library(MPI)
+    skipped: dict[str, str] = {}
+    if any(v in KERNEL_VARIANTS for v in variants):
+        why = snapshot_kernel_files(lib)
+        if why and "pathscope-kernel" in variants:
+            skipped["pathscope-kernel"] = why
+    for tool in ("strace", "bpftrace"):
+        if tool in variants and shutil.which(tool) is None:
+            raise bl.BenchError(f"{tool} not found: apt-get install {tool} "
+                                f"(or leave it out with --variants)")
+    if "bpftrace" in variants:
+        why = "bpftrace needs root" if os.geteuid() != 0 else kb.ensure_tracefs()
+        if why:
+            skipped["bpftrace"] = why
+    for v, why in skipped.items():
+        print(f"apps: skipping {v}: {why}", file=sys.stderr, flush=True)
+    variants = [v for v in variants if v not in skipped]
+    if "strace" in variants or "bpftrace" in variants:
+        info["strace"] = bl.dpkg_version("strace")
+        info["bpftrace"] = bl.dpkg_version("bpftrace")
+    if any(c.app == "gromacs" for c in cases):
+        info["gromacs"] = bl.dpkg_version("gromacs")
     tmp = Path(tempfile.mkdtemp(prefix="apps-", dir=bl.WORK))
     results = {(c.name, v): [] for c in cases for v in variants}
     for rep in range(args.reps):
@@ -208,6 +446,11 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr, flush=True)
 
     print("\n".join(bl.machine_lines(info)))
+    for v, why in skipped.items():
+        print(f"skipped {v}: {why}")
+    tools = [f"{k} {info[k]}" for k in ("gromacs", "strace", "bpftrace") if k in info]
+    if tools:
+        print("; ".join(tools))
     print(f"wall time of the whole mpirun, median of {args.reps} interleaved runs (min..max); "
           f"overhead = median / median of base - 1; paired = per repetition, min..max")
     rows, inside_rows, profile_lines = [], [], []
@@ -220,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
             paired = [100 * (w / b - 1) for w, b in zip(walls, base)]
             over = 100 * (statistics.median(walls) / statistics.median(base) - 1)
             over_in = 100 * (statistics.median(ins) / statistics.median(base_in) - 1)
-            goal = "-" if v not in ("pathscope", "pathscope-preload") else \
+            goal = "-" if v not in ("pathscope", "pathscope-preload") + tuple(KERNEL_VARIANTS) else \
                 ("yes" if over <= GOAL_PERCENT else "no")
             rows.append([c.describe, v,
                          f"{statistics.median(walls):.2f} ({min(walls):.2f}..{max(walls):.2f})",
@@ -239,9 +482,17 @@ def main(argv: list[str] | None = None) -> int:
                     f"recorded ({p['mpi_calls'] / statistics.median(base):.0f} per second of run)")
             if "perf_bytes" in last:
                 profile_lines.append(f"{c.name} perf: perf.data {last['perf_bytes']} B in total")
+            if "profile" in last and "syscalls" in last["profile"]:
+                p = last["profile"]
+                profile_lines.append(f"{c.name} {v}: {p['syscalls']} syscalls counted (ksys, all "
+                                     f"ranks and threads), {p['syscall_ns'] / 1e9:.3f} s in them")
+            for tool in ("strace", "bpftrace"):
+                if tool in last:
+                    profile_lines.append(f"{c.name} {tool}: {last[tool]['syscalls']} syscalls "
+                                         f"counted")
     print(bl.table(["application", "variant", "wall s", "overhead", "paired", "<= 1%"], rows))
-    print("\nthe application's own timing of its main phase (LAMMPS Loop time, HPCC HPL_time), "
-          "same runs")
+    print("\nthe application's own timing of its main phase (LAMMPS Loop time, HPCC HPL_time, "
+          "GROMACS Wall t), same runs")
     print(bl.table(["application", "variant", "inside s", "overhead"], inside_rows))
     for c in cases:
         if c.app != "hpcc":
@@ -264,6 +515,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(
             {"machine": info, "library_sha256": bl.sha256(lib), "args": vars(args),
+             "skipped": skipped,
              "results": {f"{c} {v}": r for (c, v), r in results.items()}}, indent=1))
     return 0
 

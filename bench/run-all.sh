@@ -3,9 +3,9 @@
 #   bench/run-all.sh           installs the benchmark dependencies (apt, as root), builds the
 #                              runtime for Open MPI and MPICH, runs bench/percall.py,
 #                              bench/clockfence.c, bench/unwind.py, bench/perfcompare.py,
-#                              bench/apps.py and bench/heap.py, prints their tables and
-#                              keeps them with the raw measurements (JSON) in
-#                              build/bench/results-<date>/.
+#                              bench/apps.py, bench/heap.py and bench/kernel.py, prints
+#                              their tables and keeps them with the raw measurements (JSON)
+#                              in build/bench/results-<date>/.
 #   bench/run-all.sh --quick   the same with few repetitions and small sizes: checks that
 #                              everything runs (about 2 minutes); its numbers mean little.
 # Takes 15-30 minutes on 2 cores.  Run it on an otherwise idle machine: the drivers interleave
@@ -21,8 +21,9 @@ case "${1:-}" in
   *) echo "usage: bench/run-all.sh [--quick]" >&2; exit 2 ;;
 esac
 
-# lammps, hpcc, linux-perf, strace, hyperfine, netpipe-openmpi; then the example inputs that
-# bench/apps.py edits (Debian ships in.melt in lammps-examples, not in lammps).
+# lammps, hpcc, gromacs, linux-perf, strace, bpftrace, hyperfine, netpipe-openmpi, heaptrack;
+# then the example inputs that bench/apps.py edits (Debian ships in.melt in lammps-examples,
+# not in lammps).
 scripts/setup.sh --bench
 if ! dpkg-query -W -f='${Status}' lammps-examples 2>/dev/null | grep "install ok installed" >/dev/null; then
   if [ "$(id -u)" -ne 0 ]; then
@@ -43,12 +44,14 @@ if [ $quick = 1 ]; then
   unwind_args=(--reps 1 --iterations 200000)
   compare_args=(--steps 100)
   heap_args=(--reps 1 --scale 200 --iterations 200000)
+  kernel_args=(--reps 1 --quick)
 else
   percall_args=()
   apps_args=(--variants base,pathscope,pathscope-preload,pathscope-100hz,pathscope-nopaths,perf)
   unwind_args=()
   compare_args=()
   heap_args=()
+  kernel_args=()
 fi
 echo "== per-call cost (bench/percall.py) =="
 python3 bench/percall.py "${percall_args[@]}" --json "$out/percall.json" | tee "$out/percall.txt"
@@ -68,5 +71,8 @@ python3 bench/apps.py "${apps_args[@]}" --json "$out/apps.json" | tee "$out/apps
 echo
 echo "== heap profiling per traversal mode vs heaptrack (bench/heap.py) =="
 python3 bench/heap.py "${heap_args[@]}" --json "$out/heap.json" | tee "$out/heap.txt"
+echo
+echo "== kernel-time profiling per syscall vs strace and bpftrace (bench/kernel.py) =="
+python3 bench/kernel.py "${kernel_args[@]}" --json "$out/kernel.json" | tee "$out/kernel.txt"
 echo
 echo "bench: tables and raw measurements in $out"
