@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -362,11 +363,20 @@ static void heap_init(void)
 
 /* Kernel time: libpathscope-kernel.so and PATHSCOPE_KERNEL must agree as for the heap; the
  * process pathscope profiles registers with the node's collector (or falls back to libc). */
+static int is_kernel_shim(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    (void)data;
+    const char *base = strrchr(info->dlpi_name, '/');
+    return strcmp(base ? base + 1 : info->dlpi_name, "libpathscope-kernel.so") == 0;
+}
+
 static void kernel_init(int target)
 {
     const char *mode = ps_options.kernel;
     int wanted = strcmp(mode, "off") != 0;
-    int shim = dlsym(RTLD_DEFAULT, "pathscope_kernel_shim_init") != NULL;
+    /* (not dlsym: a failed lookup allocates its error message, which heap profiling sees) */
+    int shim = dl_iterate_phdr(is_kernel_shim, NULL);
     if (wanted && strcmp(mode, "ebpf") != 0 && !shim)
         die_config("PATHSCOPE_KERNEL=%s needs libpathscope-kernel.so in LD_PRELOAD next to "
                    "libpathscope.so (pathscope run --kernel sets both)%s", mode, "");
@@ -377,7 +387,7 @@ static void kernel_init(int target)
         die_config("PATHSCOPE_KERNEL=%s needs call paths: PATHSCOPE_PATHS=off cannot be combined "
                    "with it%s", mode, "");
     const char *note = NULL;
-    const char *err = ps_kernel_init(target && ps_paths_on, &note);
+    const char *err = ps_kernel_init(target && ps_paths_on, shim, &note);
     if (err) die_config("%s%s", err, "");
     if (note && launcher_rank <= 0) fprintf(stderr, "pathscope: %s\n", note);
 }

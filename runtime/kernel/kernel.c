@@ -276,14 +276,14 @@ static int ebpf_attach(char *err, size_t errlen)
 
 /* ---- start and end --------------------------------------------------------------------- */
 
-const char *ps_kernel_init(int target, const char **note)
+const char *ps_kernel_init(int target, int shim_loaded, const char **note)
 {
     static char msg[PS_PATH_MAX + 256];
     *note = NULL;
     const char *mode = ps_options.kernel;
     if (strcmp(mode, "off") == 0 || !target) return NULL;
     period_ns = (uint64_t)atoll(ps_options.kernel_period) * 1000;
-    void *shim = dlsym(RTLD_DEFAULT, "pathscope_kernel_shim_init");
+    void *shim = shim_loaded ? dlsym(RTLD_DEFAULT, "pathscope_kernel_shim_init") : NULL;
     if (shim) ps_unwind_code_range((uintptr_t)shim, &shim_start, &shim_end);
     period_ticks = (uint64_t)((double)period_ns * ps_ticks_per_ns());
     if (strcmp(mode, "libc") != 0) {

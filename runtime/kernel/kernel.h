@@ -55,10 +55,11 @@ typedef struct ps_kstat {
 } ps_kstat_t;
 
 /* At load time, in the process pathscope profiles (target) or not: connects to or starts the
- * node's collector, or activates the libc wrappers.  Returns NULL, or an error for one line
- * ("PATHSCOPE_KERNEL=ebpf: ..."); *note is set to the reason eBPF was not used when auto
- * fell back to libc (printed once by the caller). */
-const char *ps_kernel_init(int target, const char **note);
+ * node's collector, or activates the libc wrappers (shim_loaded: libpathscope-kernel.so is
+ * preloaded).  Returns NULL, or an error for one line ("PATHSCOPE_KERNEL=ebpf: ..."); *note
+ * is set to the reason eBPF was not used when auto fell back to libc (printed once by the
+ * caller). */
+const char *ps_kernel_init(int target, int shim_loaded, const char **note);
 /* The name of a syscall leaf's key. [signal-safe] */
 const char *ps_kernel_key_name(uintptr_t key, char buf[24]);
 /* A thread's end, in the thread: its own resource usage. [signal-safe] */

@@ -22,7 +22,8 @@ def test_unknown_variable(mpi, tmp_path):
                                 "PATHSCOPE_MPI, PATHSCOPE_SIGNALS, PATHSCOPE_POLL_TIMING, PATHSCOPE_PATHS, "
                                 "PATHSCOPE_SAMPLE_RATE, PATHSCOPE_SAMPLE_CLOCK, PATHSCOPE_UNWIND, "
                                 "PATHSCOPE_HEAP, PATHSCOPE_TRAVERSAL, PATHSCOPE_TRAVERSAL_CHECK, "
-                                "PATHSCOPE_QUIET, PATHSCOPE_PID, PATHSCOPE_COMMAND)")
+                                "PATHSCOPE_KERNEL, PATHSCOPE_KERNEL_PERIOD, PATHSCOPE_QUIET, PATHSCOPE_PID, "
+                                "PATHSCOPE_COMMAND)")
 
 
 def test_bad_value(mpi, tmp_path):
