@@ -79,6 +79,17 @@ static size_t kc_nclients, kc_clients_cap;
 static kc_proc_t *kc_procs;
 static size_t kc_nprocs, kc_procs_cap;
 
+/* Exited threads' numbers moved out of the BPF hash maps (kc_harvest): the maps only have to
+ * hold what exits between two harvests, however many threads a process goes through. */
+#define KC_HARVEST_MS 250
+typedef struct {
+    pid_t tgid;
+    uint32_t tid, nr;     /* nr PS_KC_REC_THREAD: blocked, runqueue, switches, page faults */
+    __u64 v[4];
+} kc_archived_t;
+static kc_archived_t *kc_archive;
+static size_t kc_narchive, kc_archive_cap;
+
 /* ---- small utilities ----------------------------------------------------------------------- */
 
 static uint64_t kc_now_us(void)
@@ -243,6 +254,74 @@ static void kc_delete_exited(int fd, pid_t tgid, size_t ksz, size_t vsz)
     free(ks.keys);
 }
 
+/* ---- harvest: exited threads out of the maps ------------------------------------------- */
+
+static void kc_archive_add(pid_t tgid, uint32_t tid, uint32_t nr, const __u64 *v, int nv)
+{
+    kc_archived_t *p = kc_grow(kc_archive, &kc_archive_cap, kc_narchive + 1, sizeof *p);
+    if (!p) {
+        kc_user_dropped++;
+        return;
+    }
+    kc_archive = p;
+    kc_archived_t *a = &kc_archive[kc_narchive++];
+    *a = (kc_archived_t){.tgid = tgid, .tid = tid, .nr = nr};
+    memcpy(a->v, v, (size_t)nv * sizeof *v);
+}
+
+typedef struct {
+    struct ps_kc_thread_key *keys;
+    size_t n, cap;
+} kc_thread_keys_t;
+
+static void kc_collect_thread_key(const void *key, const void *value, void *arg)
+{
+    (void)value;
+    kc_thread_keys_t *ks = arg;
+    struct ps_kc_thread_key *p = kc_grow(ks->keys, &ks->cap, ks->n + 1, sizeof *p);
+    if (!p) return;
+    ks->keys = p;
+    ks->keys[ks->n++] = *(const struct ps_kc_thread_key *)key;
+}
+
+/* Takes every exited thread out of the maps into kc_archive: its thread entry first (written
+ * last by sched_process_exit, so its syscall entries are complete), then those entries, each
+ * with one lookup-and-delete: a thread that exits meanwhile with a reused tid either lands in
+ * what we take or creates new entries for the next harvest; nothing is counted twice. */
+static void kc_harvest(void)
+{
+    int tfd = bpf_map__fd(kc_skel->maps.ps_kc_exited_threads);
+    int sfd = bpf_map__fd(kc_skel->maps.ps_kc_exited_sys);
+    kc_thread_keys_t ks = {0};
+    kc_map_scan(tfd, sizeof(struct ps_kc_thread_key), sizeof(struct ps_kc_thread_val),
+                kc_collect_thread_key, &ks);
+    for (size_t i = 0; i < ks.n; i++) {
+        struct ps_kc_thread_key k = ks.keys[i];
+        struct ps_kc_thread_val tv;
+        if (bpf_map_lookup_and_delete_elem(tfd, &k, &tv)) continue;
+        __u64 v[4] = {tv.blocked_ns, tv.runqueue_ns, tv.switches, tv.page_faults};
+        kc_archive_add((pid_t)k.tgid, k.tid, PS_KC_REC_THREAD, v, 4);
+        for (uint32_t nr = 0; nr < PS_NR_SYSCALLS; nr++) {
+            if (!(tv.nrs[nr / 64] >> (nr % 64) & 1)) continue;
+            struct ps_kc_sys_key sk = {.tgid = k.tgid, .tid = k.tid, .nr = nr};
+            struct ps_kc_sys_val sv;
+            if (bpf_map_lookup_and_delete_elem(sfd, &sk, &sv)) continue;
+            __u64 vv[2] = {sv.count, sv.ns};
+            kc_archive_add((pid_t)k.tgid, k.tid, nr, vv, 2);
+        }
+    }
+    if (ks.n) kc_log("harvest: %zu exited threads (%zu archived records)", ks.n, kc_narchive);
+    free(ks.keys);
+}
+
+static void kc_archive_forget(pid_t tgid)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < kc_narchive; i++)
+        if (kc_archive[i].tgid != tgid) kc_archive[kept++] = kc_archive[i];
+    kc_narchive = kept;
+}
+
 /* The process has exited: every thread has flushed its numbers (sched_process_exit runs
  * before the exit is signalled on the pidfd), and nobody will ask for them any more. */
 static void kc_untrack(size_t i)
@@ -255,6 +334,7 @@ static void kc_untrack(size_t i)
                      sizeof(struct ps_kc_sys_key), sizeof(struct ps_kc_sys_val));
     kc_delete_exited(bpf_map__fd(kc_skel->maps.ps_kc_exited_threads), tgid,
                      sizeof(struct ps_kc_thread_key), sizeof(struct ps_kc_thread_val));
+    kc_archive_forget(tgid);
     close(kc_procs[i].pidfd);
     kc_procs[i] = kc_procs[--kc_nprocs];
     kc_log("process %d exited: no longer tracked (%zu tracked)", (int)tgid, kc_nprocs);
@@ -394,7 +474,23 @@ static void kc_snapshot(kc_client_t *c, pid_t tgid)
         free(sn.recs);
         return;
     }
+    for (size_t i = 0; i < kc_narchive; i++)
+        if (kc_archive[i].tgid == tgid)
+            kc_snap_add(&sn, kc_archive[i].tid, kc_archive[i].nr, kc_archive[i].v, 4, 1);
     qsort(sn.recs, sn.n, sizeof *sn.recs, kc_rec_cmp);
+    /* the same exited thread in the archive and the maps (a reused tid, or a harvest between
+     * its exits): one record, the sum */
+    size_t merged = 0;
+    for (size_t i = 0; i < sn.n; i++) {
+        kc_rec_t *last = merged ? &sn.recs[merged - 1] : NULL;
+        if (last && last->exited && sn.recs[i].exited && last->tid == sn.recs[i].tid &&
+            last->nr == sn.recs[i].nr) {
+            for (int j = 0; j < 4; j++) last->v[j] += sn.recs[i].v[j];
+        } else {
+            sn.recs[merged++] = sn.recs[i];
+        }
+    }
+    sn.n = merged;
 
     /* ksys lines of every thread, then the kthread lines */
     char name[24];
@@ -719,6 +815,7 @@ static void kc_serve(int lfd)
     size_t pfds_cap = 0;
     uint64_t idle_since = kc_now_ms();
     uint64_t paused_until = 0;   /* accept() ran out of descriptors */
+    uint64_t next_harvest = kc_now_ms() + KC_HARVEST_MS;
     sigset_t during_poll;
     sigemptyset(&during_poll);
 
@@ -740,7 +837,15 @@ static void kc_serve(int lfd)
         for (size_t i = 0; i < kc_nprocs; i++)
             pfds[1 + kc_nclients + i] = (struct pollfd){.fd = kc_procs[i].pidfd, .events = POLLIN};
 
+        if (kc_nprocs && now >= next_harvest) {
+            kc_harvest();
+            next_harvest = now + KC_HARVEST_MS;
+        }
         int64_t timeout = paused_until > now ? (int64_t)(paused_until - now) : -1;
+        if (kc_nprocs) {
+            int64_t to_harvest = next_harvest > now ? (int64_t)(next_harvest - now) : 0;
+            if (timeout < 0 || to_harvest < timeout) timeout = to_harvest;
+        }
         if (kc_nclients == 0 && kc_nprocs == 0) {
             if (!idle_since) idle_since = now;
             int64_t left = (int64_t)(idle_since + PS_KCOLLECT_LINGER_MS) - (int64_t)now;

@@ -6,7 +6,9 @@
  *  - while a thread runs: its task storage (struct ps_kc_thread), read by the task iterator,
  *    which writes struct ps_kc_rec records;
  *  - once it has exited: the hash maps ps_kc_exited_sys and ps_kc_exited_threads, filled by
- *    the sched_process_exit program and emptied by the daemon when the process is gone.
+ *    the sched_process_exit program; every 250 ms the daemon moves what they hold into its
+ *    own memory (collector.c: kc_harvest), so they only need room for the threads that exit
+ *    in between, and forgets a process's numbers when the process is gone.
  */
 #ifndef PS_KERNEL_COLLECTOR_H
 #define PS_KERNEL_COLLECTOR_H
