@@ -108,7 +108,7 @@ static __always_inline __u64 ps_pack(__u32 nr, __u32 count, __u64 ns)
 /* Only a signal the thread will handle right away: a handler is installed (a process that
  * never installed one, reset it or exec'ed is not hurt), the signal is not blocked (e.g. we are
  * inside the handler already) and not already pending (reports are not queued up). */
-static __always_inline int ps_deliverable(struct task_struct *t, __u32 sig)
+static __always_inline int ps_deliverable(struct task_struct *t, __u32 sig, __u64 expected)
 {
     if (sig - 1 >= 64) return 0;
     __u64 bit = 1ull << (sig - 1);
@@ -120,6 +120,8 @@ static __always_inline int ps_deliverable(struct task_struct *t, __u32 sig)
     if (bpf_probe_read_kernel(&handler, sizeof handler,
                               &t->sighand->action[sig - 1].sa.sa_handler))
         return 0;
+    /* the handler pathscope registered, not one the application installed over it */
+    if (expected) return (__u64)(unsigned long)handler == expected;
     return (unsigned long)handler > 1;   /* SIG_DFL 0, SIG_IGN 1 */
 }
 
@@ -131,6 +133,7 @@ static __always_inline void ps_refresh_config(struct ps_kc_thread *s, __u32 tgid
     struct ps_kc_proc *p = bpf_map_lookup_elem(&ps_kc_procs, &tgid);
     s->sig = p ? p->sig : 0;
     s->period_ns = p ? p->period_ns : 0;
+    s->handler = p ? p->handler : 0;
     s->cfg_epoch = epoch;
 }
 
@@ -167,7 +170,8 @@ static __always_inline int ps_exit(int signals)
     if (c->pend_ns < s->period_ns && c->pend_count != c->count &&
         c->pend_count < PS_KVAL_MAX_COUNT)
         return 0;
-    if (!ps_deliverable(t, s->sig)) return 0;   /* keep accumulating: try at a later exit */
+    if (!ps_deliverable(t, s->sig, s->handler))
+        return 0;   /* keep accumulating: try at a later exit */
     /* delivered on the way back to user space, right after this syscall: the handler's
      * interrupted context is the call site */
     if (bpf_send_signal_task(t, s->sig, PIDTYPE_PID, ps_pack(nr, c->pend_count, c->pend_ns))) {

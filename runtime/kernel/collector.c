@@ -550,10 +550,11 @@ static int kc_peer_pidfd(kc_client_t *c)
 
 static void kc_register(kc_client_t *c, const char *args)
 {
-    uint64_t sig, period;
+    uint64_t sig, period, handler = 0;
     const char *p = args;
-    if (kc_parse_u64(p, &p, &sig) || *p++ != ' ' || kc_parse_u64(p, &p, &period) || *p) {
-        kc_outf(c, "error malformed request: register <signal> <period_ns>\n");
+    if (kc_parse_u64(p, &p, &sig) || *p++ != ' ' || kc_parse_u64(p, &p, &period) ||
+        (*p == ' ' && (p++, kc_parse_u64(p, &p, &handler))) || *p) {
+        kc_outf(c, "error malformed request: register <signal> <period_ns> [<handler>]\n");
         return;
     }
     if (sig != 0 && (sig < KC_SIG_MIN || sig > KC_SIG_MAX)) {
@@ -593,7 +594,7 @@ static void kc_register(kc_client_t *c, const char *args)
     }
     /* the process's entry first, then the epoch that makes threads read it again, then the bit
      * that lets its syscalls in: no thread can cache a stale entry */
-    struct ps_kc_proc v = {.sig = (uint32_t)sig, .period_ns = period};
+    struct ps_kc_proc v = {.sig = (uint32_t)sig, .period_ns = period, .handler = handler};
     uint32_t key = (uint32_t)tgid;
     if (bpf_map_update_elem(bpf_map__fd(kc_skel->maps.ps_kc_procs), &key, &v, BPF_ANY)) {
         kc_outf(c, "error cannot register process %d: %s\n", (int)tgid, strerror(errno));

@@ -44,6 +44,7 @@ struct ps_kc_thread {
     __u32 entry_nr;
     __u32 cfg_epoch;
     __u64 period_ns;
+    __u64 handler;    /* signal only while this is the signal's handler (0: any) */
     __u32 sig;        /* 0: never signal this thread */
     __u32 flushed;    /* copied into the exited maps: the iterator skips it */
     __u64 off_ts;     /* ktime when switched out, 0 while on a CPU */
@@ -58,6 +59,7 @@ struct ps_kc_proc {
     __u32 sig;
     __u32 pad;
     __u64 period_ns;
+    __u64 handler;    /* the handler's address in the process, 0: any handler will do */
 };
 
 struct ps_kc_sys_key {

@@ -252,8 +252,10 @@ static int ebpf_attach(char *err, size_t errlen)
             if (collector_start(err, errlen)) return -1;
             continue;
         }
-        char msg[64], line[256];
-        int len = snprintf(msg, sizeof msg, "register %d %llu\n", sig, (unsigned long long)period_ns);
+        char msg[96], line[256];
+        int len = snprintf(msg, sizeof msg, "register %d %llu %llu\n", sig,
+                           (unsigned long long)period_ns,
+                           (unsigned long long)(sig ? (uintptr_t)on_kernel_signal : 0));
         if (send(fd, msg, (size_t)len, MSG_NOSIGNAL) != len || read_line(fd, line, sizeof line) < 0) {
             close(fd); /* a collector that was just ending: start another */
             continue;

@@ -18,12 +18,14 @@
  *
  * Messages are text lines ending in '\n'.  The process sends:
  *
- *   "register <signal> <period_ns>\n"
+ *   "register <signal> <period_ns> [<handler>]\n"
  *       Track the sender (its pid from SO_PEERCRED, all its threads, present and future).
  *       signal: the real-time signal the collector may send to the sender's threads to
  *       attribute syscall time to call paths (0: never signal).  The collector signals a
- *       thread only while that signal has a handler (not SIG_DFL/SIG_IGN), is not blocked
- *       and is not already pending, so a process that execs or blocks it is never hurt.
+ *       thread only while that signal has a handler (not SIG_DFL/SIG_IGN; with handler, the
+ *       decimal address of the sender's own handler: exactly that one), is not blocked and
+ *       is not already pending, so a process that execs, blocks it or installs a handler of
+ *       its own over pathscope's is never hurt.
  *       period_ns: per thread and syscall number, a signal is sent once the time not yet
  *       reported reaches period_ns (0: after every syscall), and also at the first
  *       completion of each syscall number in each thread.

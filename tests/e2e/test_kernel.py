@@ -275,6 +275,18 @@ def test_tables_export(openmpi, tmp_path):
     assert re.search(rf"^0,{t['sleeper']},1,libc,1,0\.1\d*,", threads, re.M), threads
 
 
+def test_application_handler_over_ours_gets_no_reports(openmpi, tmp_path):
+    """The application installs its own handler for pathscope's signal: the collector signals
+    only while pathscope's handler is the one installed, so the application's gets nothing;
+    the tables stay exact."""
+    out = tmp_path / "prof"
+    p = run_kernel(openmpi.prog("kernel_sighandler"), out, N, mode="ebpf", period=0)
+    t = truth(p.stdout)
+    assert t["foreign"] == 0
+    assert tables(out)[(t["main"], "getppid")][0] == N
+    assert path_sum(folded(out, "syscall_count"), "[kernel: no call path];getppid") == N
+
+
 # ---- the fallback: eBPF refused ---------------------------------------------------------------
 
 NOBODY = 65534
