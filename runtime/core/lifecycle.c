@@ -371,6 +371,8 @@ static int is_kernel_shim(struct dl_phdr_info *info, size_t size, void *data)
     return strcmp(base ? base + 1 : info->dlpi_name, "libpathscope-kernel.so") == 0;
 }
 
+static int kernel_shim; /* libpathscope-kernel.so is loaded */
+
 static void kernel_init(int target)
 {
     const char *mode = ps_options.kernel;
@@ -386,10 +388,24 @@ static void kernel_init(int target)
     if (wanted && !ps_option_on(ps_options.paths))
         die_config("PATHSCOPE_KERNEL=%s needs call paths: PATHSCOPE_PATHS=off cannot be combined "
                    "with it%s", mode, "");
+    kernel_shim = shim;
     const char *note = NULL;
     const char *err = ps_kernel_init(target && ps_paths_on, shim, &note);
     if (err) die_config("%s%s", err, "");
     if (note && launcher_rank <= 0) fprintf(stderr, "pathscope: %s\n", note);
+}
+
+/* A process that becomes an MPI rank is profiled whatever started it: kernel time too, when
+ * a script between the launcher and the program made it a child of pathscope's first
+ * process.  (MPI_Init is not a constructor: an error now is one line on stderr, no exit.) */
+void ps_kernel_at_mpi_init(void)
+{
+    if (strcmp(ps_options.kernel, "off") == 0 || ps_kernel_source != PS_KSRC_OFF || !ps_paths_on)
+        return;
+    const char *note = NULL;
+    const char *err = ps_kernel_init(1, kernel_shim, &note);
+    if (err || (note && launcher_rank <= 0))
+        fprintf(stderr, "pathscope: %s\n", err ? err : note);
 }
 
 /* After the rank file was written at MPI_Finalize: heap profiling goes on until the process
@@ -480,4 +496,5 @@ static void after_fork_in_child(void)
     ps_state = PS_RUN_FINISHED;
     void ps_sample_forget_after_fork(void);
     ps_sample_forget_after_fork();
+    ps_kernel_after_fork();
 }

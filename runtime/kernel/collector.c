@@ -901,6 +901,24 @@ static void kc_serve(int lfd)
     free(pfds);
 }
 
+/* The BPF programs see the kernel's (initial namespace's) pids; SO_PEERCRED gives ours. In a
+ * nested pid namespace they differ: /proc/self/status lists one NSpid per level. */
+static int kc_nested_pid_namespace(void)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    if (!f) return 0;
+    char line[256];
+    int nested = 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "NSpid:", 6)) {
+            int fields = 0;
+            for (char *tok = strtok(line + 6, " \t\n"); tok; tok = strtok(NULL, " \t\n")) fields++;
+            nested = fields > 1;
+        }
+    fclose(f);
+    return nested;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2 || strcmp(argv[1], "--serve")) {
@@ -939,6 +957,11 @@ int main(int argc, char **argv)
     }
     kc_log("collector for uid %u starting", (unsigned)kc_uid);
 
+    if (kc_nested_pid_namespace()) {
+        printf("pathscope-kcollect runs in a nested pid namespace (a container): the process "
+               "ids it would be given are not the kernel's\n");
+        return PS_KCOLLECT_EXIT_FAILED;
+    }
     if (kc_load() || kc_attach()) {
         if (kc_skel) kc_shutdown();
         return PS_KCOLLECT_EXIT_FAILED;

@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stddef.h>
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,13 +36,14 @@
 int ps_kernel_source = PS_KSRC_OFF;
 static int ksock = -1;            /* the connection to the collector */
 static int ebpf_signals;          /* the collector attributes by signals */
+static int handler_installed;     /* PS_KERNEL_SIGNAL's handler is ours */
 static uint64_t period_ns, period_ticks;
 static char ebpf_note[256];       /* why paths are missing with eBPF, or "" */
 /* attributions that found the thread busy (inside pathscope) or not registered: their calls
  * and time stay in the tables, not on a path */
 static _Atomic uint64_t lost_attributions;
-static uint64_t attributions;
-static uint64_t own_calls;        /* reports of pathscope's own system calls: on no path */
+static _Atomic uint64_t attributions;
+static _Atomic uint64_t own_calls; /* reports of pathscope's own system calls: on no path */
 static uintptr_t shim_start, shim_end; /* libpathscope-kernel.so's code, if loaded */
 
 static const char *const libc_names[PS_KLIBC_N] = {
@@ -70,7 +73,7 @@ static void attribute(ps_thread_t *t, int n, int complete, uintptr_t key, uint64
     if (leaf) node = leaf; /* (tree full: on the deepest node we have) */
     t->nodes[node].visits += count;
     t->nodes[node].kernel_time += time;
-    attributions++;
+    atomic_fetch_add_explicit(&attributions, 1, memory_order_relaxed);
 }
 
 /* The collector's signal: the syscall that just returned, and what its thread did not yet
@@ -98,7 +101,7 @@ static void on_kernel_signal(int sig, siginfo_t *info, void *context)
      * the program's: they stay in the tables, on no path */
     if ((n > 0 && ps_unwind_in_self(t->scratch[0])) ||
         (drop < n && ps_unwind_in_self(t->scratch[drop]) && ps_thunk_index(t->scratch[drop]) < 0)) {
-        own_calls++;
+        atomic_fetch_add_explicit(&own_calls, 1, memory_order_relaxed);
         ps_tree_leave(t);
         errno = saved_errno;
         return;
@@ -220,9 +223,15 @@ static int collector_start(char *err, size_t errlen)
         return -1;
     }
     char line[256];
-    if (read_line(pipefd[0], line, sizeof line) < 0) line[0] = 0;
+    struct pollfd pf = {pipefd[0], POLLIN, 0};
+    /* a collector stuck in loading (the verifier) must not hold the program for ever */
+    if (poll(&pf, 1, 30000) != 1 || read_line(pipefd[0], line, sizeof line) < 0) line[0] = 0;
     close(pipefd[0]);
     int status = 0;
+    if (!line[0] && waitpid(pid, &status, WNOHANG) == 0) {
+        kill(pid, SIGKILL);
+        snprintf(line, sizeof line, "the eBPF collector did not start within 30 s");
+    }
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
     if (WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == PS_KCOLLECT_EXIT_LOST))
         return 0;
@@ -240,8 +249,13 @@ static int ebpf_attach(char *err, size_t errlen)
         memset(&sa, 0, sizeof sa);
         sa.sa_sigaction = on_kernel_signal;
         sigfillset(&sa.sa_mask); /* (a sample landing in our update finds the thread busy anyway) */
+        sigdelset(&sa.sa_mask, SIGSEGV); /* a fault stays a fault (the rank file is written) */
+        sigdelset(&sa.sa_mask, SIGBUS);
+        sigdelset(&sa.sa_mask, SIGFPE);
+        sigdelset(&sa.sa_mask, SIGILL);
         sa.sa_flags = SA_SIGINFO | SA_RESTART;
-        if (sigaction(PS_KERNEL_SIGNAL, &sa, NULL) == 0) sig = PS_KERNEL_SIGNAL;
+        if (sigaction(PS_KERNEL_SIGNAL, &sa, NULL) == 0)
+            sig = handler_installed = PS_KERNEL_SIGNAL;
     }
     if (!sig)
         snprintf(ebpf_note, sizeof ebpf_note, "signal %d already has a handler: no call paths",
@@ -276,6 +290,15 @@ static int ebpf_attach(char *err, size_t errlen)
     return -1;
 }
 
+/* A child made by fork() is not registered (its tgid is new): it must not keep the parent's
+ * connection, which would keep the collector (and its node-wide tracepoints) alive. */
+void ps_kernel_after_fork(void)
+{
+    if (ksock >= 0) ps_sys_close(ksock);
+    ksock = -1;
+    ps_kernel_source = PS_KSRC_OFF;
+}
+
 /* ---- start and end --------------------------------------------------------------------- */
 
 const char *ps_kernel_init(int target, int shim_loaded, const char **note)
@@ -287,7 +310,6 @@ const char *ps_kernel_init(int target, int shim_loaded, const char **note)
     period_ns = (uint64_t)atoll(ps_options.kernel_period) * 1000;
     void *shim = shim_loaded ? dlsym(RTLD_DEFAULT, "pathscope_kernel_shim_init") : NULL;
     if (shim) ps_unwind_code_range((uintptr_t)shim, &shim_start, &shim_end);
-    period_ticks = (uint64_t)((double)period_ns * ps_ticks_per_ns());
     if (strcmp(mode, "libc") != 0) {
         char err[PS_PATH_MAX + 128];
         if (ebpf_attach(err, sizeof err) == 0) {
@@ -302,8 +324,15 @@ const char *ps_kernel_init(int target, int shim_loaded, const char **note)
                  "wrappers in the process instead", err);
         snprintf(ebpf_note, sizeof ebpf_note, "%.*s", (int)sizeof ebpf_note - 1, err);
         *note = msg;
+        if (handler_installed) signal(PS_KERNEL_SIGNAL, SIG_DFL); /* (ours, unused now) */
+    }
+    if (!shim) {
+        snprintf(msg, sizeof msg, "PATHSCOPE_KERNEL=%s: libpathscope-kernel.so is loaded but "
+                 "has no pathscope_kernel_shim_init (a library from another build?)", mode);
+        return msg;
     }
     ps_kernel_source = PS_KSRC_LIBC;
+    period_ticks = (uint64_t)((double)period_ns * ps_ticks_per_ns()); /* (calibrates: 2 ms) */
     void (*shim_init)(void (*)(int, uint64_t, const uintptr_t *), int) =
         (void (*)(void (*)(int, uint64_t, const uintptr_t *), int))shim;
     shim_init(pathscope_kernel_call, ps_clock_uses_tsc);
@@ -354,10 +383,10 @@ static void proc_rusage(ps_thread_t *t)
     size_t base = p.len;
     ps_fmt_str(&p, "/stat");
     path[p.len] = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = ps_sys_open(path, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) return;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
+    long n = ps_sys_read(fd, buf, sizeof buf - 1);
+    ps_sys_close(fd);
     if (n <= 0) return;
     buf[n] = 0;
     uint64_t tick_ns = 1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK);
@@ -366,10 +395,10 @@ static void proc_rusage(ps_thread_t *t)
     p.len = base;
     ps_fmt_str(&p, "/status");
     path[p.len] = 0;
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    fd = ps_sys_open(path, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) return;
-    n = read(fd, buf, sizeof buf - 1);
-    close(fd);
+    n = ps_sys_read(fd, buf, sizeof buf - 1);
+    ps_sys_close(fd);
     if (n <= 0) return;
     buf[n] = 0;
     const char *v = strstr(buf, "\nvoluntary_ctxt_switches:");
@@ -388,17 +417,19 @@ static void tab(ps_fmt_t *f) { ps_fmt_char(f, '\t'); }
 static int copy_snapshot(ps_fmt_t *f)
 {
     static const char req[] = "snapshot\n";
-    /* (send, not write: a collector gone would raise SIGPIPE in the application) */
-    if (ksock < 0 || send(ksock, req, sizeof req - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof req - 1))
+    /* raw system calls: the libc wrappers' library may be in front of libc (and this may run
+     * in a fatal-signal handler); sendto, not write: a collector gone must not raise SIGPIPE */
+    if (ksock < 0 || syscall(SYS_sendto, ksock, req, sizeof req - 1, MSG_NOSIGNAL, NULL, 0) !=
+                         (long)(sizeof req - 1))
         return -1;
     static char buf[16384];
     static char line[512];
     size_t ln = 0;
     for (;;) {
-        ssize_t n = read(ksock, buf, sizeof buf);
+        long n = ps_sys_read(ksock, buf, sizeof buf);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return -1;
-        for (ssize_t i = 0; i < n; i++) {
+        for (long i = 0; i < n; i++) {
             if (ln < sizeof line - 1) line[ln++] = buf[i];
             if (buf[i] != '\n') continue;
             line[ln] = 0;
@@ -406,6 +437,7 @@ static int copy_snapshot(ps_fmt_t *f)
                 strncmp(line, "kend\t", 5) == 0)
                 ps_fmt_str(f, line);
             if (strncmp(line, "kend\t", 5) == 0) return 0;
+            if (strncmp(line, "error ", 6) == 0) return -1; /* no tables will follow */
             ln = 0;
         }
     }
@@ -430,9 +462,9 @@ void ps_kernel_write(ps_fmt_t *f)
     ps_fmt_str(f, ebpf ? "ebpf" : "libc"); tab(f);
     ps_fmt_u64(f, period_ns); tab(f);
     ps_fmt_str(f, ebpf ? (ebpf_signals ? "signals" : "none") : "wrappers"); tab(f);
-    ps_fmt_u64(f, attributions); tab(f);
+    ps_fmt_u64(f, atomic_load(&attributions)); tab(f);
     ps_fmt_u64(f, atomic_load(&lost_attributions)); tab(f);
-    ps_fmt_u64(f, own_calls); tab(f);
+    ps_fmt_u64(f, atomic_load(&own_calls)); tab(f);
     ps_fmt_tsv(f, ebpf_note[0] ? ebpf_note : "-"); ps_fmt_char(f, '\n');
     for (int i = 0; i < nthreads; i++) {
         ps_thread_t *t = ps_threads[i];

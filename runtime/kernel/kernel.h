@@ -60,6 +60,7 @@ typedef struct ps_kstat {
  * is set to the reason eBPF was not used when auto fell back to libc (printed once by the
  * caller). */
 const char *ps_kernel_init(int target, int shim_loaded, const char **note);
+void ps_kernel_after_fork(void); /* in a fork child: not ours to report [signal-safe] */
 /* The name of a syscall leaf's key. [signal-safe] */
 const char *ps_kernel_key_name(uintptr_t key, char buf[24]);
 /* A thread's end, in the thread: its own resource usage. [signal-safe] */

@@ -74,15 +74,36 @@ static inline void done(int id, uint64_t t0, const uintptr_t *caller)
     errno = saved;
 }
 
+/* Every wrapper's C library function, resolved at load time (shim_resolve_all): a lazy
+ * dlsym inside an application's signal handler (write() is async-signal-safe, and often the
+ * first call of it) could deadlock on the loader's lock.  Each WRAP puts its entry into the
+ * section ps_kshim, which the constructor walks. */
+typedef struct {
+    const char *name;
+    void *volatile *slot;
+} shim_entry_t;
+
+#define SHIM_ENTRY(name)                                                                    \
+    static void *volatile real_##name;                                                      \
+    static const shim_entry_t entry_##name                                                  \
+        __attribute__((used, section("ps_kshim"), aligned(sizeof(void *)))) = {#name,        \
+                                                                              &real_##name}
+
+/* The real function, resolved now if the constructor has not run yet (a call from another
+ * library's constructor). */
+#define REAL(name, type)                                                                    \
+    ((type)(__builtin_expect(real_##name != NULL, 1) ? real_##name                          \
+                                                     : (real_##name = resolve(#name))))
+
 /* One interposed function: name with parameter list params and argument list args, under
  * the profile's name of id. */
 #define WRAP(id, ret, name, params, args)                                                   \
+    SHIM_ENTRY(name);                                                                       \
     ret name params                                                                         \
     {                                                                                       \
-        static ret(*volatile real) params;                                                  \
-        if (__builtin_expect(!real, 0)) real = (ret(*) params)resolve(#name);               \
+        ret(*real) params = REAL(name, ret(*) params);                                      \
         if (__builtin_expect(!core || depth, 1)) return real args;                          \
-        PS_CALLER(c_);                                                                         \
+        PS_CALLER(c_);                                                                      \
         uint64_t t0_ = now();                                                               \
         ret r_ = real args;                                                                 \
         done(PS_KLIBC_##id, t0_, c_);                                                       \
@@ -152,10 +173,10 @@ static inline int open_needs_mode(int flags)
 }
 
 #define WRAP_OPEN(name, id, params, args, flagvar)                                          \
+    SHIM_ENTRY(name);                                                                       \
     int name params                                                                         \
     {                                                                                       \
-        static int (*volatile real)(PS_OPEN_PARAMS_##id);                                   \
-        if (__builtin_expect(!real, 0)) real = (int (*)(PS_OPEN_PARAMS_##id))resolve(#name); \
+        int (*real)(PS_OPEN_PARAMS_##id) = REAL(name, int (*)(PS_OPEN_PARAMS_##id));        \
         mode_t mode = 0;                                                                    \
         if (open_needs_mode(flagvar)) {                                                     \
             va_list ap;                                                                     \
@@ -164,7 +185,7 @@ static inline int open_needs_mode(int flags)
             va_end(ap);                                                                     \
         }                                                                                   \
         if (__builtin_expect(!core || depth, 1)) return real args;                          \
-        PS_CALLER(c_);                                                                         \
+        PS_CALLER(c_);                                                                      \
         uint64_t t0_ = now();                                                               \
         int r_ = real args;                                                                 \
         done(PS_KLIBC_##id, t0_, c_);                                                       \
@@ -177,10 +198,10 @@ WRAP_OPEN(open64, open, (const char *p, int flags, ...), (p, flags, mode), flags
 WRAP_OPEN(openat, openat, (int d, const char *p, int flags, ...), (d, p, flags, mode), flags)
 WRAP_OPEN(openat64, openat, (int d, const char *p, int flags, ...), (d, p, flags, mode), flags)
 
+SHIM_ENTRY(ioctl);
 int ioctl(int fd, unsigned long request, ...)
 {
-    static int (*volatile real)(int, unsigned long, ...);
-    if (__builtin_expect(!real, 0)) real = (int (*)(int, unsigned long, ...))resolve("ioctl");
+    int (*real)(int, unsigned long, ...) = REAL(ioctl, int (*)(int, unsigned long, ...));
     va_list ap;
     va_start(ap, request);
     void *arg = va_arg(ap, void *);
@@ -191,4 +212,26 @@ int ioctl(int fd, unsigned long request, ...)
     int r = real(fd, request, arg);
     done(PS_KLIBC_ioctl, t0, c_);
     return r;
+}
+
+/* The fortified entry points (_FORTIFY_SOURCE, the default of several distributions'
+ * compilers) under the names of the functions they check. */
+WRAP(read, ssize_t, __read_chk, (int fd, void *b, size_t n, size_t bl), (fd, b, n, bl))
+WRAP(pread, ssize_t, __pread_chk, (int fd, void *b, size_t n, off_t o, size_t bl), (fd, b, n, o, bl))
+WRAP(pread, ssize_t, __pread64_chk, (int fd, void *b, size_t n, off64_t o, size_t bl), (fd, b, n, o, bl))
+WRAP(recv, ssize_t, __recv_chk, (int fd, void *b, size_t n, size_t bl, int f), (fd, b, n, bl, f))
+WRAP(recvfrom, ssize_t, __recvfrom_chk, (int fd, void *restrict b, size_t n, size_t bl, int f, __SOCKADDR_ARG a, socklen_t *restrict l), (fd, b, n, bl, f, a, l))
+WRAP(poll, int, __poll_chk, (struct pollfd *p, nfds_t n, int t, size_t pl), (p, n, t, pl))
+WRAP(ppoll, int, __ppoll_chk, (struct pollfd *p, nfds_t n, const struct timespec *t, const sigset_t *s, size_t pl), (p, n, t, s, pl))
+WRAP(open, int, __open_2, (const char *p, int f), (p, f))
+WRAP(open, int, __open64_2, (const char *p, int f), (p, f))
+WRAP(openat, int, __openat_2, (int d, const char *p, int f), (d, p, f))
+WRAP(openat, int, __openat64_2, (int d, const char *p, int f), (d, p, f))
+
+extern const shim_entry_t __start_ps_kshim[], __stop_ps_kshim[];
+
+__attribute__((constructor)) static void shim_resolve_all(void)
+{
+    for (const shim_entry_t *e = __start_ps_kshim; e < __stop_ps_kshim; e++)
+        if (!*e->slot) *e->slot = resolve(e->name);
 }

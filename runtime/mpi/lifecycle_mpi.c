@@ -109,6 +109,8 @@ static void mpi_start(int provided, int agree_over_world)
     if (agree_over_world) ps_peers_init();
     ps_signals_install();
     resolve_fortran_sentinels();
+    void ps_kernel_at_mpi_init(void);
+    ps_kernel_at_mpi_init(); /* a rank that was not pathscope's first process (a script's child) */
     ps_in_wrapper = outer;
     ps_state = PS_RUN_MPI;
 }

@@ -131,6 +131,18 @@ def test_many_short_threads_exact(openmpi, tmp_path):
     assert [r[1:] for r in rank_records(out, 0) if r[0] == "kend"][0][1] == "0"  # nothing dropped
 
 
+def test_fortified_calls_are_wrapped(openmpi, tmp_path):
+    """_FORTIFY_SOURCE turns read() into __read_chk and open() into __open_2: the libc source
+    counts them as read and open."""
+    out = tmp_path / "prof"
+    p = run_kernel(openmpi.prog("kernel_fortify"), out, N, mode="libc", period=0)
+    t = truth(p.stdout)
+    tab = tables(out)
+    assert tab[(t["main"], "read")][0] == N and tab[(t["main"], "open")][0] == 1
+    # (main;read;read: glibc's inline fortify function `read` is a frame of its own)
+    assert path_sum(folded(out, "syscall_count"), ";main;read;read") == N
+
+
 def test_write_under_std_endl(openmpi, tmp_path):
     """The DROPS case of the hybrid-profiling paper: every std::endl flushes, one write() per
     line, made inside the C library (only eBPF sees it) below the C++ stream's flush."""
@@ -203,6 +215,20 @@ def test_mpi_ranks_share_one_collector_that_ends(mpi, tmp_path):
         assert tables(out, rank)[(tid, "getppid")][0] == N
         counts = folded(out, "syscall_count", rank=rank)
         assert path_sum(counts, ";main;do_getppid;getppid") == N
+    assert wait_collector_gone() == []
+
+
+def test_ranks_started_by_a_script(openmpi, tmp_path):
+    """mpirun ... pathscope run -- sh -c 'app; true': the ranks are the shell's children, not
+    pathscope's first process; they start kernel time at MPI_Init."""
+    out = tmp_path / "prof"
+    p = openmpi.run(2, ["sh", "-c", f"{openmpi.prog('kernel_mpi')} {N}; true"], outdir=out,
+                    pathscope_args=["--kernel", "ebpf"])
+    tids = {t["rank"]: t["tid"]
+            for t in (truth(l) for l in p.stdout.splitlines() if l.startswith("truth"))}
+    for rank, tid in tids.items():
+        assert kernel_line(out, rank)[0] == "ebpf"
+        assert tables(out, rank)[(tid, "getppid")][0] == N
     assert wait_collector_gone() == []
 
 

@@ -46,9 +46,11 @@ def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
     if missing:
         lines.append(f"{INDENT}the collector's tables did not arrive for {_ranks(missing)}: "
                      f"only the attributed calls are shown for them")
-    dropped = sum(k.dropped or 0 for k in kernels.values())
+    # the collector's counters are node-wide (all processes it served): the largest, not a sum
+    dropped = max((k.dropped or 0 for k in kernels.values()), default=0)
     if dropped:
-        lines.append(f"{INDENT}events lost by the collector (maps full): {dropped:,}")
+        lines.append(f"{INDENT}events lost by a node's collector (maps full; counted for every "
+                     f"process it served, possibly including other runs): up to {dropped:,}")
     lines.append(_rank_table(profile, kernels))
     tree = build_tree(profile)
     leaves = [n for n in tree.root.walk() if n.frame.kind == SYSCALL and n.total(KERNEL_NS) > 0]
