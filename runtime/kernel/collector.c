@@ -921,9 +921,14 @@ static int kc_nested_pid_namespace(void)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2 || strcmp(argv[1], "--serve")) {
-        fprintf(stderr, "usage: %s --serve   (started by the pathscope runtime, see protocol.h)\n",
-                PS_KCOLLECT_NAME);
+    /* --serve NAME: the socket name the runtime computed (protocol.h); it must be ours */
+    char own[64];
+    snprintf(own, sizeof own, PS_KSOCK_FMT, (unsigned)getuid());
+    const char *name = argc == 3 ? argv[2] : argc == 2 ? own : NULL;
+    if (argc < 2 || argc > 3 || strcmp(argv[1], "--serve") || strlen(name) > 100 ||
+        strncmp(name, own, strlen(own)) || (name[strlen(own)] && name[strlen(own)] != '-')) {
+        fprintf(stderr, "usage: %s --serve [%s[-job-ID]]   (started by the pathscope runtime, "
+                "see protocol.h)\n", PS_KCOLLECT_NAME, own);
         return 2;
     }
     /* Every descriptor from here on is ours; the child closes nothing it needs. */
@@ -937,8 +942,7 @@ int main(int argc, char **argv)
     /* The name is the election: bind before anything costly. */
     kc_uid = getuid();
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    int len = snprintf(addr.sun_path + 1, sizeof addr.sun_path - 1, PS_KSOCK_FMT,
-                       (unsigned)kc_uid);
+    int len = snprintf(addr.sun_path + 1, sizeof addr.sun_path - 1, "%s", name);
     socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
     int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (lfd < 0) {
@@ -955,7 +959,7 @@ int main(int argc, char **argv)
         printf("listening on the socket failed: %s\n", strerror(errno));
         return PS_KCOLLECT_EXIT_FAILED;
     }
-    kc_log("collector for uid %u starting", (unsigned)kc_uid);
+    kc_log("collector for uid %u starting on @%s", (unsigned)kc_uid, name);
 
     if (kc_nested_pid_namespace()) {
         printf("pathscope-kcollect runs in a nested pid namespace (a container): the process "

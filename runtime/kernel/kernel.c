@@ -146,6 +146,28 @@ void pathscope_kernel_call(int id, uint64_t t0, const uintptr_t *caller)
 
 /* ---- the collector -------------------------------------------------------------------- */
 
+static char socket_name[128]; /* protocol.h: per user, and per batch job inside one */
+
+static void make_socket_name(void)
+{
+    static const char *const job_vars[] = {"SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID",
+                                           "FLUX_JOB_ID", "JOB_ID"};
+    int n = snprintf(socket_name, sizeof socket_name, PS_KSOCK_FMT, (unsigned)getuid());
+    for (size_t i = 0; i < sizeof job_vars / sizeof *job_vars; i++) {
+        const char *job = getenv(job_vars[i]);
+        if (!job || !*job) continue;
+        n += snprintf(socket_name + n, sizeof socket_name - (size_t)n, PS_KSOCK_JOB);
+        for (int k = 0; job[k] && k < 64 && n + 1 < (int)sizeof socket_name; k++) {
+            char c = job[k];
+            int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                     c == '.' || c == '_' || c == '-';
+            socket_name[n++] = ok ? c : '_';
+        }
+        socket_name[n] = 0;
+        break;
+    }
+}
+
 static int collector_connect(void)
 {
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -153,7 +175,7 @@ static int collector_connect(void)
     struct sockaddr_un a;
     memset(&a, 0, sizeof a);
     a.sun_family = AF_UNIX;
-    int n = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, PS_KSOCK_FMT, (unsigned)getuid());
+    int n = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "%s", socket_name);
     if (connect(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n))) {
         close(fd);
         return -1;
@@ -211,7 +233,7 @@ static int collector_start(char *err, size_t errlen)
     char log_env[PS_PATH_MAX + 32] = "";
     const char *log = getenv("PS_KCOLLECT_LOG");
     if (log) snprintf(log_env, sizeof log_env, "PS_KCOLLECT_LOG=%s", log);
-    char *argv[] = {path, "--serve", NULL};
+    char *argv[] = {path, "--serve", socket_name, NULL};
     char *envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", log_env[0] ? log_env : NULL, NULL};
     pid_t pid;
     int rc = posix_spawn(&pid, path, &fa, NULL, argv, envp);
@@ -242,6 +264,7 @@ static int collector_start(char *err, size_t errlen)
 /* Registers with the node's collector, starting it if needed.  0, or -1 with err. */
 static int ebpf_attach(char *err, size_t errlen)
 {
+    make_socket_name();
     struct sigaction sa, cur;
     sigaction(PS_KERNEL_SIGNAL, NULL, &cur);
     int sig = 0;

@@ -1,12 +1,15 @@
 /* The contract between the node's eBPF collector (runtime/kernel/collector.c, the program
  * pathscope-kcollect) and the runtime inside each profiled process (runtime/kernel/kernel.c).
  *
- * Finding the collector.  One collector per node and user serves every profiled process of
- * that user: it listens on the abstract unix stream socket "\0pathscope-kernel-<uid>"
- * (PS_KSOCK_FMT).  Binding that name is the election: a second collector gets EADDRINUSE and
- * exits with PS_KCOLLECT_EXIT_LOST.  A process that cannot connect starts one:
+ * Finding the collector.  One collector per node, user and batch job serves every profiled
+ * process of that user (and job): it listens on the abstract unix stream socket
+ * "\0pathscope-kernel-<uid>", followed by "-job-<id>" inside a batch job (PS_KSOCK_FMT;
+ * SLURM_JOB_ID, PBS_JOBID, LSB_JOBID, FLUX_JOB_ID, JOB_ID: a collector dies with the job
+ * that started it, so jobs sharing a node must not share it).  Binding that name is the
+ * election: a second collector gets EADDRINUSE and exits with PS_KCOLLECT_EXIT_LOST.  A
+ * process that cannot connect starts one:
  *
- *     pathscope-kcollect --serve     (stdin /dev/null, stdout a pipe, stderr inherited)
+ *     pathscope-kcollect --serve NAME     (stdin /dev/null, stdout a pipe, stderr inherited)
  *
  * which binds and listens, loads and attaches its BPF programs, and then either
  *   - forks: the child serves in its own session (setsid, stdio on /dev/null, every other
@@ -52,6 +55,7 @@
 #define PS_KERNEL_PROTOCOL_H
 
 #define PS_KSOCK_FMT "pathscope-kernel-%u"      /* abstract name, after a leading '\0' */
+#define PS_KSOCK_JOB "-job-"                   /* then the job id, [A-Za-z0-9._-], <= 64 */
 #define PS_KCOLLECT_NAME "pathscope-kcollect"  /* next to libpathscope.so */
 #define PS_KCOLLECT_EXIT_FAILED 1
 #define PS_KCOLLECT_EXIT_LOST 3

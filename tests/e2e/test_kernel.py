@@ -291,6 +291,32 @@ def test_collector_killed_mid_run_loses_only_the_tables(openmpi, tmp_path):
     assert wait_collector_gone() == []
 
 
+def test_one_collector_per_batch_job(openmpi, tmp_path):
+    """Two batch jobs of one user on a node get a collector each (a batch system may kill the
+    first job's processes, its collector with them, while the second still runs)."""
+    procs = []
+    for job in ("101", "102"):
+        procs.append(subprocess.Popen(
+            PATHSCOPE + ["run", "--kernel", "ebpf", "-o", str(tmp_path / job), "--",
+                         str(openmpi.prog("kernel_truth")), "1000000"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(PY_ENV, SLURM_JOB_ID=job)))
+    deadline = time.time() + 10
+    names = set()
+    while time.time() < deadline and len(names) < 2 and any(p.poll() is None for p in procs):
+        ps = subprocess.run(["pgrep", "-af", "pathscope-kcollect"], capture_output=True,
+                            text=True).stdout
+        names |= set(re.findall(r"--serve (pathscope-kernel-\d+-job-\d+)", ps))
+        time.sleep(0.02)
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert names == {f"pathscope-kernel-{os.getuid()}-job-101",
+                     f"pathscope-kernel-{os.getuid()}-job-102"}
+    for job, (stdout, _) in zip(("101", "102"), outs):
+        assert tables(tmp_path / job)[(truth(stdout)["main"], "getppid")][0] == 1_000_000
+    assert wait_collector_gone() == []
+
+
 def test_tables_export(openmpi, tmp_path):
     out = tmp_path / "prof"
     t = truth(run_kernel(openmpi.prog("kernel_truth"), out, N, mode="libc").stdout)
