@@ -63,18 +63,32 @@ def mpirun(mpi: str, nranks: int, program: Sequence[str], env: Optional[dict[str
     return cmd + list(program)
 
 
+def run_status(cmd: Sequence[str], cwd: Optional[Path] = None,
+               env: Optional[dict[str, str]] = None, check: bool = True,
+               timeout: int = RUN_TIMEOUT) -> tuple[float, int, str]:
+    """Runs cmd in a clean environment plus env: (wall seconds, exit status, stdout+stderr).
+    With check, a non-zero exit is a BenchError."""
+    t0 = time.monotonic()
+    done = subprocess.run(list(cmd), cwd=cwd, env={**clean_environment(), **(env or {})},
+                          capture_output=True, text=True, timeout=timeout)
+    wall = time.monotonic() - t0
+    out = done.stdout + done.stderr
+    if check and done.returncode != 0:
+        tail = "\n".join(out.splitlines()[-15:])
+        raise BenchError(f"exit status {done.returncode}: {' '.join(cmd)}\n{tail}")
+    return wall, done.returncode, out
+
+
 def run(cmd: Sequence[str], cwd: Optional[Path] = None,
         timeout: int = RUN_TIMEOUT) -> tuple[float, str]:
     """Runs cmd; returns (wall seconds, stdout+stderr).  A non-zero exit is a BenchError."""
-    t0 = time.monotonic()
-    done = subprocess.run(list(cmd), cwd=cwd, env=clean_environment(), capture_output=True,
-                          text=True, timeout=timeout)
-    wall = time.monotonic() - t0
-    out = done.stdout + done.stderr
-    if done.returncode != 0:
-        tail = "\n".join(out.splitlines()[-15:])
-        raise BenchError(f"exit status {done.returncode}: {' '.join(cmd)}\n{tail}")
+    wall, _, out = run_status(cmd, cwd, timeout=timeout)
     return wall, out
+
+
+def cell(values: Sequence[float], fmt: str) -> str:
+    """median (min..max)"""
+    return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}..{max(values):{fmt}})"
 
 
 def snapshot_library(mpi: str, lib: Optional[str] = None) -> Path:

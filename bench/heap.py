@@ -34,16 +34,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib as bl  # noqa: E402
@@ -88,21 +86,6 @@ def libraries(preload: bool) -> dict[str, Path]:
             src = dst
         libs[name] = src
     return libs
-
-
-def run(cmd: Sequence[str], cwd: Path, env: Optional[dict[str, str]] = None,
-        check: bool = True) -> tuple[float, int, str]:
-    """Runs cmd in a clean environment plus env: (wall seconds, exit status, stdout+stderr)."""
-    full_env = {**bl.clean_environment(), **(env or {})}
-    t0 = time.monotonic()
-    done = subprocess.run(list(cmd), cwd=cwd, env=full_env, capture_output=True, text=True,
-                          timeout=bl.RUN_TIMEOUT)
-    wall = time.monotonic() - t0
-    out = done.stdout + done.stderr
-    if check and done.returncode != 0:
-        tail = "\n".join(out.splitlines()[-15:])
-        raise bl.BenchError(f"exit status {done.returncode}: {' '.join(cmd)}\n{tail}")
-    return wall, done.returncode, out
 
 
 def command(variant: str, program: list[str], outdir: Path, libs: dict[str, Path],
@@ -152,7 +135,7 @@ class Bench:
         outdir = Path(tempfile.mkdtemp(prefix=f"probe-{variant}-", dir=self.tmp))
         cmd, env = command(variant, [str(self.exes["heap_depth"]), "5", "1000"], outdir,
                            self.libs, self.args.preload)
-        _, status, out = run(cmd, outdir, env, check=False)
+        _, status, out = bl.run_status(cmd, outdir, env, check=False)
         shutil.rmtree(outdir, ignore_errors=True)
         if status == 0:
             return None
@@ -172,7 +155,7 @@ class Bench:
         outdir = Path(tempfile.mkdtemp(prefix=f"{prog}-{variant}-", dir=self.tmp))
         cmd, env = command(variant, [str(self.exes[prog])] + args, outdir, self.libs,
                            self.args.preload)
-        wall, _, out = run(cmd, outdir, env)
+        wall, _, out = bl.run_status(cmd, outdir, env)
         line = next((l for l in out.splitlines() if l.startswith(f"{prog}: ")), None)
         if line is None:
             raise bl.BenchError(f"no result line from {prog} ({variant}):\n{out[-2000:]}")
@@ -209,10 +192,6 @@ class Bench:
             result["output_bytes"] = dir_bytes(outdir)
         shutil.rmtree(outdir, ignore_errors=True)
         return result
-
-
-def cell(values: Sequence[float], fmt: str) -> str:
-    return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}..{max(values):{fmt}})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -300,10 +279,10 @@ def main(argv: list[str] | None = None) -> int:
         ratio = statistics.median(s) / statistics.median(base_s)
         paired = [x / b for x, b in zip(s, base_s)]
         last = alloc[v][-1]
-        rows.append([v, cell(s, ".3f"),
+        rows.append([v, bl.cell(s, ".3f"),
                      "-" if v == "base" else f"{ratio:.2f}x",
                      "-" if v == "base" else f"{min(paired):.2f}..{max(paired):.2f}x",
-                     cell(w, ".3f"),
+                     bl.cell(w, ".3f"),
                      "-" if v == "base" else
                      f"{statistics.median(w) / statistics.median(base_w):.2f}x",
                      str(last.get("recorded", "-")),
@@ -322,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         for v in variants:
             ns = [r["ns_per_pair"] for r in depth[(d, v)]]
             added = [x - b for x, b in zip(ns, base_ns)]
-            rows.append([str(d), v, cell(ns, ".1f"), "-" if v == "base" else
+            rows.append([str(d), v, bl.cell(ns, ".1f"), "-" if v == "base" else
                          f"{statistics.median(added):+.1f} ({min(added):+.1f}..{max(added):+.1f})"])
     print(bl.table(["depth", "variant", "ns per pair", "added ns"], rows))
     if changed:

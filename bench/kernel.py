@@ -63,7 +63,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib as bl  # noqa: E402
@@ -164,21 +164,6 @@ def snapshot_runtime() -> dict[str, Path]:
         shutil.copy2(src, dst_dir / name)
         files[name] = dst_dir / name
     return files
-
-
-def run(cmd: Sequence[str], cwd: Path, env: Optional[dict[str, str]] = None,
-        check: bool = True) -> tuple[float, int, str]:
-    """Runs cmd in a clean environment plus env: (wall seconds, exit status, stdout+stderr)."""
-    full_env = {**bl.clean_environment(), **(env or {})}
-    t0 = time.monotonic()
-    done = subprocess.run(list(cmd), cwd=cwd, env=full_env, capture_output=True, text=True,
-                          timeout=bl.RUN_TIMEOUT)
-    wall = time.monotonic() - t0
-    out = done.stdout + done.stderr
-    if check and done.returncode != 0:
-        tail = "\n".join(out.splitlines()[-15:])
-        raise bl.BenchError(f"exit status {done.returncode}: {' '.join(cmd)}\n{tail}")
-    return wall, done.returncode, out
 
 
 def pathscope_command(flags: list[str], outdir: Path, program: list[str]) -> list[str]:
@@ -334,7 +319,7 @@ class Bench:
                 return None
             cmd, env = command(variant, self.program("getppid", 1000), outdir, self.lib)
             cmd = self.pinned(cmd)
-            _, status, out = run(cmd, outdir, env, check=False)
+            _, status, out = bl.run_status(cmd, outdir, env, check=False)
         except bl.BenchError as e:
             out, status, cmd = str(e), 1, ["(background) pathscope run --kernel ebpf -- sleep"]
         finally:
@@ -360,7 +345,7 @@ class Bench:
         cmd = self.pinned(cmd)
         foreign = Foreign(outdir, self.lib) if variant == "foreign" else None
         try:
-            wall, _, out = run(cmd, outdir, env)
+            wall, _, out = bl.run_status(cmd, outdir, env)
         finally:
             if foreign is not None:
                 foreign.stop()
@@ -379,10 +364,6 @@ class Bench:
             result.update(check_bpftrace(outdir, mode, total))
         shutil.rmtree(outdir, ignore_errors=True)
         return result
-
-
-def cell(values: Sequence[float], fmt: str) -> str:
-    return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}..{max(values):{fmt}})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -494,12 +475,12 @@ def main(argv: list[str] | None = None) -> int:
             if v in GOAL_NS:
                 goal = f"<= {GOAL_NS[v]:.0f}: " + \
                     ("yes" if statistics.median(added) <= GOAL_NS[v] else "no")
-            rows.append([v, LABELS[v], cell(ns, ".1f"),
+            rows.append([v, LABELS[v], bl.cell(ns, ".1f"),
                          "-" if v == "base" else
                          f"{statistics.median(added):+.1f} ({min(added):+.1f}..{max(added):+.1f})",
                          "-" if v == "base" else
                          f"{statistics.median(ns) / statistics.median(base_ns):.2f}x",
-                         cell(wall, ".2f"),
+                         bl.cell(wall, ".2f"),
                          "-" if v == "base" else
                          f"{statistics.median(wall) / statistics.median(base_w):.2f}x"
                          + (" (fewer calls)" if v == "strace" and

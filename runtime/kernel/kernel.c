@@ -395,6 +395,16 @@ static uint64_t stat_field(const char *line, int i)
     return v;
 }
 
+/* The number after key ("\nname:") in a /proc status file, 0 if absent. [signal-safe] */
+static uint64_t status_field(const char *status, const char *key)
+{
+    const char *p = strstr(status, key);
+    uint64_t v = 0;
+    for (p = p ? p + strlen(key) : ""; *p && *p != '\n'; p++)
+        if (*p >= '0' && *p <= '9') v = v * 10 + (uint64_t)(*p - '0');
+    return v;
+}
+
 /* What the OS says of a thread that is still running (another thread writes): utime and
  * stime in clock ticks from /proc, context switches from its status file. [signal-safe] */
 static void proc_rusage(ps_thread_t *t)
@@ -424,14 +434,8 @@ static void proc_rusage(ps_thread_t *t)
     ps_sys_close(fd);
     if (n <= 0) return;
     buf[n] = 0;
-    const char *v = strstr(buf, "\nvoluntary_ctxt_switches:");
-    const char *iv = strstr(buf, "\nnonvoluntary_ctxt_switches:");
-    for (const char *q = v ? strchr(v + 1, ':') + 1 : ""; *q; q++)
-        if (*q >= '0' && *q <= '9') t->krusage.nvcsw = t->krusage.nvcsw * 10 + (uint64_t)(*q - '0');
-        else if (*q == '\n') break;
-    for (const char *q = iv ? strchr(iv + 1, ':') + 1 : ""; *q; q++)
-        if (*q >= '0' && *q <= '9') t->krusage.nivcsw = t->krusage.nivcsw * 10 + (uint64_t)(*q - '0');
-        else if (*q == '\n') break;
+    t->krusage.nvcsw = status_field(buf, "\nvoluntary_ctxt_switches:");
+    t->krusage.nivcsw = status_field(buf, "\nnonvoluntary_ctxt_switches:");
 }
 
 static void tab(ps_fmt_t *f) { ps_fmt_char(f, '\t'); }

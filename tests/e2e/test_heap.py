@@ -15,6 +15,7 @@ import subprocess
 import pytest
 
 from test_paths import PATHSCOPE, PY_ENV, cli, folded, rank_records
+from test_paths import env_run as paths_env_run
 
 
 def run_heap(prog, out, *args, extra=(), env=None, check=True):
@@ -202,10 +203,7 @@ def test_frees_from_a_thread_pathscope_never_saw(openmpi, tmp_path):
 # ---- errors ----------------------------------------------------------------------------------
 
 def env_run(openmpi, preload, env, tmp_path):
-    e = {k: v for k, v in PY_ENV.items() if not k.startswith("PATHSCOPE_")}
-    e.update(LD_PRELOAD=preload, PATHSCOPE_OUTPUT=str(tmp_path / "prof"), **env)
-    return subprocess.run([str(openmpi.prog("heap_cxx"))], capture_output=True, text=True, env=e,
-                          timeout=60)
+    return paths_env_run([openmpi.prog("heap_cxx")], preload, env, tmp_path / "prof")
 
 
 def test_env_form_needs_the_shim(openmpi, tmp_path):

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from test_paths import PATHSCOPE, PY_ENV, cli, folded, rank_records
+from test_paths import env_run as paths_env_run
 
 N = 3000
 COLLECTOR_GONE_S = 5          # the collector lingers 0.5 s after its last process
@@ -378,10 +379,7 @@ def test_ebpf_required_but_refused_is_an_error(openmpi, shared_dir):
 # ---- configuration errors ---------------------------------------------------------------------
 
 def env_run(openmpi, preload, env, tmp_path):
-    e = {k: v for k, v in PY_ENV.items() if not k.startswith("PATHSCOPE_")}
-    e.update(LD_PRELOAD=preload, PATHSCOPE_OUTPUT=str(tmp_path / "prof"), **env)
-    return subprocess.run([str(openmpi.prog("kernel_truth")), "10"], capture_output=True,
-                          text=True, env=e, timeout=60)
+    return paths_env_run([openmpi.prog("kernel_truth"), "10"], preload, env, tmp_path / "prof")
 
 
 def test_env_form_needs_the_shim(openmpi, tmp_path):

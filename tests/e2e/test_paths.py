@@ -27,6 +27,15 @@ def cli(*args, check=True):
     return p
 
 
+def env_run(argv, preload, env, out):
+    """argv in the environment form: LD_PRELOAD=preload, env's PATHSCOPE_* variables (no
+    others from the caller), the profile in out."""
+    e = {k: v for k, v in PY_ENV.items() if not k.startswith("PATHSCOPE_")}
+    e.update(LD_PRELOAD=preload, PATHSCOPE_OUTPUT=str(out), **env)
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=e,
+                          timeout=60)
+
+
 def folded(out, metric="time", rank=None, thread=None):
     args = ["export", out, "--format", "folded", "--metric", metric]
     if rank is not None:

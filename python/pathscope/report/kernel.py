@@ -51,7 +51,7 @@ def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
     if dropped:
         lines.append(f"{INDENT}events lost by a node's collector (maps full; counted for every "
                      f"process it served, possibly including other runs): up to {dropped:,}")
-    lines.append(_rank_table(profile, kernels))
+    lines.append(_rank_table(kernels))
     tree = build_tree(profile)
     leaves = [n for n in tree.root.walk() if n.frame.kind == SYSCALL and n.total(KERNEL_NS) > 0]
     leaves.sort(key=lambda n: -n.total(KERNEL_NS))
@@ -76,7 +76,7 @@ def _ranks(ranks: list[int]) -> str:
     return f"rank{'s' if len(ranks) != 1 else ''} {', '.join(map(str, ranks))}"
 
 
-def _rank_table(profile: Profile, kernels: dict[int, KernelSummary]) -> str:
+def _rank_table(kernels: dict[int, KernelSummary]) -> str:
     ebpf = any(k.threads for k in kernels.values())
     rows = []
     for rank, k in kernels.items():
