@@ -8,9 +8,7 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
@@ -21,13 +19,17 @@ N = 3000
 COLLECTOR_GONE_S = 5          # the collector lingers 0.5 s after its last process
 
 
-def run_kernel(prog, out, *args, mode="auto", period=None, env=None, check=True, user=None):
+def run_kernel(prog, out, *args, mode="auto", period=None, env=None, check=True,
+               no_caps=False):
     cmd = PATHSCOPE + ["run", "--kernel", mode, "-o", str(out)]
     if period is not None:
         cmd += ["--kernel-period", str(period)]
     cmd += ["--", str(prog), *map(str, args)]
-    if user is not None:
-        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups"] + cmd
+    if no_caps:
+        # without any capability (root's files stay readable: the checkout may be private);
+        # a job id of its own, so that no privileged collector of another test is reused
+        cmd = ["setpriv", "--inh-caps=-all", "--bounding-set=-all"] + cmd
+        env = dict(env or {}, SLURM_JOB_ID=f"nocaps-{os.getpid()}-{time.monotonic_ns()}")
     p = subprocess.run(cmd, capture_output=True, text=True, env=dict(PY_ENV, **(env or {})),
                        timeout=120)
     if check:
@@ -342,21 +344,9 @@ def test_application_handler_over_ours_gets_no_reports(openmpi, tmp_path):
 
 # ---- the fallback: eBPF refused ---------------------------------------------------------------
 
-NOBODY = 65534
-
-
-@pytest.fixture
-def shared_dir():
-    """A directory the unprivileged user may write (pytest's own is root's alone)."""
-    path = tempfile.mkdtemp(prefix="pathscope-kernel-")
-    os.chmod(path, 0o777)
-    yield Path(path)
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def test_auto_falls_back_to_libc_with_one_line(openmpi, shared_dir):
-    out = shared_dir / "prof"
-    p = run_kernel(openmpi.prog("kernel_truth"), out, N, mode="auto", period=0, user=NOBODY)
+def test_auto_falls_back_to_libc_with_one_line(openmpi, tmp_path):
+    out = tmp_path / "prof"
+    p = run_kernel(openmpi.prog("kernel_truth"), out, N, mode="auto", period=0, no_caps=True)
     notes = [l for l in p.stderr.splitlines() if "eBPF" in l]
     assert len(notes) == 1 and notes[0].startswith(
         "pathscope: kernel time: eBPF not available (loading the BPF programs failed: "), p.stderr
@@ -368,9 +358,9 @@ def test_auto_falls_back_to_libc_with_one_line(openmpi, shared_dir):
     assert "eBPF not used: loading the BPF programs failed" in cli("report", out).stdout
 
 
-def test_ebpf_required_but_refused_is_an_error(openmpi, shared_dir):
-    p = run_kernel(openmpi.prog("kernel_truth"), shared_dir / "prof", 10, mode="ebpf",
-                   user=NOBODY, check=False)
+def test_ebpf_required_but_refused_is_an_error(openmpi, tmp_path):
+    p = run_kernel(openmpi.prog("kernel_truth"), tmp_path / "prof", 10, mode="ebpf",
+                   no_caps=True, check=False)
     assert p.returncode == 2 and p.stdout == ""
     assert re.fullmatch(r"pathscope: PATHSCOPE_KERNEL=ebpf: loading the BPF programs failed: "
                         r".*CAP_BPF.*\n", p.stderr), p.stderr
