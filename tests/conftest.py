@@ -92,3 +92,57 @@ def no_real_symbolizer_in_unit_tests(request, monkeypatch, tmp_path_factory):
     if Path(str(request.node.fspath)).parent.name == "python":
         monkeypatch.setenv("PATHSCOPE_SYMBOLIZER",
                            str(tmp_path_factory.getbasetemp() / "no-such-symbolizer"))
+
+
+# ---- a second, unprivileged local user (issue 10: pathscope runs as root among other users) --
+ATTACKER_NAME = "pathscope-attacker"
+
+
+@dataclass
+class Attacker:
+    """A real unprivileged local user, created once with useradd.  Commands run as that user
+    through setpriv (no capabilities, no supplementary groups).  The checkout may be private,
+    so attacker commands should use only system programs (/usr/bin/python3 -c ...)."""
+    name: str
+    uid: int
+    gid: int
+
+    def argv(self, argv):
+        return ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups",
+                "--inh-caps=-all", "--bounding-set=-all", "--"] + [str(a) for a in argv]
+
+    def run(self, argv, **kw):
+        kw.setdefault("capture_output", True)
+        kw.setdefault("text", True)
+        kw.setdefault("timeout", 60)
+        return subprocess.run(self.argv(argv), **kw)
+
+    def popen(self, argv, **kw):
+        return subprocess.Popen(self.argv(argv), **kw)
+
+
+@pytest.fixture(scope="session")
+def attacker():
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create a second local user")
+    import pwd
+    try:
+        pw = pwd.getpwnam(ATTACKER_NAME)
+    except KeyError:
+        # several test processes may get here at once: useradd locks /etc/passwd itself
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                        ATTACKER_NAME], capture_output=True)
+        pw = pwd.getpwnam(ATTACKER_NAME)
+    return Attacker(ATTACKER_NAME, pw.pw_uid, pw.pw_gid)
+
+
+@pytest.fixture
+def shared_scratch():
+    """A world-writable sticky directory under /tmp, like a cluster's shared scratch area
+    (pytest's tmp_path is private to root, so another user could not reach it)."""
+    import shutil
+    import tempfile
+    d = Path(tempfile.mkdtemp(prefix="pathscope-scratch-", dir="/tmp"))
+    os.chmod(d, 0o1777)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
