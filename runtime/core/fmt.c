@@ -69,3 +69,12 @@ void ps_fmt_ranges(ps_fmt_t *f, const int *v, int n)
         i = j + 1;
     }
 }
+
+void ps_fmt_seconds(ps_fmt_t *f, uint64_t ns)
+{
+    uint64_t tenths = (ns + 50000000ull) / 100000000ull;
+    ps_fmt_u64(f, tenths / 10);
+    ps_fmt_char(f, '.');
+    ps_fmt_u64(f, tenths % 10);
+    ps_fmt_str(f, " s");
+}

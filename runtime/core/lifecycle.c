@@ -333,6 +333,7 @@ __attribute__((destructor)) static void pathscope_fini(void)
         if (!ps_option_on(ps_options.quiet) && ps_outdir[0] && launcher_rank <= 0)
             fprintf(stderr, "pathscope: profile written to %s (view: pathscope report %s)\n",
                     ps_outdir, ps_outdir);
+        ps_warn_print();
         return;
     }
     if (ps_state == PS_RUN_MPI && !rank_file_written_final) {

@@ -134,5 +134,26 @@ void ps_fmt_i64(ps_fmt_t *f, int64_t v);            /* [signal-safe] */
 void ps_fmt_char(ps_fmt_t *f, char c);              /* [signal-safe] */
 void ps_fmt_flush(ps_fmt_t *f);                     /* [signal-safe] */
 void ps_fmt_ranges(ps_fmt_t *f, const int *v, int n); /* "0-3,6,8-9" [signal-safe] */
+void ps_fmt_seconds(ps_fmt_t *f, uint64_t ns);      /* "1.2 s" [signal-safe] */
+
+/* ---- warnings (core/warn.c): reported at the end, never printed where they happen ------- */
+/* Records a warning: key a stable [a-z0-9-]+ identifier, text one sentence for the user.  A
+ * repeated key only counts; the first text and time are kept.  [signal-safe] */
+void ps_warn(const char *key, const char *text);
+int ps_warn_count(const char *key);       /* how often key was recorded [signal-safe] */
+void ps_warn_write(ps_fmt_t *f);          /* the rank file's `warning` lines [signal-safe] */
+void ps_warn_print(void);                 /* "pathscope: rank R: TEXT" on stderr unless quiet [signal-safe] */
+
+/* ---- descriptors pathscope keeps open in the application (core/ownfd.c) ----------------- */
+typedef struct {
+    int fd; /* -1: none */
+    uint32_t mode;
+    uint64_t dev, ino;
+} ps_ownfd_t;
+/* Moves fd out of the application's way (close-on-exec, at a high number) and records its
+ * identity; returns the descriptor to use from now on. */
+int ps_fd_adopt(int fd, ps_ownfd_t *own);
+int ps_fd_owned(const ps_ownfd_t *own);   /* still the object we opened? [signal-safe] */
+int ps_fd_release(ps_ownfd_t *own);       /* close if still ours (returns 1), forget [signal-safe] */
 
 #endif

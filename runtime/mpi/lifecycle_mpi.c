@@ -187,6 +187,7 @@ void ps_mpi_finalize_begin(void)
         ps_heap_after_final_write();
         pthread_sigmask(SIG_SETMASK, &saved, NULL);
         ps_reduce_and_write();
+        ps_warn_print();
         ps_in_wrapper = 0;
     }
 }
