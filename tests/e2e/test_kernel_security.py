@@ -502,3 +502,26 @@ def test_sockets_left_by_killed_collectors_are_replaced(openmpi, normal_s, tmp_p
     while any(p.exists() for p in stale) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert [p for p in stale if p.exists()] == []
+
+
+def test_application_closing_the_connection_gets_nothing_written(openmpi, normal_s, tmp_path):
+    """The program closes every descriptor from 3 up and puts its own log on every number up
+    to 999, pathscope's old one included: pathscope never sends there (the log stays empty),
+    says so, and fetches the tables over a new connection."""
+    out, log = tmp_path / "prof", tmp_path / "app.log"
+    env = job_env(new_job("closefds"))
+    p = subprocess.run(PATHSCOPE + ["run", "--kernel", "ebpf", "--kernel-period", "0",
+                                    "--sample-rate", "0", "-o", str(out), "--",
+                                    str(openmpi.prog("kernel_closefds")), str(N), str(log)],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert log.stat().st_size == 0
+    (line,) = warning_lines(p.stderr)
+    assert re.fullmatch(r"pathscope: rank 0: kernel time: the application closed pathscope's "
+                        r"connection to the collector \(descriptor (\d+)\): the tables came "
+                        r"over a new one", line), line
+    assert 3 < int(re.search(r"descriptor (\d+)", line).group(1)) < 1000
+    tid = main_tid(p.stdout)
+    assert [r[2] for r in records(out, "ksys") if r[:2] == [str(tid), "getppid"]] == [str(N)]
+    assert records(out, "kend")[0][0] != "-"
+    assert [w[0] for w in records(out, "warning")] == ["kernel-socket-lost"]
