@@ -13,6 +13,7 @@
  * the node for longer than the daemon lives.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -23,8 +24,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
@@ -50,6 +53,7 @@ _Static_assert(SYS_rt_sigreturn == PS_KC_NR_RT_SIGRETURN, "rt_sigreturn's number
 
 typedef struct {
     int fd;
+    uint64_t since_ms;   /* accepted at */
     struct ucred cred;   /* at connect time */
     pid_t registered;    /* tgid registered on this connection, 0 before */
     int eof;             /* the client will send nothing more: close once the answers are out */
@@ -71,6 +75,8 @@ static int kc_signals;         /* the sys_exit program with signals is loaded */
 static int kc_page_faults;     /* page_fault_user is attached */
 static uid_t kc_uid;
 static int kc_log_fd = -1;
+static int kc_dirfd = -1;      /* root: PS_KSOCK_DIR, where the socket file is */
+static const char *kc_name;
 static __u64 kc_user_dropped; /* records lost on our side (memory) */
 static volatile sig_atomic_t kc_stop;
 
@@ -493,10 +499,12 @@ static void kc_snapshot(kc_client_t *c, pid_t tgid)
     sn.n = merged;
 
     /* ksys lines of every thread, then the kthread lines */
+    /* (protocol.h: each (tid, number) once, in order; the process drops repeats) */
     char name[24];
     for (int pass = 0; pass < 2; pass++) {
         uint32_t exited_tid = 0;
         int have_exited = 0;
+        uint64_t last = 0; /* tid << 10 | nr of the last line, + 1 */
         for (size_t i = 0; i < sn.n; i++) {
             const kc_rec_t *r = &sn.recs[i];
             if (r->exited) {
@@ -505,12 +513,16 @@ static void kc_snapshot(kc_client_t *c, pid_t tgid)
             } else if (have_exited && exited_tid == r->tid) {
                 continue;   /* the same thread, seen alive before it exited */
             }
-            if (pass == 0 && r->nr != PS_KC_REC_THREAD && r->v[0])
+            uint64_t key = ((uint64_t)r->tid << 10 | (pass ? 0 : r->nr)) + 1;
+            if (pass == 0 && r->nr != PS_KC_REC_THREAD && r->v[0] && key > last) {
                 kc_outf(c, "ksys\t%" PRIu32 "\t%s\t%llu\t%llu\n", r->tid,
                         ps_syscall_name(r->nr, name), r->v[0], r->v[1]);
-            else if (pass == 1 && r->nr == PS_KC_REC_THREAD)
+                last = key;
+            } else if (pass == 1 && r->nr == PS_KC_REC_THREAD && key > last) {
                 kc_outf(c, "kthread\t%" PRIu32 "\t%llu\t%llu\t%llu\t%llu\n", r->tid, r->v[0],
                         r->v[1], r->v[2], kc_page_faults ? r->v[3] : 0);
+                last = key;
+            }
         }
     }
     kc_outf(c, "kend\t%llu\t%llu\n",
@@ -651,7 +663,20 @@ static int kc_accept(int lfd)
             continue;
         }
         kc_clients = cs;
+        if (c->cred.uid != kc_uid && c->cred.uid != 0) {
+            /* another user: one line, and closed before it can cost anything (a connection
+             * kept would keep the node-wide programs attached) */
+            char msg[96];
+            int n = snprintf(msg, sizeof msg, "error permission denied: this collector serves "
+                             "uid %u\n", (unsigned)kc_uid);
+            if (send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) { /* (best effort) */ }
+            kc_log("refused pid %d uid %u", (int)c->cred.pid, (unsigned)c->cred.uid);
+            free(c);
+            close(fd);
+            continue;
+        }
         c->fd = fd;
+        c->since_ms = kc_now_ms();
         kc_clients[kc_nclients++] = c;
         kc_log("connection from pid %d uid %u", (int)c->cred.pid, (unsigned)c->cred.uid);
     }
@@ -808,6 +833,197 @@ static void kc_on_signal(int sig)
     kc_stop = 1;
 }
 
+/* ---- the socket ---------------------------------------------------------------------------- */
+
+/* NAME is ours (protocol.h): PS_KSOCK_FMT with our uid, then nothing or "-job-" and 1 to 64
+ * characters of [A-Za-z0-9._-] (root's becomes a file name: no '/', no "..") */
+static int kc_valid_name(const char *name, const char *own)
+{
+    size_t n = strlen(own);
+    if (!name || strncmp(name, own, n)) return 0;
+    if (!name[n]) return 1;
+    const char *job = name + n + strlen(PS_KSOCK_JOB);
+    if (strncmp(name + n, PS_KSOCK_JOB, strlen(PS_KSOCK_JOB)) || !*job || strlen(job) > 64)
+        return 0;
+    for (const char *p = job; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '.' || *p == '_' || *p == '-'))
+            return 0;
+    return 1;
+}
+
+/* Another user's: the abstract name.  Returns 0, PS_KCOLLECT_EXIT_LOST or (said on stdout)
+ * PS_KCOLLECT_EXIT_FAILED. */
+static int kc_listen_abstract(int lfd, const char *name)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    int len = snprintf(addr.sun_path + 1, sizeof addr.sun_path - 1, "%s", name);
+    socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
+    if (bind(lfd, (struct sockaddr *)&addr, alen)) {
+        if (errno == EADDRINUSE) return PS_KCOLLECT_EXIT_LOST;
+        printf("binding the socket failed: %s\n", strerror(errno));
+        return PS_KCOLLECT_EXIT_FAILED;
+    }
+    /* connections made while we load wait in the backlog */
+    if (listen(lfd, SOMAXCONN)) {
+        printf("listening on the socket failed: %s\n", strerror(errno));
+        return PS_KCOLLECT_EXIT_FAILED;
+    }
+    return 0;
+}
+
+/* fd is a directory of root's that nobody else may write to (then nobody else can have put
+ * or can replace anything in it). */
+static int kc_root_only_dir(int fd, const char *path)
+{
+    struct stat st;
+    if (fstat(fd, &st)) {
+        printf("cannot check %s: %s\n", path, strerror(errno));
+        return 0;
+    }
+    if (!S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022)) {
+        printf("%s is not a directory that only root can write to (owner uid %u, mode %03o): "
+               "not using it\n", path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+        return 0;
+    }
+    return 1;
+}
+
+/* Takes the directory's lock (the election's critical section takes milliseconds); 0 or -1. */
+static int kc_lock_dir(void)
+{
+    for (int i = 0; i < 500; i++) {
+        if (flock(kc_dirfd, LOCK_EX | LOCK_NB) == 0) return 0;
+        if (errno != EWOULDBLOCK && errno != EINTR) break;
+        struct timespec ms = {0, 10000000};
+        nanosleep(&ms, NULL);
+    }
+    printf("cannot lock %s: %s\n", PS_KSOCK_DIR, errno == EWOULDBLOCK ? "held for 5 s" : strerror(errno));
+    return -1;
+}
+
+/* Sockets of root's collectors killed without their clean-up (SIGKILL: a batch system ending
+ * a job) stay behind in PS_KSOCK_DIR: the winner of an election, still holding the lock,
+ * removes those nobody listens on.  A probe that reaches a live collector only costs it a
+ * connection that ends at once. */
+static void kc_sweep_stale(const char *ours)
+{
+    int fd = dup(kc_dirfd);
+    DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!dir) {
+        if (fd >= 0) close(fd);
+        return;
+    }
+    char prefix[32];
+    int plen = snprintf(prefix, sizeof prefix, PS_KSOCK_FMT, 0u);
+    struct dirent *e;
+    while ((e = readdir(dir))) {
+        struct stat st;
+        if (strncmp(e->d_name, prefix, (size_t)plen) || !strcmp(e->d_name, ours) ||
+            fstatat(kc_dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISSOCK(st.st_mode))
+            continue;
+        struct sockaddr_un addr = {.sun_family = AF_UNIX};
+        int len = snprintf(addr.sun_path, sizeof addr.sun_path, PS_KSOCK_DIR "/%s", e->d_name);
+        if (len < 0 || (size_t)len >= sizeof addr.sun_path) continue;
+        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (probe < 0) break;
+        if (connect(probe, (struct sockaddr *)&addr,
+                    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)len + 1)) &&
+            errno == ECONNREFUSED && unlinkat(kc_dirfd, e->d_name, 0) == 0)
+            kc_log("removed the stale socket %s", addr.sun_path);
+        close(probe);
+    }
+    closedir(dir);
+}
+
+/* Root's: the socket file PS_KSOCK_DIR/NAME, mode 0600, in a directory of root's only (no
+ * other user can bind, replace or connect to it).  The election, under the directory's lock:
+ * bind; if the file exists, a collector answering on it wins; a file nobody listens on is a
+ * dead collector's (SIGKILL leaves it behind) and is replaced. */
+static int kc_listen_root(int lfd, const char *name)
+{
+    char parent[] = PS_KSOCK_DIR;
+    char *base = strrchr(parent, '/');
+    *base++ = '\0';
+    int pfd = open(parent[0] ? parent : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (pfd < 0) {
+        printf("cannot open %s: %s\n", parent, strerror(errno));
+        return PS_KCOLLECT_EXIT_FAILED;
+    }
+    if (!kc_root_only_dir(pfd, parent)) return PS_KCOLLECT_EXIT_FAILED;
+    if (mkdirat(pfd, base, 0755) && errno != EEXIST) {
+        printf("cannot create %s: %s\n", PS_KSOCK_DIR, strerror(errno));
+        return PS_KCOLLECT_EXIT_FAILED;
+    }
+    kc_dirfd = openat(pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    close(pfd);
+    if (kc_dirfd < 0) {
+        printf("cannot open %s: %s\n", PS_KSOCK_DIR, strerror(errno));
+        return PS_KCOLLECT_EXIT_FAILED;
+    }
+    if (!kc_root_only_dir(kc_dirfd, PS_KSOCK_DIR)) return PS_KCOLLECT_EXIT_FAILED;
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    int len = snprintf(addr.sun_path, sizeof addr.sun_path, PS_KSOCK_DIR "/%s", name);
+    if (len < 0 || (size_t)len >= sizeof addr.sun_path) {
+        printf("the socket path %s/%s is too long\n", PS_KSOCK_DIR, name);
+        return PS_KCOLLECT_EXIT_FAILED;
+    }
+    socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)len + 1);
+    if (kc_lock_dir()) return PS_KCOLLECT_EXIT_FAILED;
+    int result = PS_KCOLLECT_EXIT_FAILED;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        mode_t old = umask(0177); /* the file is made 0600: no window with a wider mode */
+        int bound = bind(lfd, (struct sockaddr *)&addr, alen);
+        int err = errno;
+        umask(old);
+        if (bound == 0) {
+            /* listening before the lock goes: a rival's probe finds us alive */
+            if (listen(lfd, SOMAXCONN) == 0) {
+                kc_name = name;
+                result = 0;
+                kc_sweep_stale(name);
+            } else {
+                printf("listening on the socket failed: %s\n", strerror(errno));
+                unlinkat(kc_dirfd, name, 0);
+            }
+            break;
+        }
+        if (err != EADDRINUSE) {
+            printf("binding the socket %s failed: %s\n", addr.sun_path, strerror(err));
+            break;
+        }
+        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        int alive = probe >= 0 && (connect(probe, (struct sockaddr *)&addr, alen) == 0 ||
+                                   errno == EAGAIN);
+        if (probe >= 0) close(probe);
+        if (alive) {
+            result = PS_KCOLLECT_EXIT_LOST;
+            break;
+        }
+        if (unlinkat(kc_dirfd, name, 0) && errno != ENOENT) {
+            printf("cannot remove the stale socket %s: %s\n", addr.sun_path, strerror(errno));
+            break;
+        }
+        kc_log("removed the stale socket %s", addr.sun_path);
+    }
+    flock(kc_dirfd, LOCK_UN);
+    return result;
+}
+
+/* The end: nobody may connect any more.  Root's file goes first, under the lock (it is still
+ * ours: nobody replaces a file a collector listens on). */
+static void kc_unlisten(int lfd)
+{
+    if (kc_dirfd >= 0 && kc_name) {
+        int locked = kc_lock_dir() == 0;
+        unlinkat(kc_dirfd, kc_name, 0);
+        close(lfd);
+        if (locked) flock(kc_dirfd, LOCK_UN);
+        return;
+    }
+    close(lfd);
+}
+
 /* ---- serving ------------------------------------------------------------------------------- */
 
 static void kc_serve(int lfd)
@@ -821,6 +1037,22 @@ static void kc_serve(int lfd)
     sigemptyset(&during_poll);
 
     while (!kc_stop) {
+        /* a connection that has not registered in time is closed; one that still may keeps
+         * the collector up (it is a process starting), nothing else but tracked processes */
+        uint64_t now_pending = kc_now_ms();
+        int64_t next_expiry = -1;
+        for (size_t i = kc_nclients; i-- > 0;) {
+            kc_client_t *c = kc_clients[i];
+            if (c->registered || kc_find_proc(c->cred.pid)) continue;
+            uint64_t expiry = c->since_ms + PS_KCOLLECT_REGISTER_MS;
+            if (now_pending >= expiry) {
+                kc_log("connection from pid %d did not register within %d ms", (int)c->cred.pid,
+                       PS_KCOLLECT_REGISTER_MS);
+                kc_drop_client(i);
+            } else if (next_expiry < 0 || (int64_t)(expiry - now_pending) < next_expiry) {
+                next_expiry = (int64_t)(expiry - now_pending);
+            }
+        }
         size_t n = 1 + kc_nclients + kc_nprocs;
         struct pollfd *p = kc_grow(pfds, &pfds_cap, n, sizeof *p);
         if (!p) {
@@ -847,13 +1079,15 @@ static void kc_serve(int lfd)
             int64_t to_harvest = next_harvest > now ? (int64_t)(next_harvest - now) : 0;
             if (timeout < 0 || to_harvest < timeout) timeout = to_harvest;
         }
-        if (kc_nclients == 0 && kc_nprocs == 0) {
+        if (next_expiry >= 0 && (timeout < 0 || next_expiry < timeout)) timeout = next_expiry;
+        if (kc_nprocs == 0 && next_expiry < 0) {
             if (!idle_since) idle_since = now;
             int64_t left = (int64_t)(idle_since + PS_KCOLLECT_LINGER_MS) - (int64_t)now;
             if (left <= 0) {
                 /* a last look: someone connecting right now is served, not reset */
+                size_t before = kc_nclients;
                 kc_accept(lfd);
-                if (kc_nclients == 0) break;
+                if (kc_nclients == before) break;
                 continue;
             }
             if (timeout < 0 || left < timeout) timeout = left;
@@ -925,8 +1159,7 @@ int main(int argc, char **argv)
     char own[64];
     snprintf(own, sizeof own, PS_KSOCK_FMT, (unsigned)getuid());
     const char *name = argc == 3 ? argv[2] : argc == 2 ? own : NULL;
-    if (argc < 2 || argc > 3 || strcmp(argv[1], "--serve") || strlen(name) > 100 ||
-        strncmp(name, own, strlen(own)) || (name[strlen(own)] && name[strlen(own)] != '-')) {
+    if (argc < 2 || argc > 3 || strcmp(argv[1], "--serve") || !kc_valid_name(name, own)) {
         fprintf(stderr, "usage: %s --serve [%s[-job-ID]]   (started by the pathscope runtime, "
                 "see protocol.h)\n", PS_KCOLLECT_NAME, own);
         return 2;
@@ -941,33 +1174,25 @@ int main(int argc, char **argv)
 
     /* The name is the election: bind before anything costly. */
     kc_uid = getuid();
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    int len = snprintf(addr.sun_path + 1, sizeof addr.sun_path - 1, "%s", name);
-    socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
     int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (lfd < 0) {
         printf("creating the socket failed: %s\n", strerror(errno));
         return PS_KCOLLECT_EXIT_FAILED;
     }
-    if (bind(lfd, (struct sockaddr *)&addr, alen)) {
-        if (errno == EADDRINUSE) return PS_KCOLLECT_EXIT_LOST;
-        printf("binding the socket failed: %s\n", strerror(errno));
-        return PS_KCOLLECT_EXIT_FAILED;
-    }
-    /* connections made while we load wait in the backlog */
-    if (listen(lfd, SOMAXCONN)) {
-        printf("listening on the socket failed: %s\n", strerror(errno));
-        return PS_KCOLLECT_EXIT_FAILED;
-    }
-    kc_log("collector for uid %u starting on @%s", (unsigned)kc_uid, name);
+    int elected = kc_uid == 0 ? kc_listen_root(lfd, name) : kc_listen_abstract(lfd, name);
+    if (elected) return elected;
+    kc_log("collector for uid %u starting on %s%s", (unsigned)kc_uid,
+           kc_uid == 0 ? PS_KSOCK_DIR "/" : "@", name);
 
     if (kc_nested_pid_namespace()) {
         printf("pathscope-kcollect runs in a nested pid namespace (a container): the process "
                "ids it would be given are not the kernel's\n");
+        kc_unlisten(lfd);
         return PS_KCOLLECT_EXIT_FAILED;
     }
     if (kc_load() || kc_attach()) {
         if (kc_skel) kc_shutdown();
+        kc_unlisten(lfd);
         return PS_KCOLLECT_EXIT_FAILED;
     }
     /* one descriptor per client and one per process: room for every rank on a big node */
@@ -981,6 +1206,7 @@ int main(int argc, char **argv)
     if (child < 0) {
         printf("fork failed: %s\n", strerror(errno));
         kc_shutdown();
+        kc_unlisten(lfd);
         return PS_KCOLLECT_EXIT_FAILED;
     }
     if (child > 0) {
@@ -1012,7 +1238,7 @@ int main(int argc, char **argv)
            kc_page_faults ? "yes" : "no");
     kc_serve(lfd);
     /* newcomers must start a collector of their own, not talk to a detached one */
-    close(lfd);
+    kc_unlisten(lfd);
     kc_shutdown();
     kc_log("exiting%s", kc_stop ? " on a signal" : ": nobody to serve");
     return 0;

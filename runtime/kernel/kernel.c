@@ -22,9 +22,11 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kernel.h"
@@ -33,8 +35,12 @@
 
 #define PS_KERNEL_SIGNAL (SIGRTMAX - 2)
 
+/* (the messages name these bounds in words) */
+_Static_assert(PS_KREGISTER_MS == 10000 && PS_KSNAPSHOT_MS == 5000 && PS_KLINE_MAX == 256 &&
+               PS_KSNAPSHOT_MAX == 16u << 20 && PS_KSNAPSHOT_READ_MAX == 64u << 20,
+               "update the messages that name the collector's bounds");
+
 int ps_kernel_source = PS_KSRC_OFF;
-static int ksock = -1;            /* the connection to the collector */
 static int ebpf_signals;          /* the collector attributes by signals */
 static int handler_installed;     /* PS_KERNEL_SIGNAL's handler is ours */
 static uint64_t period_ns, period_ticks;
@@ -145,14 +151,30 @@ void pathscope_kernel_call(int id, uint64_t t0, const uintptr_t *caller)
 }
 
 /* ---- the collector -------------------------------------------------------------------- */
+/* Everything read from the collector's socket is bounded (protocol.h): lines in size, answers
+ * in time by deadlines taken once, snapshots in size; and nothing is sent before the peer's
+ * credentials were checked.  The code reached from ps_kernel_fetch() may run in a fatal-signal
+ * handler: raw system calls, static buffers, no stdio. */
 
 static char socket_name[128]; /* protocol.h: per user, and per batch job inside one */
+static char socket_shown[160]; /* for messages: PS_KSOCK_DIR/NAME, or @NAME (abstract) */
+static unsigned socket_uid;    /* the uid in the name: 0 means a filesystem socket */
+static ps_ownfd_t ksock = {.fd = -1}; /* the connection to the collector, once registered */
+static struct ucred collector_cred;   /* the listener's credentials */
+static int ebpf_usable;        /* ksock (or a new connection) may still give tables */
+static uint64_t proc_start_boot_ns; /* this process's start (CLOCK_BOOTTIME): its age bounds numbers */
+
+/* Why attaching failed: the collector cannot be had (a note, as ever), or something that
+ * is not a working collector holds its place (a warning: someone should look). */
+enum { ATTACH_OK = 0, ATTACH_UNAVAILABLE = -1, ATTACH_PEER = -2, ATTACH_ANSWER = -3 };
+static void snapshot_prepare(void);
 
 static void make_socket_name(void)
 {
     static const char *const job_vars[] = {"SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID",
                                            "FLUX_JOB_ID", "JOB_ID"};
-    int n = snprintf(socket_name, sizeof socket_name, PS_KSOCK_FMT, (unsigned)getuid());
+    socket_uid = (unsigned)getuid();
+    int n = snprintf(socket_name, sizeof socket_name, PS_KSOCK_FMT, socket_uid);
     for (size_t i = 0; i < sizeof job_vars / sizeof *job_vars; i++) {
         const char *job = getenv(job_vars[i]);
         if (!job || !*job) continue;
@@ -166,39 +188,123 @@ static void make_socket_name(void)
         socket_name[n] = 0;
         break;
     }
+    if (socket_uid == 0) snprintf(socket_shown, sizeof socket_shown, PS_KSOCK_DIR "/%s", socket_name);
+    else snprintf(socket_shown, sizeof socket_shown, "@%s", socket_name);
 }
 
-static int collector_connect(void)
+static socklen_t collector_address(struct sockaddr_un *a)
 {
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_un a;
-    memset(&a, 0, sizeof a);
-    a.sun_family = AF_UNIX;
-    int n = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "%s", socket_name);
-    if (connect(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n))) {
-        close(fd);
-        return -1;
+    memset(a, 0, sizeof *a);
+    a->sun_family = AF_UNIX;
+    size_t n = strlen(socket_name);
+    if (socket_uid == 0) { /* (PS_KSOCK_DIR + a 64-character job id fit: 103 of 108 bytes) */
+        ps_fmt_t f = {a->sun_path, 0, sizeof a->sun_path - 1, -1, 0};
+        ps_fmt_str(&f, PS_KSOCK_DIR "/");
+        ps_fmt_str(&f, socket_name);
+        n = f.len + 1; /* with its '\0' */
+    } else {
+        memcpy(a->sun_path + 1, socket_name, n + 1 < sizeof a->sun_path ? n : sizeof a->sun_path - 2);
+        n += 1; /* the leading '\0' */
     }
-    struct timeval tv = {10, 0}; /* a collector still loading its programs answers late */
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    return fd;
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
 }
 
-/* One line from fd into buf (without the newline); -1 on error or end. */
-static int read_line(int fd, char *buf, size_t len)
+static uint64_t ms_ns(uint64_t ms) { return ms * 1000000ull; }
+
+/* Waits until fd is readable or the deadline (monotonic ns) has passed: 1 readable, 0 at
+ * the deadline, -1 on error. [signal-safe] */
+static int wait_readable(int fd, uint64_t deadline)
+{
+    for (;;) {
+        uint64_t now = ps_clock_monotonic_ns();
+        if (now >= deadline) return 0;
+        uint64_t left = deadline - now;
+        struct pollfd pf = {fd, POLLIN, 0};
+        struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
+        long r = syscall(SYS_ppoll, &pf, 1, &ts, NULL, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return -1;
+        if (r > 0) return 1;
+    }
+}
+
+/* One line (without its '\n') from fd into line[cap] by the deadline.  Byte by byte: nothing
+ * after the line is taken from the stream.  Returns its length; -1 at end of file or on an
+ * error, -2 at the deadline, -3 when the line does not fit. [signal-safe] */
+static int read_line_by(int fd, char *line, size_t cap, uint64_t deadline)
 {
     size_t n = 0;
-    while (n + 1 < len) {
+    for (;;) {
+        int w = wait_readable(fd, deadline);
+        if (w <= 0) return w == 0 ? -2 : -1;
         char c;
-        ssize_t r = read(fd, &c, 1);
-        if (r < 0 && errno == EINTR) continue;
+        long r = ps_sys_read(fd, &c, 1);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
         if (r <= 0) return -1;
         if (c == '\n') break;
-        buf[n++] = c;
+        if (n + 1 >= cap) return -3;
+        line[n++] = c;
     }
-    buf[n] = 0;
+    line[n] = 0;
     return (int)n;
+}
+
+/* The collector's text in our messages: printable ASCII only, bounded. */
+static void copy_printable(char *dst, size_t cap, const char *src)
+{
+    size_t n = 0;
+    for (; src[n] && n + 1 < cap; n++) dst[n] = src[n] >= ' ' && src[n] < 127 ? src[n] : '?';
+    dst[n] = 0;
+}
+
+/* Connects and checks who listens (SO_PEERCRED, recorded by the kernel when the listener
+ * called listen()): root, or our own uid unless we run set-uid.  Nothing is sent before.
+ * Returns a connected non-blocking descriptor; -1 when nobody listens; with err set,
+ * ATTACH_PEER when the listener is not to be trusted, ATTACH_ANSWER when its listen queue
+ * stayed full until the deadline. */
+static int collector_connect(uint64_t deadline, char *err, size_t errlen)
+{
+    struct sockaddr_un a;
+    socklen_t alen = collector_address(&a);
+    for (;;) {
+        /* non-blocking: a listener that never accepts cannot hold connect() */
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) return -1;
+        if (connect(fd, (struct sockaddr *)&a, alen) == 0) {
+            struct ucred cr;
+            socklen_t len = sizeof cr;
+            if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) || len != sizeof cr) {
+                snprintf(err, errlen, "the credentials of the collector socket %s cannot be "
+                         "read (%s)", socket_shown, strerror(errno));
+                close(fd);
+                return ATTACH_PEER;
+            }
+            uid_t me = getuid();
+            int own_ok = me == geteuid(); /* set-uid: only root may be trusted */
+            if (cr.uid != 0 && !(own_ok && cr.uid == me)) {
+                char whom[48];
+                if (me == 0 || !own_ok) snprintf(whom, sizeof whom, "root");
+                else snprintf(whom, sizeof whom, "root or uid %u", (unsigned)me);
+                snprintf(err, errlen, "the collector socket %s is held by uid %u (pid %d), not %s",
+                         socket_shown, (unsigned)cr.uid, (int)cr.pid, whom);
+                close(fd);
+                return ATTACH_PEER;
+            }
+            collector_cred = cr;
+            return fd;
+        }
+        int e = errno;
+        close(fd);
+        if (e != EAGAIN) return -1; /* ENOENT, ECONNREFUSED: nobody listens */
+        /* the listen queue is full (many ranks at once while the collector loads) */
+        if (ps_clock_monotonic_ns() >= deadline) {
+            snprintf(err, errlen, "the collector socket %s accepted no connection within %d s",
+                     socket_shown, PS_KREGISTER_MS / 1000);
+            return ATTACH_ANSWER;
+        }
+        struct timespec ms = {0, 10000000};
+        nanosleep(&ms, NULL);
+    }
 }
 
 /* Starts pathscope-kcollect next to this library with a clean environment (no LD_PRELOAD:
@@ -244,10 +350,10 @@ static int collector_start(char *err, size_t errlen)
         snprintf(err, errlen, "cannot start %s: %s", path, strerror(rc));
         return -1;
     }
-    char line[256];
-    struct pollfd pf = {pipefd[0], POLLIN, 0};
+    char line[PS_KLINE_MAX];
     /* a collector stuck in loading (the verifier) must not hold the program for ever */
-    if (poll(&pf, 1, 30000) != 1 || read_line(pipefd[0], line, sizeof line) < 0) line[0] = 0;
+    if (read_line_by(pipefd[0], line, sizeof line, ps_clock_monotonic_ns() + ms_ns(30000)) < 0)
+        line[0] = 0;
     close(pipefd[0]);
     int status = 0;
     if (!line[0] && waitpid(pid, &status, WNOHANG) == 0) {
@@ -261,7 +367,17 @@ static int collector_start(char *err, size_t errlen)
     return -1;
 }
 
-/* Registers with the node's collector, starting it if needed.  0, or -1 with err. */
+/* Sends a whole request without ever blocking. [signal-safe] */
+static int send_request(int fd, const char *msg, size_t len)
+{
+    long n;
+    do n = syscall(SYS_sendto, fd, msg, len, MSG_NOSIGNAL | MSG_DONTWAIT, NULL, 0);
+    while (n < 0 && errno == EINTR);
+    return n == (long)len ? 0 : -1;
+}
+
+/* Registers with the node's collector, starting it if needed: ATTACH_OK, or a failure with
+ * its reason in err. */
 static int ebpf_attach(char *err, size_t errlen)
 {
     make_socket_name();
@@ -284,41 +400,60 @@ static int ebpf_attach(char *err, size_t errlen)
         snprintf(ebpf_note, sizeof ebpf_note, "signal %d already has a handler: no call paths",
                  PS_KERNEL_SIGNAL);
     for (int attempt = 0; attempt < 6; attempt++) {
-        int fd = collector_connect();
+        uint64_t deadline = ps_clock_monotonic_ns() + ms_ns(PS_KREGISTER_MS);
+        int fd = collector_connect(deadline, err, errlen);
+        if (fd < -1) return fd;
         if (fd < 0) {
-            if (collector_start(err, errlen)) return -1;
+            if (collector_start(err, errlen)) return ATTACH_UNAVAILABLE;
             continue;
         }
-        char msg[96], line[256];
+        char msg[96], line[PS_KLINE_MAX], text[PS_KLINE_MAX];
         int len = snprintf(msg, sizeof msg, "register %d %llu %llu\n", sig,
                            (unsigned long long)period_ns,
                            (unsigned long long)(sig ? (uintptr_t)on_kernel_signal : 0));
-        if (send(fd, msg, (size_t)len, MSG_NOSIGNAL) != len || read_line(fd, line, sizeof line) < 0) {
+        int n = send_request(fd, msg, (size_t)len) ? -1 : read_line_by(fd, line, sizeof line, deadline);
+        if (n == -1) {
             close(fd); /* a collector that was just ending: start another */
             continue;
         }
-        if (strncmp(line, "ok", 2) == 0) {
-            ksock = fd;
+        if (n < 0) {
+            snprintf(err, errlen, "the collector (uid %u, pid %d) %s", (unsigned)collector_cred.uid,
+                     (int)collector_cred.pid, n == -2 ? "did not answer the registration within "
+                     "10 s" : "answered the registration with a line over 256 bytes");
+            close(fd);
+            return ATTACH_ANSWER;
+        }
+        if (strcmp(line, "ok signals") == 0 || strcmp(line, "ok nosignals") == 0) {
+            ps_fd_adopt(fd, &ksock);
+            ebpf_usable = 1;
             ebpf_signals = sig && strcmp(line, "ok signals") == 0;
             if (sig && !ebpf_signals)
                 snprintf(ebpf_note, sizeof ebpf_note, "the kernel cannot send signals with a value "
                          "(bpf_send_signal_task, Linux 6.13): no call paths");
-            return 0;
+            return ATTACH_OK;
         }
         close(fd);
-        snprintf(err, errlen, "%s", strncmp(line, "error ", 6) == 0 ? line + 6 : line);
-        return -1;
+        if (strncmp(line, "error ", 6) == 0) { /* the collector's own reason */
+            copy_printable(text, sizeof text, line + 6);
+            snprintf(err, errlen, "%s", text);
+            return ATTACH_UNAVAILABLE;
+        }
+        copy_printable(text, 64, line);
+        snprintf(err, errlen, "the collector (uid %u, pid %d) answered the registration with "
+                 "'%s', not ok or error", (unsigned)collector_cred.uid, (int)collector_cred.pid,
+                 text);
+        return ATTACH_ANSWER;
     }
     snprintf(err, errlen, "no eBPF collector answered");
-    return -1;
+    return ATTACH_UNAVAILABLE;
 }
 
 /* A child made by fork() is not registered (its tgid is new): it must not keep the parent's
  * connection, which would keep the collector (and its node-wide tracepoints) alive. */
 void ps_kernel_after_fork(void)
 {
-    if (ksock >= 0) ps_sys_close(ksock);
-    ksock = -1;
+    ps_fd_release(&ksock);
+    ebpf_usable = 0;
     ps_kernel_source = PS_KSRC_OFF;
 }
 
@@ -335,18 +470,31 @@ const char *ps_kernel_init(int target, int shim_loaded, const char **note)
     if (shim) ps_unwind_code_range((uintptr_t)shim, &shim_start, &shim_end);
     if (strcmp(mode, "libc") != 0) {
         char err[PS_PATH_MAX + 128];
-        if (ebpf_attach(err, sizeof err) == 0) {
+        snapshot_prepare();
+        int attached = ebpf_attach(err, sizeof err);
+        if (attached == ATTACH_OK) {
             ps_kernel_source = PS_KSRC_EBPF;
             return NULL;
         }
+        /* ebpf demands eBPF: whatever stands in the way, the program does not start without
+         * it (as when eBPF is not allowed) */
         if (strcmp(mode, "ebpf") == 0) {
             snprintf(msg, sizeof msg, "PATHSCOPE_KERNEL=ebpf: %s", err);
             return msg;
         }
-        snprintf(msg, sizeof msg, "kernel time: eBPF not available (%s); measuring the libc "
-                 "wrappers in the process instead", err);
         snprintf(ebpf_note, sizeof ebpf_note, "%.*s", (int)sizeof ebpf_note - 1, err);
-        *note = msg;
+        if (attached != ATTACH_UNAVAILABLE) {
+            /* not a working collector where ours should be: a warning in the rank file and at
+             * the end of the run, where someone will read it */
+            snprintf(msg, sizeof msg, "kernel time: %s: measuring the libc wrappers in the "
+                     "process instead", err);
+            ps_warn(attached == ATTACH_PEER ? "kernel-collector-peer" : "kernel-collector-answer",
+                    msg);
+        } else {
+            snprintf(msg, sizeof msg, "kernel time: eBPF not available (%s); measuring the libc "
+                     "wrappers in the process instead", err);
+            *note = msg;
+        }
         if (handler_installed) signal(PS_KERNEL_SIGNAL, SIG_DFL); /* (ours, unused now) */
     }
     if (!shim) {
@@ -440,33 +588,353 @@ static void proc_rusage(ps_thread_t *t)
 
 static void tab(ps_fmt_t *f) { ps_fmt_char(f, '\t'); }
 
-/* The collector's snapshot, copied line by line; 0 when its last line (kend) arrived. */
-static int copy_snapshot(ps_fmt_t *f)
+/* ---- the snapshot: fetched before the rank file's warnings, copied with the tables ------ */
+
+/* Syscall name -> number (ksys lines carry names): open addressing over the generated table,
+ * filled at start (ps_kernel_init), read in signal handlers. */
+#define NAME_SLOTS 1024
+static uint16_t name_slot[NAME_SLOTS]; /* number + 1; 0: empty */
+
+static uint32_t name_hash(const char *s, size_t n)
 {
-    static const char req[] = "snapshot\n";
-    /* raw system calls: the libc wrappers' library may be in front of libc (and this may run
-     * in a fatal-signal handler); sendto, not write: a collector gone must not raise SIGPIPE */
-    if (ksock < 0 || syscall(SYS_sendto, ksock, req, sizeof req - 1, MSG_NOSIGNAL, NULL, 0) !=
-                         (long)(sizeof req - 1))
-        return -1;
-    static char buf[16384];
-    static char line[512];
-    size_t ln = 0;
-    for (;;) {
-        long n = ps_sys_read(ksock, buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return -1;
-        for (long i = 0; i < n; i++) {
-            if (ln < sizeof line - 1) line[ln++] = buf[i];
-            if (buf[i] != '\n') continue;
-            line[ln] = 0;
-            if (strncmp(line, "ksys\t", 5) == 0 || strncmp(line, "kthread\t", 8) == 0 ||
-                strncmp(line, "kend\t", 5) == 0)
-                ps_fmt_str(f, line);
-            if (strncmp(line, "kend\t", 5) == 0) return 0;
-            if (strncmp(line, "error ", 6) == 0) return -1; /* no tables will follow */
-            ln = 0;
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
+}
+
+static void syscall_names_index(void)
+{
+    for (unsigned nr = 0; nr < PS_NR_SYSCALLS; nr++) {
+        const char *name = ps_syscall_names[nr];
+        if (!name) continue;
+        uint32_t h = name_hash(name, strlen(name));
+        while (name_slot[h % NAME_SLOTS]) h++;
+        name_slot[h % NAME_SLOTS] = (uint16_t)(nr + 1);
+    }
+}
+
+/* The number of the syscall named s[0..n), as ps_syscall_name() writes it; -1 if no syscall
+ * has that name. [signal-safe] */
+static int syscall_number(const char *s, size_t n)
+{
+    static const char prefix[] = "syscall_";
+    if (n > 8 && memcmp(s, prefix, 8) == 0) {
+        unsigned nr = 0;
+        for (size_t i = 8; i < n; i++) {
+            if (s[i] < '0' || s[i] > '9' || (i > 8 && nr == 0) || n - 8 > 3) return -1;
+            nr = nr * 10 + (unsigned)(s[i] - '0');
         }
+        return nr < PS_NR_SYSCALLS && !ps_syscall_names[nr] ? (int)nr : -1;
+    }
+    for (uint32_t h = name_hash(s, n);; h++) {
+        unsigned slot = name_slot[h % NAME_SLOTS];
+        if (!slot) return -1;
+        const char *name = ps_syscall_names[slot - 1];
+        if (strlen(name) == n && memcmp(name, s, n) == 0) return (int)slot - 1;
+    }
+}
+
+static uint64_t stat_field(const char *line, int i);
+
+/* At start: the name index, and the process's start time (its age bounds the numbers). */
+static void snapshot_prepare(void)
+{
+    static int done;
+    if (done++) return;
+    syscall_names_index();
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    long n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0) close(fd);
+    buf[n > 0 ? n : 0] = 0;
+    proc_start_boot_ns = stat_field(buf, 22) * (1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK));
+}
+
+static uint64_t boottime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Is tid a thread of this process: one pathscope registered, or one alive now? The lines
+ * come grouped by thread: the last answer is kept. [signal-safe] */
+static uint64_t last_tid;
+static int last_ok;
+
+static int own_thread(uint64_t tid)
+{
+    if (tid == last_tid) return last_ok;
+    last_tid = tid;
+    last_ok = 0;
+    int n = atomic_load(&ps_nthreads);
+    for (int i = 0; i < n && !last_ok; i++)
+        if (ps_threads[i] && (uint64_t)ps_threads[i]->tid == tid) last_ok = 1;
+    if (!last_ok && tid <= 0x7fffffff) {
+        char path[48];
+        ps_fmt_t p = {path, 0, sizeof path - 1, -1, 0};
+        ps_fmt_str(&p, "/proc/self/task/");
+        ps_fmt_u64(&p, tid);
+        path[p.len] = 0;
+        struct stat st;
+        last_ok = syscall(SYS_newfstatat, AT_FDCWD, path, &st, 0) == 0;
+    }
+    return last_ok;
+}
+
+typedef struct {
+    char *buf;             /* the checked lines (PS_KSNAPSHOT_MAX, mapped once) */
+    size_t len;
+    int complete;          /* its kend line arrived: copy it */
+    char kend[PS_KLINE_MAX];
+    uint64_t limit;        /* numbers of this process: at most its age + 1 s, in ns */
+    int phase;             /* 0: ksys lines, 1: kthread lines, 2: after kend */
+    uint64_t last_ksys, last_kthread; /* (tid, nr) and tid of the last line taken */
+    uint64_t invalid, over; /* lines dropped: not valid, beyond PS_KSNAPSHOT_MAX */
+    const char *first_invalid;
+} snapshot_t;
+
+static snapshot_t snap;
+
+/* Finds the tab-separated fields of line (no '\n'; left unchanged); returns their count, or
+ * max + 1 when there are more than max. */
+static int split_tabs(char *line, char **field, size_t *flen, int max)
+{
+    int n = 0;
+    char *p = line;
+    for (;;) {
+        char *tab = strchr(p, '\t');
+        if (n == max) return max + 1;
+        field[n] = p;
+        flen[n] = tab ? (size_t)(tab - p) : strlen(p);
+        n++;
+        if (!tab) return n;
+        p = tab + 1;
+    }
+}
+
+/* An unsigned decimal of at most 15 digits (no sign, no leading zero), <= max. */
+static int parse_number(const char *s, size_t n, uint64_t max, uint64_t *out)
+{
+    if (n == 0 || n > 15 || (n > 1 && s[0] == '0')) return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    if (v > max) return -1;
+    *out = v;
+    return 0;
+}
+
+#define PS_KTID_MAX 4194304u /* PID_MAX_LIMIT */
+#define PS_KEND_MAX ((1ull << 53) - 1)
+
+/* Checks one line of the snapshot (without its '\n'); NULL if it is taken, else why not.
+ * [signal-safe] */
+static const char *snapshot_check(char *line)
+{
+    char *field[7];
+    size_t flen[7];
+    uint64_t v[4], tid;
+    if (strncmp(line, "ksys\t", 5) == 0) {
+        if (split_tabs(line, field, flen, 6) != 5) return "a ksys line without 5 fields";
+        if (snap.phase != 0) return "a ksys line after the kthread lines";
+        if (parse_number(field[1], flen[1], PS_KTID_MAX, &tid) || tid == 0)
+            return "a thread id out of range";
+        int nr = syscall_number(field[2], flen[2]);
+        if (nr < 0) return "an unknown system call name";
+        if (parse_number(field[3], flen[3], snap.limit, &v[0]) || v[0] == 0 ||
+            parse_number(field[4], flen[4], snap.limit, &v[1]))
+            return "a count or time out of range";
+        uint64_t key = tid << 10 | (uint64_t)nr;
+        if (key <= snap.last_ksys) return "a ksys line out of order or repeated";
+        if (!own_thread(tid)) return "a thread that is not one of this process's";
+        snap.last_ksys = key;
+    } else if (strncmp(line, "kthread\t", 8) == 0) {
+        if (split_tabs(line, field, flen, 7) != 6) return "a kthread line without 6 fields";
+        if (snap.phase > 1) return "a kthread line after kend";
+        if (parse_number(field[1], flen[1], PS_KTID_MAX, &tid) || tid == 0)
+            return "a thread id out of range";
+        for (int i = 0; i < 4; i++)
+            if (parse_number(field[2 + i], flen[2 + i], snap.limit, &v[i]))
+                return "a time or count out of range";
+        if (tid <= snap.last_kthread) return "a kthread line out of order or repeated";
+        if (!own_thread(tid)) return "a thread that is not one of this process's";
+        snap.last_kthread = tid;
+        snap.phase = 1;
+    } else if (strncmp(line, "kend\t", 5) == 0) {
+        if (split_tabs(line, field, flen, 3) != 3 ||
+            parse_number(field[1], flen[1], PS_KEND_MAX, &v[0]) ||
+            parse_number(field[2], flen[2], PS_KEND_MAX, &v[1]))
+            return "a malformed kend line";
+        snap.phase = 2;
+    } else {
+        return "a line of no known kind";
+    }
+    return NULL;
+}
+
+/* Takes a checked line into the buffer, or counts it when the buffer is full. */
+static void snapshot_take(const char *line, size_t n)
+{
+    if (snap.len + n + 1 > PS_KSNAPSHOT_MAX) {
+        snap.over++;
+        return;
+    }
+    memcpy(snap.buf + snap.len, line, n);
+    snap.buf[snap.len + n] = '\n';
+    snap.len += n + 1;
+}
+
+/* ps_warn with "kernel time: " + a, b, c (stack only). [signal-safe] */
+static void warn3(const char *key, const char *a, const char *b, const char *c)
+{
+    char text[320];
+    ps_fmt_t f = {text, 0, sizeof text - 1, -1, 0};
+    ps_fmt_str(&f, "kernel time: ");
+    ps_fmt_str(&f, a);
+    if (b) ps_fmt_str(&f, b);
+    if (c) ps_fmt_str(&f, c);
+    text[f.len] = 0;
+    ps_warn(key, text);
+}
+
+/* The snapshot could not be had: no tables in this or any later rank file, no later wait. */
+static void snapshot_failed(const char *why)
+{
+    warn3("kernel-snapshot-failed", "the collector's tables did not arrive (", why,
+          "): no per-thread system-call tables");
+    ps_fd_release(&ksock);
+    ebpf_usable = 0;
+}
+
+/* Reads the snapshot's answer by the deadline into snap. [signal-safe] */
+static void snapshot_read(uint64_t deadline)
+{
+    static char chunk[16384];
+    static char line[PS_KLINE_MAX];
+    size_t ln = 0, total = 0;
+    int overlong = 0;
+    for (;;) {
+        /* (poll only looks; the descriptor is checked again right before it is read) */
+        int w = ps_fd_owned(&ksock) ? wait_readable(ksock.fd, deadline) : -1;
+        if (w == 0) {
+            snapshot_failed("no complete answer within 5 s");
+            return;
+        }
+        if (w < 0 || !ps_fd_owned(&ksock)) {
+            snapshot_failed(w < 0 && ps_fd_owned(&ksock) ? "the connection failed" :
+                            "the application closed pathscope's connection meanwhile");
+            return;
+        }
+        long n = ps_sys_read(ksock.fd, chunk, sizeof chunk);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (n <= 0) {
+            snapshot_failed("the collector closed the connection");
+            return;
+        }
+        total += (size_t)n;
+        if (total > PS_KSNAPSHOT_READ_MAX) {
+            snapshot_failed("more than 64 MiB without an end");
+            return;
+        }
+        for (long i = 0; i < n; i++) {
+            char c = chunk[i];
+            if (c != '\n') {
+                if (ln + 1 < sizeof line) line[ln++] = c;
+                else overlong = 1;
+                continue;
+            }
+            line[ln] = 0;
+            size_t len = ln;
+            ln = 0;
+            if (overlong) {
+                overlong = 0;
+                if (!snap.invalid++) snap.first_invalid = "a line over 256 bytes";
+                continue;
+            }
+            if (strncmp(line, "error ", 6) == 0) { /* no tables will follow */
+                snapshot_failed("the collector answered with an error");
+                return;
+            }
+            const char *why = snapshot_check(line);
+            if (why) {
+                if (!snap.invalid++) snap.first_invalid = why;
+                continue;
+            }
+            if (snap.phase == 2) { /* kend: kept apart, so that a full buffer never loses it */
+                memcpy(snap.kend, line, len + 1);
+                snap.complete = 1;
+                return;
+            }
+            snapshot_take(line, len);
+        }
+    }
+}
+
+void ps_kernel_fetch(void)
+{
+    if (ps_kernel_source != PS_KSRC_EBPF) return;
+    snap.complete = 0;
+    snap.len = 0;
+    snap.phase = 0;
+    snap.last_ksys = snap.last_kthread = 0;
+    snap.invalid = snap.over = 0;
+    snap.first_invalid = NULL;
+    last_tid = 0;
+    if (!ebpf_usable) return;
+    if (!snap.buf && !(snap.buf = ps_map_zeroed(PS_KSNAPSHOT_MAX))) {
+        snapshot_failed("no memory for it");
+        return;
+    }
+    if (!ps_fd_owned(&ksock)) {
+        /* the application closed (or replaced) our descriptor: never touch that number
+         * again; the collector still tracks this process, a new connection can ask */
+        char err[256], fdnum[24];
+        ps_fmt_t d = {fdnum, 0, sizeof fdnum - 1, -1, 0};
+        ps_fmt_i64(&d, ksock.fd);
+        fdnum[d.len] = 0;
+        ksock.fd = -1;
+        int fd = collector_connect(ps_clock_monotonic_ns() + ms_ns(PS_KREGISTER_MS), err, sizeof err);
+        if (fd < 0) {
+            warn3("kernel-socket-lost", "the application closed pathscope's connection to the "
+                  "collector (descriptor ", fdnum, ")");
+            snapshot_failed(fd < -1 ? err : "no collector to reconnect to");
+            return;
+        }
+        warn3("kernel-socket-lost", "the application closed pathscope's connection to the "
+              "collector (descriptor ", fdnum, "): the tables came over a new one");
+        ps_fd_adopt(fd, &ksock);
+    }
+    uint64_t age = boottime_ns() - proc_start_boot_ns;
+    snap.limit = age + 1000000000ull;
+    static const char req[] = "snapshot\n";
+    if (send_request(ksock.fd, req, sizeof req - 1)) {
+        snapshot_failed("the request could not be sent");
+        return;
+    }
+    snapshot_read(ps_clock_monotonic_ns() + ms_ns(PS_KSNAPSHOT_MS));
+    if (!snap.complete) return; /* (said: no tables at all) */
+    char count[24];
+    if (snap.invalid) {
+        ps_fmt_t c = {count, 0, sizeof count - 1, -1, 0};
+        ps_fmt_u64(&c, snap.invalid);
+        count[c.len] = 0;
+        char why[160];
+        ps_fmt_t w = {why, 0, sizeof why - 1, -1, 0};
+        ps_fmt_str(&w, " lines of the collector's snapshot were invalid and dropped (the first: ");
+        ps_fmt_str(&w, snap.first_invalid);
+        ps_fmt_str(&w, ")");
+        why[w.len] = 0;
+        warn3("kernel-snapshot-invalid", count, why, NULL);
+    }
+    if (snap.over) {
+        ps_fmt_t c = {count, 0, sizeof count - 1, -1, 0};
+        ps_fmt_u64(&c, snap.over);
+        count[c.len] = 0;
+        warn3("kernel-snapshot-truncated", "the collector's snapshot exceeded 16 MiB: ", count,
+              " lines beyond it were dropped");
     }
 }
 
@@ -507,7 +975,13 @@ void ps_kernel_write(ps_fmt_t *f)
         ps_fmt_u64(f, r->nivcsw); ps_fmt_char(f, '\n');
     }
     if (ebpf) {
-        snapshot_ok = copy_snapshot(f) == 0;
+        /* (ps_kernel_fetch() ran before the rank file's warnings) */
+        snapshot_ok = snap.complete;
+        for (size_t i = 0; snapshot_ok && i < snap.len; i++) ps_fmt_char(f, snap.buf[i]);
+        if (snapshot_ok) {
+            ps_fmt_str(f, snap.kend);
+            ps_fmt_char(f, '\n');
+        }
     } else {
         char name[24];
         for (int i = 0; i < nthreads; i++) {

@@ -65,7 +65,11 @@ void ps_kernel_after_fork(void); /* in a fork child: not ours to report [signal-
 const char *ps_kernel_key_name(uintptr_t key, char buf[24]);
 /* A thread's end, in the thread: its own resource usage. [signal-safe] */
 void ps_kernel_thread_end(ps_thread_t *t);
-/* Rank-file lines: kernel, ksys, kthread, kos, kend (docs/format.md). [signal-safe] */
+/* Before a rank file's warnings are written: asks the collector for this process's tables
+ * (eBPF), within the bounds of protocol.h; what goes wrong becomes a warning. [signal-safe] */
+void ps_kernel_fetch(void);
+/* Rank-file lines: kernel, ksys, kthread, kos, kend (docs/format.md); the tables ps_kernel_fetch
+ * got. [signal-safe] */
 void ps_kernel_write(ps_fmt_t *f);
 uint64_t ps_kernel_node_ns(const ps_node_t *n); /* a syscall node's time, ns [signal-safe] */
 #endif

@@ -2,12 +2,20 @@
  * pathscope-kcollect) and the runtime inside each profiled process (runtime/kernel/kernel.c).
  *
  * Finding the collector.  One collector per node, user and batch job serves every profiled
- * process of that user (and job): it listens on the abstract unix stream socket
- * "\0pathscope-kernel-<uid>", followed by "-job-<id>" inside a batch job (PS_KSOCK_FMT;
- * SLURM_JOB_ID, PBS_JOBID, LSB_JOBID, FLUX_JOB_ID, JOB_ID: a collector dies with the job
- * that started it, so jobs sharing a node must not share it).  Binding that name is the
- * election: a second collector gets EADDRINUSE and exits with PS_KCOLLECT_EXIT_LOST.  A
- * process that cannot connect starts one:
+ * process of that user (and job).  Its name is "pathscope-kernel-<uid>", followed by
+ * "-job-<id>" inside a batch job (PS_KSOCK_FMT; SLURM_JOB_ID, PBS_JOBID, LSB_JOBID,
+ * FLUX_JOB_ID, JOB_ID: a collector dies with the job that started it, so jobs sharing a node
+ * must not share it).  Where it listens depends on the uid in the name:
+ *   - uid 0: the unix stream socket PS_KSOCK_DIR/<name> (mode 0600), in a directory owned by
+ *     root and writable by nobody else: no other user can take root's name, or connect;
+ *   - any other uid: the abstract unix stream socket "\0<name>" (the user cannot write to
+ *     PS_KSOCK_DIR, and has no directory every node is sure to offer).  Anybody can bind an
+ *     abstract name first: the credential check below turns that into "no eBPF", never into
+ *     talking to the squatter.
+ * Binding the name is the election: a second collector finds it taken and exits with
+ * PS_KCOLLECT_EXIT_LOST (for the filesystem socket, under flock() of the directory: a socket
+ * file nobody listens on is a dead collector's, and is replaced).  A process that cannot
+ * connect starts one:
  *
  *     pathscope-kcollect --serve NAME     (stdin /dev/null, stdout a pipe, stderr inherited)
  *
@@ -18,6 +26,23 @@
  *     programs failed: Operation not permitted (needs root or CAP_BPF and CAP_PERFMON)") and
  *     exits PS_KCOLLECT_EXIT_FAILED, or
  *   - exits PS_KCOLLECT_EXIT_LOST (another collector won the name): connect again.
+ *
+ * Credentials, both ways (SO_PEERCRED, taken at connect/listen time by the kernel):
+ *   - the process checks the listener right after connect, before it sends anything (its
+ *     registration holds the address of its signal handler): uid 0, or its own uid unless it
+ *     runs set-uid (real and effective uids differ).  Anything else is not a collector.
+ *   - the collector serves its own uid and root; any other peer gets one line "error
+ *     permission denied: ..." and is closed at once, never kept.  A connection that has not
+ *     registered within PS_KCOLLECT_REGISTER_MS (and whose process is not tracked through
+ *     another one) is closed; connections never keep the collector alive, tracked
+ *     processes do.
+ *
+ * Bounds on the process's side: an answer line is at most PS_KLINE_MAX bytes; the answer to
+ * "register" must arrive within PS_KREGISTER_MS (a collector still loading its programs
+ * answers late), a whole snapshot within PS_KSNAPSHOT_MS, both deadlines taken once (a
+ * collector trickling bytes does not extend them); at most PS_KSNAPSHOT_MAX bytes of a
+ * snapshot are kept and PS_KSNAPSHOT_READ_MAX read.  Every field is checked (below); a
+ * snapshot that does not end with its kend line within those bounds is dropped whole.
  *
  * Messages are text lines ending in '\n'.  The process sends:
  *
@@ -36,30 +61,46 @@
  *     send signals with a value: per-thread tables only), or "error <reason>\n".
  *
  *   "snapshot\n"
- *       Everything measured so far for the sender's process.  Answer: lines in the rank-file
- *       format (docs/format.md), copied into the rank file unchanged, then "end" line:
+ *       Everything measured so far for the sender's process (registered on this connection
+ *       or another).  Answer: lines in the rank-file format (docs/format.md), copied into
+ *       the rank file unchanged once checked, in this order:
  *         "ksys\t<tid>\t<syscall name>\t<count>\t<ns>\n"        per thread and syscall
  *         "kthread\t<tid>\t<blocked_ns>\t<runqueue_ns>\t<switches>\t<user_page_faults>\n"
  *         "kend\t<missed_exits>\t<dropped>\n"                     the last line
  *       Threads that have exited are included.  Syscall names come from the kernel headers'
- *       __NR_ table ("syscall_<nr>" if unknown).  missed_exits: syscall exits without a seen
- *       entry (syscalls in flight at registration); dropped: events lost (map full, no
- *       storage) — reported, never hidden.
+ *       __NR_ table ("syscall_<nr>" if unknown).  Order: the ksys lines by tid, then by
+ *       syscall number, each (tid, number) once; then the kthread lines by tid, each once;
+ *       then kend.  Numbers are decimal, without sign.  The process drops (and counts) lines
+ *       out of that order, of threads that are not its own (neither known to pathscope nor
+ *       alive in /proc/self/task), with unknown syscall names, or with numbers beyond what
+ *       its lifetime allows (count, ns, switches, faults <= its age in ns + 1 s; kend's
+ *       node-wide counters < 2^53).  missed_exits: syscall exits without a seen entry
+ *       (syscalls in flight at registration); dropped: events lost (map full, no storage):
+ *       reported, never hidden.
  *
  * The collector stops tracking a process when it exits (pidfd) and exits itself when it has
- * tracked nobody for PS_KCOLLECT_LINGER_MS, closing its listening socket first (a process
- * that connects in that window sees its connection reset and starts a new collector).
+ * tracked nobody for PS_KCOLLECT_LINGER_MS (connections do not count, except one less than
+ * PS_KCOLLECT_REGISTER_MS old that may still register), removing and closing its listening
+ * socket first (a process that connects in that window sees its connection reset and starts
+ * a new collector).
  *
  * The signal's value (si_value.sival_ptr, si_code SI_KERNEL) packs one report: */
 #ifndef PS_KERNEL_PROTOCOL_H
 #define PS_KERNEL_PROTOCOL_H
 
-#define PS_KSOCK_FMT "pathscope-kernel-%u"      /* abstract name, after a leading '\0' */
+#define PS_KSOCK_FMT "pathscope-kernel-%u"      /* the name (see above for where it lives) */
+#define PS_KSOCK_DIR "/run/pathscope"          /* root's collectors' sockets */
 #define PS_KSOCK_JOB "-job-"                   /* then the job id, [A-Za-z0-9._-], <= 64 */
 #define PS_KCOLLECT_NAME "pathscope-kcollect"  /* next to libpathscope.so */
 #define PS_KCOLLECT_EXIT_FAILED 1
 #define PS_KCOLLECT_EXIT_LOST 3
 #define PS_KCOLLECT_LINGER_MS 500
+#define PS_KCOLLECT_REGISTER_MS 2000           /* a connection must register within it */
+#define PS_KLINE_MAX 256                       /* longest answer line, '\n' included */
+#define PS_KREGISTER_MS 10000                  /* the answer to register, from connect */
+#define PS_KSNAPSHOT_MS 5000                   /* a whole snapshot, from the request */
+#define PS_KSNAPSHOT_MAX (16u << 20)           /* bytes of snapshot lines kept */
+#define PS_KSNAPSHOT_READ_MAX (64u << 20)      /* bytes read before giving up on a snapshot */
 #define PS_NR_SYSCALLS 512                     /* x86_64 syscall numbers are below 512 */
 
 /* value bits: [0,10) syscall number; [10] unit of the time field (0 ns, 1 us);

@@ -83,6 +83,8 @@ void ps_write_rank_body(ps_fmt_t *f, const char *status)
     kv(f, "counter_write_errors", atomic_load(&ps_counters.write_errors));
     kv(f, "counter_sampler_failures", atomic_load(&ps_counters.sampler_failures));
     kv(f, "counter_unwind_unavailable", atomic_load(&ps_counters.unwind_unavailable));
+    void ps_kernel_fetch(void);
+    ps_kernel_fetch(); /* (the kernel tables come later, what went wrong with them now) */
     ps_warn_write(f);
     void ps_write_paths(ps_fmt_t *f);
     ps_write_paths(f);

@@ -7,6 +7,7 @@ counts.  Plausible: times (a 100 ms nanosleep within 20%, against strace's wall-
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 
@@ -279,14 +280,20 @@ def test_collector_killed_mid_run_loses_only_the_tables(openmpi, tmp_path):
     """The collector dies (SIGKILL) while the program runs: the program is not disturbed,
     its attributed paths stay, and the missing tables are said (kend - -), not hidden."""
     out = tmp_path / "prof"
+    log = tmp_path / "collector.log"   # (a job of its own: only its collector is killed)
     proc = subprocess.Popen(PATHSCOPE + ["run", "--kernel", "ebpf", "-o", str(out), "--",
                                          str(openmpi.prog("kernel_truth")), "3000000"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=PY_ENV)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(PY_ENV, PS_KCOLLECT_LOG=str(log),
+                                     SLURM_JOB_ID=f"killed-{os.getpid()}-{time.monotonic_ns()}"))
     deadline = time.time() + 10
-    while not collectors() and time.time() < deadline:
+    serving = None
+    while not serving and time.time() < deadline:
         time.sleep(0.02)
-    time.sleep(0.4)   # registered (a few ms), well before the end of its 6e6 calls (> 1 s)
-    subprocess.run(["pkill", "-KILL", "-f", "pathscope-kcollect"])
+        serving = log.exists() and re.search(r"\[(\d+)\] registered process", log.read_text())
+    assert serving, log.read_text() if log.exists() else "no collector log"
+    time.sleep(0.4)   # well before the end of its 6e6 calls (> 1 s)
+    os.kill(int(serving.group(1)), signal.SIGKILL)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr
     assert [r[1:] for r in rank_records(out, 0) if r[0] == "kend"] == [["-", "-"]]
