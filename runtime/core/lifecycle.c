@@ -68,9 +68,15 @@ const char *ps_program_name(void) { return program_name; }
 
 static void die_config(const char *fmt, const char *a, const char *b)
 {
-    fprintf(stderr, "pathscope: ");
-    fprintf(stderr, fmt, a, b);
-    fputc('\n', stderr);
+    /* one write: the ranks of a job refuse at the same moment, into one stream */
+    static char line[2 * PS_PATH_MAX + 1024];
+    int n = snprintf(line, sizeof line - 1, "pathscope: ");
+    int m = snprintf(line + n, sizeof line - 1 - (size_t)n, fmt, a, b);
+    n += m > 0 ? m : 0;
+    if (n > (int)sizeof line - 2) n = (int)sizeof line - 2;
+    line[n++] = '\n';
+    ssize_t w = write(2, line, (size_t)n);
+    (void)w;
     exit(2);
 }
 

@@ -365,16 +365,17 @@ static void remove_other_run_file(int dirfd, const char *name)
     sys_unlinkat(dirfd, grabbed);
 }
 
-/* A temporary: another run's, or an orphan without a run line (its writer was killed before
- * writing the file's first line, which it writes at once). */
+/* A name of our temporaries' form: deleted when it is another run's, not a regular file (we
+ * create only those), or an orphan without a run line (its writer was killed before writing
+ * the file's first lines, which it writes at once). */
 static void remove_other_run_temp(int dirfd, const char *name)
 {
-    int run = file_run(dirfd, name);
     struct stat st;
+    if (sys_lstatat(dirfd, name, &st) != 0) return;
+    int run = S_ISREG(st.st_mode) ? file_run(dirfd, name) : FILE_OTHER_RUN;
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    if (run == FILE_OTHER_RUN ||
-        (run == FILE_NO_RUN && sys_lstatat(dirfd, name, &st) == 0 && st.st_mtim.tv_sec + STALE_TEMP_S < now.tv_sec))
+    if (run == FILE_OTHER_RUN || (run == FILE_NO_RUN && st.st_mtim.tv_sec + STALE_TEMP_S < now.tv_sec))
         sys_unlinkat(dirfd, name);
 }
 
