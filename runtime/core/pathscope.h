@@ -172,6 +172,7 @@ int ps_outdir_create_fresh(char *base, size_t cap);
  * written for this reason (an errno). */
 void ps_outdir_unusable(int error);
 int ps_outdir_ranks_fd(void); /* ranks/ (identity checked) or -1 [signal-safe] */
+const char *ps_outdir_path(void); /* the directory's absolute path, as opened */
 
 /* One file of the profile: created under an unpredictable temporary name next to its final
  * name (O_EXCL|O_NOFOLLOW), renamed into place when complete, removed on failure (the

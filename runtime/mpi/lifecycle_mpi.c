@@ -82,7 +82,9 @@ static void spawned_outdir(void)
     long id = (long)getpid();
     PMPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
     char dir[PS_PATH_MAX + 32];
-    snprintf(dir, sizeof dir, "%s/spawned-%ld", ps_outdir, id);
+    /* (the path the parent's directory was opened by: the program may have changed its
+     * working directory since) */
+    snprintf(dir, sizeof dir, "%s/spawned-%ld", ps_outdir_path(), id);
     use_outdir(dir, 0);
 }
 

@@ -146,6 +146,8 @@ static int dir_fd(dir_t *d, int *error)
     return fd;
 }
 
+const char *ps_outdir_path(void) { return top.opened ? top_path : ps_outdir; }
+
 int ps_outdir_ranks_fd(void)
 {
     int error;
