@@ -256,3 +256,26 @@ def test_ranks_agree_on_the_run_id_without_mpi(mpi, tmp_path):
     p = mpi.run(3, ["/bin/bash", "-c", "exit 0"], prof, check=False)
     assert set(pathscope_lines(p.stderr)) == {
         f"pathscope: output directory '{prof}' " + OTHER_RUN.format(what="3 rank files")}
+
+
+def test_application_closes_and_reuses_our_descriptors(openmpi, tmp_path):
+    """A program that closes every descriptor from 3 up and puts its own log at the numbers
+    pathscope's directory descriptors had: the log gets only the program's bytes, and the
+    profile is written through the reopened (and identity-checked) directory."""
+    prof, log = tmp_path / "prof", tmp_path / "app.log"
+    code = f"""
+import os
+os.closerange(3, 65536)
+fd = os.open({str(log)!r}, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+for n in range(768, 776):
+    os.dup2(fd, n)
+os.write(fd, b"app\\n")
+"""
+    p = subprocess.run([PS, "run", "-o", str(prof), "--", "/usr/bin/python3", "-c", code],
+                       capture_output=True, text=True, timeout=60)
+    assert (p.returncode, p.stdout) == (0, "")
+    assert pathscope_lines(p.stderr) == [
+        f"pathscope: profile written to {prof} (view: pathscope report {prof})"]
+    assert log.read_bytes() == b"app\n"
+    text = (prof / "ranks" / "rank-000000.tsv").read_text()
+    assert text.endswith("\nend\n") and "\nstatus\tcomplete\n" in text
