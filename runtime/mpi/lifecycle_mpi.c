@@ -33,10 +33,10 @@ void ps_block_async_signals(sigset_t *saved);
 void ps_reduce_and_write(void);
 void ps_peers_init(void);
 
-/* The profile directory, chosen here when none was given (no collective possible: every rank
- * names it from the launcher's job id).  A problem cannot stop the program any more (MPI_Init
- * is not a constructor): the directory is marked unusable and each rank reports its file as
- * not written at the end. */
+/* Opens the profile directory chosen inside MPI_Init (the default one, a spawned job's).  A
+ * problem cannot stop the program any more (MPI_Init is not a constructor): the directory is
+ * marked unusable and each rank reports its files as not written, with the reason, at the
+ * end. */
 static void use_outdir(const char *dir, int error)
 {
     static char err[PS_PATH_MAX + 512];

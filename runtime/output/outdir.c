@@ -58,6 +58,7 @@ enum {
     ERR_OTHER_RUN = -7,
     ERR_NOT_DIR = -8,
     ERR_TOO_LONG = -9,
+    ERR_DIR_GONE = -10,
 };
 
 /* ---- raw system calls -------------------------------------------------------------------- */
@@ -95,7 +96,8 @@ const char *ps_error_text(int error)
 {
     switch (error) {
     case ERR_DIR_REMOVED: return "the output directory was removed during the run";
-    case ERR_DIR_REPLACED: return "the output directory was moved or replaced during the run";
+    case ERR_DIR_REPLACED: return "the output directory was replaced during the run";
+    case ERR_DIR_GONE: return "the output directory was moved or removed during the run";
     case ERR_FD_TAKEN: return "the application closed pathscope's file descriptor";
     case ERR_SYMLINK: return "the output location is a symbolic link";
     case ERR_NOT_OURS: return "the output directory belongs to another user";
@@ -126,7 +128,7 @@ static int dir_fd(dir_t *d, int *error)
     }
     int fd = sys_openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
     if (fd < 0) {
-        *error = errno == ENOENT ? ERR_DIR_REPLACED : errno;
+        *error = errno == ENOENT ? ERR_DIR_GONE : errno;
         return -1;
     }
     struct stat st;
