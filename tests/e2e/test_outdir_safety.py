@@ -195,6 +195,17 @@ def test_directory_removed_during_the_run(mpi, tmp_path):
         f"pathscope: no profile written to {prof}: not written: profile.tsv, the rank files "
         f"of all 2 ranks"])
     assert not prof.exists()  # nothing was created again behind the user's back
+    if mpi.name == "openmpi":  # only ranks/ removed: profile.tsv is written, the notice says what is not
+        p = mpi.run(2, [mpi.prog("outdir"), "remove", prof / "ranks"], prof)
+        assert pathscope_lines(p.stderr) == sorted([
+            f"pathscope: rank 0: profile not written: ranks/rank-000000.tsv: {gone}",
+            f"pathscope: rank 1: profile not written: ranks/rank-000001.tsv: {gone}",
+            f"pathscope: profile written to {prof} incompletely: not written: the rank files of "
+            f"all 2 ranks (view: pathscope report {prof})"])
+        assert os.listdir(prof) == ["profile.tsv"]
+        failed = [l for l in (prof / "profile.tsv").read_text().splitlines()
+                  if l.startswith("write_failed\t")]
+        assert failed == [f"write_failed\t{r}\tranks/rank-00000{r}.tsv\t{gone}" for r in (0, 1)]
 
 
 def test_over_long_path_refused_before_start(openmpi, tmp_path):
