@@ -7,9 +7,11 @@ and signals.  Nothing here prints or exits: problems are LaunchError / OptionErr
 """
 from __future__ import annotations
 
+import errno
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,19 +56,78 @@ def resolve_program(name: str, path_variable: Optional[str] = None) -> str:
     return found
 
 
-def prepare_output_directory(directory: str) -> Path:
-    """Creates DIR and DIR/ranks (several ranks may do this at once) and checks that they are
-    writable.  Returns DIR as an absolute path."""
-    target = Path(directory)
+# The longest name the runtime creates under a profile directory (runtime/output/outdir.c):
+# the directory's absolute path, '/', and this must fit in PATH_MAX with its NUL.
+LONGEST_OUTPUT_NAME = "spawned-4194304/ranks/.rank-2147483647.tsv.0123456789abcdef"
+PATH_MAX = 4096
+OUTPUT_PATH_MAX = PATH_MAX - 2 - len(LONGEST_OUTPUT_NAME)
+
+
+def _check_output_entry(shown: str, path: Path) -> bool:
+    """The runtime's rules for an existing output directory (or its ranks/): not a link, a
+    directory, owned by us or root, not writable by others unless sticky.  False: absent."""
     try:
-        (target / "ranks").mkdir(parents=True, exist_ok=True)
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
     except OSError as e:
-        raise LaunchError(f"cannot write to output directory '{directory}': "
+        raise LaunchError(f"cannot write to output directory '{shown}': "
                           f"{e.strerror or e}") from e
-    if not os.access(target / "ranks", os.W_OK | os.X_OK):
+    if stat.S_ISLNK(st.st_mode):
+        raise LaunchError(f"output location '{shown}' is a symbolic link (pathscope does not "
+                          f"follow links in the output directory)")
+    if not stat.S_ISDIR(st.st_mode):
+        raise LaunchError(f"output location '{shown}' exists and is not a directory")
+    if st.st_uid not in (os.geteuid(), 0):
+        raise LaunchError(f"output directory '{shown}' belongs to another user (uid {st.st_uid}):"
+                          f" pathscope writes only into directories owned by you or root")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+        raise LaunchError(f"output directory '{shown}' is writable by others (mode "
+                          f"0{stat.S_IMODE(st.st_mode):o}) without the sticky bit: remove their "
+                          f"write permission (chmod go-w) or choose another directory")
+    return True
+
+
+def prepare_output_directory(directory: str) -> Path:
+    """Pre-checks DIR and returns it as an absolute path (links not resolved: the runtime
+    refuses an output location that is a link, and must see it).
+
+    The runtime library is the one authority over the output directory: at load time, before
+    the program starts, it creates DIR and DIR/ranks, applies these same rules, refuses a
+    directory holding another run's profile (or deletes it with --force) and exits with one
+    line.  Nothing is created here, so a rejected option or a refused directory leaves nothing
+    behind; the checks are repeated only so that the common mistakes are reported in the
+    user's own spelling of DIR, word for word as the runtime would."""
+    absolute = Path(os.getcwd(), directory)
+    if len(os.fsencode(str(absolute))) > OUTPUT_PATH_MAX:
+        raise LaunchError(f"output directory path too long: {len(os.fsencode(str(absolute)))} "
+                          f"bytes as an absolute path, at most {OUTPUT_PATH_MAX} (every file "
+                          f"pathscope writes under it must fit in PATH_MAX, {PATH_MAX})")
+    if any(len(os.fsencode(part)) > 255 for part in absolute.parts):
         raise LaunchError(f"cannot write to output directory '{directory}': "
-                          f"{os.strerror(13)}")
-    return target.resolve()
+                          f"{os.strerror(errno.ENAMETOOLONG)}")
+    if _check_output_entry(directory, absolute):
+        _check_output_entry(f"{directory.rstrip('/') or '/'}/ranks".replace("//", "/"),
+                            absolute / "ranks")
+        return absolute
+    # the nearest existing ancestor must be a directory we can create entries in
+    parent = absolute.parent
+    while True:
+        try:
+            st = os.stat(parent)
+            break
+        except FileNotFoundError:
+            parent = parent.parent
+        except OSError as e:
+            raise LaunchError(f"cannot write to output directory '{directory}': "
+                              f"{e.strerror or e}") from e
+    if not stat.S_ISDIR(st.st_mode):
+        raise LaunchError(f"cannot write to output directory '{directory}': "
+                          f"{os.strerror(errno.ENOTDIR)}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise LaunchError(f"cannot write to output directory '{directory}': "
+                          f"{os.strerror(errno.EACCES)}")
+    return absolute
 
 
 def run_ldd(executable: str) -> str:

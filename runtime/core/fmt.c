@@ -9,10 +9,14 @@ void ps_fmt_flush(ps_fmt_t *f)
 {
     size_t off = 0;
     if (f->fd < 0) return;
+    if (f->failed) { f->len = 0; return; } /* the file is discarded: stop writing */
     while (off < f->len) {
         ssize_t n = ps_sys_write(f->fd, f->buf + off, f->len - off);
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) { f->failed = 1; break; }
+        if (n <= 0) {
+            f->failed = n < 0 && errno ? errno : EIO; /* ENOSPC, EDQUOT, EIO, ... */
+            break;
+        }
         off += (size_t)n;
     }
     f->len = 0;

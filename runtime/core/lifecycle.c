@@ -68,9 +68,15 @@ const char *ps_program_name(void) { return program_name; }
 
 static void die_config(const char *fmt, const char *a, const char *b)
 {
-    fprintf(stderr, "pathscope: ");
-    fprintf(stderr, fmt, a, b);
-    fputc('\n', stderr);
+    /* one write: the ranks of a job refuse at the same moment, into one stream */
+    static char line[2 * PS_PATH_MAX + 1024];
+    int n = snprintf(line, sizeof line - 1, "pathscope: ");
+    int m = snprintf(line + n, sizeof line - 1 - (size_t)n, fmt, a, b);
+    n += m > 0 ? m : 0;
+    if (n > (int)sizeof line - 2) n = (int)sizeof line - 2;
+    line[n++] = '\n';
+    ssize_t w = write(2, line, (size_t)n);
+    (void)w;
     exit(2);
 }
 
@@ -162,37 +168,6 @@ static void options_load(void)
     }
 }
 
-static int mkdir_p(const char *path)
-{
-    char tmp[PS_PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(tmp, 0777) && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    if (mkdir(tmp, 0777) && errno != EEXIST) return -1;
-    return 0;
-}
-
-/* Creates dir and dir/ranks and checks that we can write there. */
-int ps_prepare_outdir(const char *dir, char *err, size_t errlen)
-{
-    char ranks[PS_PATH_MAX + 8];
-    struct stat st;
-    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "output location '%s' exists and is not a directory", dir);
-        return -1;
-    }
-    snprintf(ranks, sizeof ranks, "%s/ranks", dir);
-    if (mkdir_p(ranks) || access(ranks, W_OK)) {
-        snprintf(err, errlen, "cannot write to output directory '%s': %s", dir, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
 void ps_set_outdir(const char *dir) { snprintf(ps_outdir, sizeof ps_outdir, "%s", dir); }
 
 static void read_program_name(void)
@@ -215,25 +190,28 @@ static void read_program_name(void)
 }
 
 /* The profile of a program that never initialised MPI: one rank (the launcher's rank if a
- * launcher started it, else 0).  [signal-safe]: mkdir and string copies only. */
+ * launcher started it, else 0), in a new directory named at start (or its .1, .2, ... if that
+ * name was taken since).  [signal-safe]: raw system calls and string copies only. */
 static void after_fork_in_child(void);
 void ps_block_async_signals(sigset_t *saved);
 
 static void nompi_prepare(void)
 {
     if (!ps_outdir[0]) {
+        static char name[PS_PATH_MAX], err[PS_PATH_MAX + 256];
         size_t n = strlen(nompi_outdir);
-        if (n + 7 >= sizeof ps_outdir) return;
-        memcpy(ps_outdir, nompi_outdir, n + 1);
-        mkdir(ps_outdir, 0777);
-        static char ranks[PS_PATH_MAX + 8];
-        memcpy(ranks, ps_outdir, n);
-        memcpy(ranks + n, "/ranks", 7);
-        mkdir(ranks, 0777);
+        if (n + 8 >= sizeof name) return;
+        memcpy(name, nompi_outdir, n + 1);
+        int rc = ps_outdir_create_fresh(name, sizeof name);
+        if (rc == 0) rc = ps_outdir_open(name, 0, err, sizeof err);
+        if (rc) ps_outdir_unusable(rc); /* reported with the rank file at the end */
+        memcpy(ps_outdir, name, strlen(name) + 1);
     }
     ps_world_rank = launcher_rank >= 0 ? launcher_rank : 0;
     if (ps_world_size <= 0) ps_world_size = launcher_size > ps_world_rank ? launcher_size : 1;
 }
+
+static int reported_rank(void) { return ps_world_rank >= 0 ? ps_world_rank : launcher_rank >= 0 ? launcher_rank : 0; }
 
 /* ---- fatal signals ---------------------------------------------------------------------- */
 static const int fatal_signals[] = {SIGTERM, SIGINT, SIGSEGV, SIGBUS, SIGFPE, SIGABRT, SIGQUIT};
@@ -261,6 +239,7 @@ static void on_fatal_signal(int sig, siginfo_t *info, void *context)
             }
             status[7 + f.len] = 0;
             ps_write_rank_file(status);
+            ps_outfile_report(reported_rank());
             ps_notify_peers(sig != SIGTERM && sig != SIGINT && sig != SIGQUIT);
         }
         atomic_store(&writer, 2);
@@ -318,6 +297,7 @@ __attribute__((destructor)) static void pathscope_fini(void)
         ps_heap_stop();
         ps_write_rank_file("complete");
         pthread_sigmask(SIG_SETMASK, &saved, NULL);
+        ps_outfile_report(reported_rank());
         return;
     }
     if (ps_state == PS_RUN_STARTED && nompi_target && !rank_file_written_final) {
@@ -330,15 +310,18 @@ __attribute__((destructor)) static void pathscope_fini(void)
         ps_write_rank_file("complete");
         rank_file_written_final = 1;
         pthread_sigmask(SIG_SETMASK, &saved, NULL);
-        if (!ps_option_on(ps_options.quiet) && ps_outdir[0] && launcher_rank <= 0)
-            fprintf(stderr, "pathscope: profile written to %s (view: pathscope report %s)\n",
-                    ps_outdir, ps_outdir);
+        ps_outfile_report(reported_rank());
+        if (launcher_rank <= 0) {
+            int me = reported_rank();
+            ps_outdir_notice(0, 0, &me, ps_outfile_error(PS_FILE_RANK) ? 1 : 0, 1);
+        }
         ps_warn_print();
         return;
     }
     if (ps_state == PS_RUN_MPI && !rank_file_written_final) {
         ps_threads_close_all();
         ps_write_rank_file("exit-without-finalize");
+        ps_outfile_report(reported_rank());
         /* a rank leaving without MPI_Finalize makes some launchers kill the others */
         ps_notify_peers(0);
     }
@@ -434,22 +417,32 @@ __attribute__((constructor)) static void pathscope_init(void)
     static const char *size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"};
     for (size_t i = 0; i < sizeof size_vars / sizeof *size_vars && launcher_size < 0; i++)
         if (getenv(size_vars[i])) launcher_size = atoi(getenv(size_vars[i]));
-    if (ps_options.output[0]) {
-        char err[PS_PATH_MAX + 128];
-        if (ps_prepare_outdir(ps_options.output, err, sizeof err)) die_config("%s%s", err, "");
-        ps_set_outdir(ps_options.output);
-    } else if (access(".", W_OK)) {
-        die_config("cannot write the profile to the working directory: %s (set PATHSCOPE_OUTPUT or "
-                   "pathscope run -o DIR)%s", strerror(errno), "");
-    }
-    ps_signals_install();
-
     char self[32];
     snprintf(self, sizeof self, "%ld", (long)getpid());
     if (!ps_options.pid[0]) {
         setenv("PATHSCOPE_PID", self, 1); /* children inherit it: they are not the target */
         snprintf(ps_options.pid, sizeof ps_options.pid, "%s", self);
     }
+    int first_process = strcmp(ps_options.pid, self) == 0;
+    ps_run_id_init(launcher_rank >= 0, atol(ps_options.pid));
+    if (ps_options.output[0]) {
+        /* Checked (and another run's files refused or, with PATHSCOPE_FORCE, deleted) by the
+         * run's first process, before the program starts.  Its children (a script's
+         * commands) only open the directory: a problem there is reported with their files,
+         * never turned into an exit status of theirs. */
+        static char err[PS_PATH_MAX + 512];
+        const char *dir = getenv("PATHSCOPE_OUTPUT"); /* (not cut to the option buffer) */
+        int flags = first_process ? PS_OUTDIR_CHECK_RUNS : 0;
+        if (first_process && ps_option_on(ps_options.force)) flags |= PS_OUTDIR_FORCE;
+        int rc = ps_outdir_open(dir && *dir ? dir : ps_options.output, flags, err, sizeof err);
+        if (rc && first_process) die_config("%s%s", err, "");
+        if (rc) ps_outdir_unusable(rc);
+        ps_set_outdir(ps_options.output);
+    } else if (access(".", W_OK)) {
+        die_config("cannot write the profile to the working directory: %s (set PATHSCOPE_OUTPUT or "
+                   "pathscope run -o DIR)%s", strerror(errno), "");
+    }
+    ps_signals_install();
     void ps_rank_file_host(void);
     void ps_paths_configure(void);
     ps_rank_file_host();
@@ -457,8 +450,8 @@ __attribute__((constructor)) static void pathscope_init(void)
     ps_sample_init();
     heap_init();
     pthread_atfork(NULL, NULL, after_fork_in_child);
-    nompi_target = ps_paths_on && strcmp(ps_options.pid, self) == 0;
-    kernel_init(strcmp(ps_options.pid, self) == 0);
+    nompi_target = ps_paths_on && first_process;
+    kernel_init(first_process);
     if (nompi_target && !ps_outdir[0]) {
         char stamp[32];
         time_t now = time(NULL);

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PS_FORMAT_VERSION "2.2"
+#define PS_FORMAT_VERSION "2.3"
 #define PS_VERSION "0.1.0"
 #define PS_PATH_MAX 4096
 
@@ -99,7 +99,6 @@ void ps_write_rank_file(const char *status);
 void ps_notify_peers(int send_signal);
 void ps_signals_install(void); /* (re)install the fatal-signal handlers in front */
 void ps_set_outdir(const char *dir); /* choose the profile directory (not signal-safe) */
-int ps_prepare_outdir(const char *dir, char *err, size_t errlen);
 
 /* ---- raw system calls ------------------------------------------------------------------ */
 /* Code that may run in a signal handler calls the kernel directly: the libc entry points
@@ -125,7 +124,7 @@ typedef struct {
     char *buf;
     size_t len, cap;
     int fd;          /* when >= 0, full buffers are flushed to fd */
-    int failed;
+    int failed;      /* nonzero: output lost (a write to fd failed: its errno) */
 } ps_fmt_t;
 void ps_fmt_str(ps_fmt_t *f, const char *s);        /* [signal-safe] */
 void ps_fmt_tsv(ps_fmt_t *f, const char *s);        /* [signal-safe] escapes \t \n \\ */
@@ -155,5 +154,54 @@ typedef struct {
 int ps_fd_adopt(int fd, ps_ownfd_t *own);
 int ps_fd_owned(const ps_ownfd_t *own);   /* still the object we opened? [signal-safe] */
 int ps_fd_release(ps_ownfd_t *own);       /* close if still ours (returns 1), forget [signal-safe] */
+
+/* ---- run identity (core/runid.c) -------------------------------------------------------- */
+/* 32 lowercase hex digits, the same in every rank of one job: derived at load time from the
+ * launcher's job identity, replaced by rank 0's inside MPI_Init (docs/format.md, "Run
+ * identity").  target_pid: the first process of the run (PATHSCOPE_PID). */
+extern char ps_run_id[33];
+void ps_run_id_init(int launched, long target_pid);
+void ps_run_id_adopt(uint64_t hi, uint64_t lo); /* rank 0's, inside MPI_Init */
+void ps_run_id_words(uint64_t *hi, uint64_t *lo);
+
+/* ---- the profile directory and the files in it (output/outdir.c) ----------------------- */
+/* ps_outdir_open: opens (creating what is missing) the profile directory and its ranks/ once
+ * as directory descriptors and checks them: not a symbolic link, owned by us or root, not
+ * writable by others unless sticky, a path short enough for every file we create under it.
+ * With PS_OUTDIR_CHECK_RUNS it also refuses a directory holding another run's files, or
+ * with PS_OUTDIR_FORCE deletes them.  Returns 0, or an error code (ps_error_text) with one
+ * line in err (nothing created when the directory is refused).  [signal-safe] */
+#define PS_OUTDIR_CHECK_RUNS 1
+#define PS_OUTDIR_FORCE 2
+int ps_outdir_open(const char *dir, int flags, char *err, size_t errlen);
+/* Creates a new directory named base (or base.1, base.2, ... if taken) in the working
+ * directory and opens it; the name used is left in base.  0 or an errno.  [signal-safe] */
+int ps_outdir_create_fresh(char *base, size_t cap);
+/* The directory could not be opened (inside MPI_Init): every file is reported as not
+ * written for this reason (an errno). */
+void ps_outdir_unusable(int error);
+int ps_outdir_ranks_fd(void); /* ranks/ (identity checked) or -1 [signal-safe] */
+const char *ps_outdir_path(void); /* the directory's absolute path, as opened */
+
+/* One file of the profile: created under an unpredictable temporary name next to its final
+ * name (O_EXCL|O_NOFOLLOW), renamed into place when complete, removed on failure (the
+ * previous version of the file stays).  Failures are recorded per file and printed by
+ * ps_outfile_report() at the end of the run.  [signal-safe] */
+enum { PS_FILE_RANK, PS_FILE_PROFILE, PS_FILE_COUNT };
+typedef struct {
+    int file;           /* PS_FILE_* */
+    int dirfd, fd;
+    char name[40];      /* the final name in its directory */
+    char tmp[64];
+    ps_ownfd_t own;
+} ps_outfile_t;
+int ps_outfile_begin(ps_outfile_t *o, int file, const char *name); /* fd, or -1 (recorded) */
+int ps_outfile_end(ps_outfile_t *o, int write_error);              /* 0 or the errno */
+int ps_outfile_error(int file);     /* errno of the file's last failed write, 0 if none */
+void ps_outfile_report(int rank);   /* "pathscope: rank R: profile not written: ..." once per failure */
+const char *ps_error_text(int error); /* strerror, and pathscope's own reasons [signal-safe] */
+/* The end-of-run notice, unless quiet (not signal-safe): has_profile when the run writes a
+ * profile.tsv, profile_error its error; failed: the ranks whose rank file was not written. */
+void ps_outdir_notice(int has_profile, int profile_error, const int *failed, int nfailed, int nranks);
 
 #endif

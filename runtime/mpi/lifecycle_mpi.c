@@ -33,9 +33,22 @@ void ps_block_async_signals(sigset_t *saved);
 void ps_reduce_and_write(void);
 void ps_peers_init(void);
 
+/* Opens the profile directory chosen inside MPI_Init (the default one, a spawned job's).  A
+ * problem cannot stop the program any more (MPI_Init is not a constructor): the directory is
+ * marked unusable and each rank reports its files as not written, with the reason, at the
+ * end. */
+static void use_outdir(const char *dir, int error)
+{
+    static char err[PS_PATH_MAX + 512];
+    if (!error) error = ps_outdir_open(dir, 0, err, sizeof err);
+    if (error) ps_outdir_unusable(error);
+    ps_set_outdir(dir);
+}
+
 static void default_outdir(int agree_over_world)
 {
-    char dir[PS_PATH_MAX] = "";
+    struct { char dir[PS_PATH_MAX]; int error; } chosen;
+    memset(&chosen, 0, sizeof chosen);
     if (ps_world_rank == 0 || !agree_over_world) {
         char stamp[32];
         time_t now = time(NULL);
@@ -43,22 +56,20 @@ static void default_outdir(int agree_over_world)
         localtime_r(&now, &tm);
         strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
         if (agree_over_world) {
-            snprintf(dir, sizeof dir, "pathscope-%s-%s", ps_program_name(), stamp);
-            struct stat st;
-            for (int i = 1; stat(dir, &st) == 0; i++)
-                snprintf(dir, sizeof dir, "pathscope-%s-%s.%d", ps_program_name(), stamp, i);
+            /* a new directory of rank 0's (mkdir, so never someone else's), .1, .2, ... if
+             * the name is taken */
+            snprintf(chosen.dir, sizeof chosen.dir, "pathscope-%s-%s", ps_program_name(), stamp);
+            chosen.error = ps_outdir_create_fresh(chosen.dir, sizeof chosen.dir);
         } else {
             /* no collective possible: use the launcher's job id so that all ranks agree */
             const char *job = getenv("PMIX_NAMESPACE");
             if (!job) job = getenv("SLURM_JOB_ID");
             if (!job) job = stamp;
-            snprintf(dir, sizeof dir, "pathscope-%s-%s", ps_program_name(), job);
+            snprintf(chosen.dir, sizeof chosen.dir, "pathscope-%s-%s", ps_program_name(), job);
         }
     }
-    if (agree_over_world) PMPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
-    char err[PS_PATH_MAX + 128];
-    if (ps_prepare_outdir(dir, err, sizeof err) == 0) ps_set_outdir(dir);
-    else atomic_fetch_add(&ps_counters.write_errors, 1);
+    if (agree_over_world) PMPI_Bcast(&chosen, (int)sizeof chosen, MPI_BYTE, 0, MPI_COMM_WORLD);
+    use_outdir(chosen.dir, chosen.error);
 }
 
 /* A job started by MPI_Comm_spawn inherits the parent's output directory: it writes into
@@ -70,10 +81,11 @@ static void spawned_outdir(void)
     if (parent == MPI_COMM_NULL) return;
     long id = (long)getpid();
     PMPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-    char dir[PS_PATH_MAX], err[PS_PATH_MAX + 128];
-    snprintf(dir, sizeof dir, "%s/spawned-%ld", ps_outdir, id);
-    if (ps_prepare_outdir(dir, err, sizeof err) == 0) ps_set_outdir(dir);
-    else atomic_fetch_add(&ps_counters.write_errors, 1);
+    char dir[PS_PATH_MAX + 32];
+    /* (the path the parent's directory was opened by: the program may have changed its
+     * working directory since) */
+    snprintf(dir, sizeof dir, "%s/spawned-%ld", ps_outdir_path(), id);
+    use_outdir(dir, 0);
 }
 
 static void resolve_fortran_sentinels(void)
@@ -187,6 +199,7 @@ void ps_mpi_finalize_begin(void)
         ps_heap_after_final_write();
         pthread_sigmask(SIG_SETMASK, &saved, NULL);
         ps_reduce_and_write();
+        ps_outfile_report(ps_world_rank); /* (a rank whose reduction failed early) */
         ps_warn_print();
         ps_in_wrapper = 0;
     }
@@ -207,6 +220,7 @@ void ps_mpi_abort_begin(int errorcode)
         ps_state = PS_RUN_FINISHED;
         ps_write_rank_file(status);
         ps_mark_final_written();
+        ps_outfile_report(ps_world_rank);
         ps_notify_peers(1);
     }
 }

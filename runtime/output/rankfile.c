@@ -1,7 +1,9 @@
 /* The per-rank file, ranks/rank-NNNNNN.tsv (docs/format.md).  Written by every rank at
  * MPI_Finalize, and also from fatal-signal handlers, MPI_Abort and exit without finalize, so
  * everything reachable from ps_write_rank_file() is async-signal-safe: no malloc, no stdio,
- * only open/write/rename and our own formatting into a static buffer. */
+ * only raw system calls and our own formatting into a static buffer.  The file is created and
+ * renamed relative to the profile directory's descriptors (output/outdir.c). */
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -16,24 +18,18 @@
 static char rank_buf[1 << 16];
 static char host_name[256];
 
-static void put_path_rank(char *dst, size_t cap, int rank, const char *suffix);
-static void put_path(char *dst, size_t cap, const char *suffix)
-{
-    put_path_rank(dst, cap, ps_world_rank < 0 ? 0 : ps_world_rank, suffix);
-}
-
-static void put_path_rank(char *dst, size_t cap, int rank, const char *suffix)
+/* "rank-000003.tsv" (at least 6 digits) */
+static void rank_file_name(char *dst, size_t cap, int rank)
 {
     ps_fmt_t f = {dst, 0, cap - 1, -1, 0};
-    ps_fmt_str(&f, ps_outdir);
-    ps_fmt_str(&f, "/ranks/rank-");
     char digits[24];
     ps_fmt_t d = {digits, 0, sizeof digits - 1, -1, 0};
-    ps_fmt_u64(&d, (uint64_t)rank);
-    for (size_t i = d.len; i < 6; i++) ps_fmt_char(&f, '0');
+    ps_fmt_u64(&d, (uint64_t)(rank < 0 ? 0 : rank));
     digits[d.len] = 0;
+    ps_fmt_str(&f, "rank-");
+    for (size_t i = d.len; i < 6; i++) ps_fmt_char(&f, '0');
     ps_fmt_str(&f, digits);
-    ps_fmt_str(&f, suffix);
+    ps_fmt_str(&f, ".tsv");
     dst[f.len] = 0;
 }
 
@@ -59,6 +55,10 @@ uint64_t ps_rank_mpi_ticks(void)
 void ps_write_rank_body(ps_fmt_t *f, const char *status)
 {
     ps_fmt_str(f, "pathscope-rank\t" PS_FORMAT_VERSION "\n");
+    ps_fmt_str(f, "run\t");
+    ps_fmt_str(f, ps_run_id);
+    ps_fmt_char(f, '\n');
+    ps_fmt_flush(f); /* the run line first: a temporary always says whose it is */
     kv(f, "rank", (uint64_t)ps_world_rank);
     kv(f, "size", (uint64_t)ps_world_size);
     ps_fmt_str(f, "status\t"); ps_fmt_tsv(f, status); ps_fmt_char(f, '\n');
@@ -139,21 +139,16 @@ void ps_write_rank_body(ps_fmt_t *f, const char *status)
 
 void ps_write_rank_file(const char *status)
 {
-    static char tmp[PS_PATH_MAX + 64], final_path[PS_PATH_MAX + 64];
+    static char name[32];
+    static ps_outfile_t out;
     if (!ps_outdir[0]) return;
-    put_path(tmp, sizeof tmp, ".tsv.tmp");
-    put_path(final_path, sizeof final_path, ".tsv");
-    int fd = ps_sys_open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        atomic_fetch_add(&ps_counters.write_errors, 1);
-        return;
-    }
+    rank_file_name(name, sizeof name, ps_world_rank);
+    int fd = ps_outfile_begin(&out, PS_FILE_RANK, name);
+    if (fd < 0) return;
     ps_fmt_t f = {rank_buf, 0, sizeof rank_buf, fd, 0};
     ps_write_rank_body(&f, status);
     ps_fmt_flush(&f);
-    if (f.failed) atomic_fetch_add(&ps_counters.write_errors, 1);
-    ps_sys_close(fd);
-    ps_sys_rename(tmp, final_path);
+    ps_outfile_end(&out, f.failed);
 }
 
 /* ---- peers on this node ------------------------------------------------------------------ */
@@ -166,11 +161,14 @@ static uint64_t host_hash(const char *s)
     return h;
 }
 
-/* Collective over MPI_COMM_WORLD (called inside MPI_Init). */
+/* Collective over MPI_COMM_WORLD (called inside MPI_Init): the pids of the ranks on this
+ * node, and rank 0's run id, which every rank adopts (the ids derived at load time differ
+ * between nodes under launchers that give no job id, MPICH's hydra). */
 void ps_peers_init(void)
 {
-    uint64_t mine[2] = {(uint64_t)getpid(), host_hash(host_name)};
-    uint64_t *all = malloc(sizeof(uint64_t) * 2 * (size_t)ps_world_size);
+    uint64_t mine[4] = {(uint64_t)getpid(), host_hash(host_name), 0, 0};
+    ps_run_id_words(&mine[2], &mine[3]);
+    uint64_t *all = malloc(sizeof(uint64_t) * 4 * (size_t)ps_world_size);
     peer_pid = calloc((size_t)ps_world_size, sizeof(int));
     if (!all || !peer_pid) {
         free(all);
@@ -178,15 +176,16 @@ void ps_peers_init(void)
         peer_pid = NULL;
         return;
     }
-    PMPI_Allgather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, MPI_COMM_WORLD);
+    PMPI_Allgather(mine, 4, MPI_UINT64_T, all, 4, MPI_UINT64_T, MPI_COMM_WORLD);
+    ps_run_id_adopt(all[2], all[3]);
     for (int r = 0; r < ps_world_size; r++)
-        if (r != ps_world_rank && all[2 * r + 1] == mine[1]) peer_pid[r] = (int)all[2 * r];
+        if (r != ps_world_rank && all[4 * r + 1] == mine[1]) peer_pid[r] = (int)all[4 * r];
     free(all);
 }
 
 void ps_notify_peers(int send_signal)
 {
-    static char path[PS_PATH_MAX + 64];
+    static char name[32];
     static int waiting[1 << 12];
     if (!peer_pid || !ps_outdir[0]) return;
     int n = 0;
@@ -203,8 +202,10 @@ void ps_notify_peers(int send_signal)
         for (int i = 0; i < n;) {
             int r = waiting[i];
             struct stat st;
-            put_path_rank(path, sizeof path, r, ".tsv");
-            if ((stat(path, &st) == 0 && st.st_mtim.tv_sec >= start_s) || kill(peer_pid[r], 0) != 0)
+            rank_file_name(name, sizeof name, r);
+            int ranks = ps_outdir_ranks_fd();
+            if ((ranks >= 0 && syscall(SYS_newfstatat, ranks, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                 st.st_mtim.tv_sec >= start_s) || kill(peer_pid[r], 0) != 0)
                 waiting[i] = waiting[--n];
             else
                 i++;

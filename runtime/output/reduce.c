@@ -5,7 +5,9 @@
  * max and the ranks at min and max.  Communicator descriptions are de-duplicated by name and
  * their point-to-point counters add up.  The pseudo communicator "*" carries each rank's
  * per-operation total over all communicators (the classic mpiP view).
- * Rank 0 then writes profile.tsv (docs/format.md). */
+ * Rank 0 then writes profile.tsv (docs/format.md), with the ranks whose rank file could not be
+ * written, and prints the one notice of the run: what was written and what was not. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,70 +216,115 @@ static void recv_merge(set_t *s, int from, MPI_Comm comm)
     normalise(s);
 }
 
-static void tsv(FILE *f, const char *s)
+static void field_u64(ps_fmt_t *f, uint64_t v)
 {
-    for (; *s; s++) {
-        if (*s == '\t') fputs("\\t", f);
-        else if (*s == '\n') fputs("\\n", f);
-        else if (*s == '\\') fputs("\\\\", f);
-        else fputc(*s, f);
-    }
+    ps_fmt_char(f, '\t');
+    ps_fmt_u64(f, v);
 }
 
-static void write_profile(const set_t *s, const char *hosts, const uint64_t *times, int nhost)
+static void field_i64(ps_fmt_t *f, int64_t v)
 {
-    char path[PS_PATH_MAX + 32], tmp[PS_PATH_MAX + 40];
-    snprintf(path, sizeof path, "%s/profile.tsv", ps_outdir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        atomic_fetch_add(&ps_counters.write_errors, 1);
-        return;
-    }
+    ps_fmt_char(f, '\t');
+    ps_fmt_i64(f, v);
+}
+
+static void field_tsv(ps_fmt_t *f, const char *s)
+{
+    ps_fmt_char(f, '\t');
+    ps_fmt_tsv(f, s);
+}
+
+/* Rank 0 writes profile.tsv through the profile directory's descriptor (output/outdir.c):
+ * a temporary renamed into place, nothing left behind on failure.  rank_errors: each rank's
+ * rank-file result, listed as `write_failed` lines.  Returns 0 or the error. */
+static int write_profile(const set_t *s, const char *hosts, const uint64_t *per_rank, int nranks)
+{
+    static ps_outfile_t out;
+    int fd = ps_outfile_begin(&out, PS_FILE_PROFILE, "profile.tsv");
+    if (fd < 0) return ps_outfile_error(PS_FILE_PROFILE);
+    size_t cap = 1 << 16;
+    char *buf = malloc(cap);
+    if (!buf) return ps_outfile_end(&out, ENOMEM);
+    ps_fmt_t fmt = {buf, 0, cap, fd, 0}, *f = &fmt;
     extern char ps_mpi_library[];
-    const char *lib = ps_mpi_library;
-    fprintf(f, "pathscope-profile\t%s\n", PS_FORMAT_VERSION);
-    fprintf(f, "tool_version\t%s\n", PS_VERSION);
-    fputs("program\t", f); tsv(f, ps_program_name()); fputc('\n', f);
-    fputs("command\t", f); tsv(f, ps_options.command[0] ? ps_options.command : ps_program_name()); fputc('\n', f);
-    fputs("mpi_library\t", f); tsv(f, lib); fputc('\n', f);
-    fprintf(f, "nranks\t%d\n", ps_world_size);
-    fprintf(f, "start_unix_ns\t%llu\n", (unsigned long long)ps_start_realtime_ns);
-    for (int r = 0; r < nhost; r++) {
-        fprintf(f, "rank\t%d\t", r);
-        tsv(f, hosts + (size_t)r * HOST_MAX);
-        fprintf(f, "\t%llu\t%llu\n", (unsigned long long)times[2 * r], (unsigned long long)times[2 * r + 1]);
+    ps_fmt_str(f, "pathscope-profile\t" PS_FORMAT_VERSION "\n");
+    ps_fmt_str(f, "run\t");
+    ps_fmt_str(f, ps_run_id);
+    ps_fmt_char(f, '\n');
+    ps_fmt_flush(f); /* the run line first: a temporary always says whose it is */
+    ps_fmt_str(f, "tool_version\t" PS_VERSION "\n");
+    ps_fmt_str(f, "program"); field_tsv(f, ps_program_name()); ps_fmt_char(f, '\n');
+    ps_fmt_str(f, "command");
+    field_tsv(f, ps_options.command[0] ? ps_options.command : ps_program_name());
+    ps_fmt_char(f, '\n');
+    ps_fmt_str(f, "mpi_library"); field_tsv(f, ps_mpi_library); ps_fmt_char(f, '\n');
+    ps_fmt_str(f, "nranks"); field_i64(f, ps_world_size); ps_fmt_char(f, '\n');
+    ps_fmt_str(f, "start_unix_ns"); field_u64(f, ps_start_realtime_ns); ps_fmt_char(f, '\n');
+    for (int r = 0; r < nranks; r++) {
+        ps_fmt_str(f, "rank"); field_i64(f, r);
+        field_tsv(f, hosts + (size_t)r * HOST_MAX);
+        field_u64(f, per_rank[3 * r]);
+        field_u64(f, per_rank[3 * r + 1]);
+        ps_fmt_char(f, '\n');
+    }
+    for (int r = 0; r < nranks; r++) {
+        int error = (int)(int64_t)per_rank[3 * r + 2];
+        if (!error) continue;
+        char name[40];
+        snprintf(name, sizeof name, "ranks/rank-%06d.tsv", r);
+        ps_fmt_str(f, "write_failed"); field_i64(f, r);
+        field_tsv(f, name);
+        field_tsv(f, ps_error_text(error));
+        ps_fmt_char(f, '\n');
     }
     for (int i = 0; i < s->ncomms; i++) {
         const comm_rec_t *c = &s->comms[i];
-        fputs("comm\t", f); tsv(f, c->name);
-        fprintf(f, "\t%d\t%d\t", c->size, c->remote_size);
-        tsv(f, c->parent);
-        fprintf(f, "\t%s\t%d\t%s\t", c->creator_op >= 0 ? ps_op_names[c->creator_op] : "-", c->freed_all,
-                c->members);
-        tsv(f, c->topo);
-        fprintf(f, "\t%llu\t%llu\t%llu\t%llu\n", (unsigned long long)c->sent_msgs,
-                (unsigned long long)c->sent_bytes, (unsigned long long)c->recv_msgs,
-                (unsigned long long)c->recv_bytes);
+        ps_fmt_str(f, "comm"); field_tsv(f, c->name);
+        field_i64(f, c->size);
+        field_i64(f, c->remote_size);
+        field_tsv(f, c->parent);
+        field_tsv(f, c->creator_op >= 0 ? ps_op_names[c->creator_op] : "-");
+        field_i64(f, c->freed_all);
+        ps_fmt_char(f, '\t');
+        ps_fmt_str(f, c->members);
+        field_tsv(f, c->topo);
+        field_u64(f, c->sent_msgs);
+        field_u64(f, c->sent_bytes);
+        field_u64(f, c->recv_msgs);
+        field_u64(f, c->recv_bytes);
+        ps_fmt_char(f, '\n');
     }
     for (int i = 0; i < s->nops; i++) {
         const op_rec_t *r = &s->ops[i];
-        fputs("op\t", f); tsv(f, r->comm);
-        fprintf(f, "\t%s\t%llu\t%llu\t%llu\t%llu\t%d\t%llu\t%d\t%d\t", ps_op_names[r->op],
-                (unsigned long long)r->calls, (unsigned long long)r->bytes,
-                (unsigned long long)r->t_sum, (unsigned long long)r->t_min, r->rank_min,
-                (unsigned long long)r->t_max, r->rank_max, r->nranks);
+        ps_fmt_str(f, "op"); field_tsv(f, r->comm);
+        ps_fmt_char(f, '\t');
+        ps_fmt_str(f, ps_op_names[r->op]);
+        field_u64(f, r->calls);
+        field_u64(f, r->bytes);
+        field_u64(f, r->t_sum);
+        field_u64(f, r->t_min);
+        field_i64(f, r->rank_min);
+        field_u64(f, r->t_max);
+        field_i64(f, r->rank_max);
+        field_i64(f, r->nranks);
+        ps_fmt_char(f, '\t');
         int first = 1;
         for (int b = 0; b < PS_HIST_BINS; b++) {
             if (!r->hist[b]) continue;
-            fprintf(f, "%s%d:%llu", first ? "" : ",", b, (unsigned long long)r->hist[b]);
+            if (!first) ps_fmt_char(f, ',');
+            ps_fmt_u64(f, (uint64_t)b);
+            ps_fmt_char(f, ':');
+            ps_fmt_u64(f, r->hist[b]);
             first = 0;
         }
-        fputs(first ? "-\n" : "\n", f);
+        if (first) ps_fmt_char(f, '-');
+        ps_fmt_char(f, '\n');
     }
-    fputs("end\n", f);
-    if (fclose(f)) atomic_fetch_add(&ps_counters.write_errors, 1);
-    else rename(tmp, path);
+    ps_fmt_str(f, "end\n");
+    ps_fmt_flush(f);
+    int error = ps_outfile_end(&out, f->failed);
+    free(buf);
+    return error;
 }
 
 void ps_reduce_and_write(void)
@@ -297,19 +344,25 @@ void ps_reduce_and_write(void)
     char host[HOST_MAX] = "";
     gethostname(host, sizeof host - 1);
     char *hosts = rank == 0 ? calloc((size_t)size, HOST_MAX) : NULL;
-    uint64_t mine[2] = {ps_wall_ns(), 0};
+    /* per rank: wall time, MPI time, and how its rank file went (written just before) */
+    uint64_t mine[3] = {ps_wall_ns(), 0, (uint64_t)(int64_t)ps_outfile_error(PS_FILE_RANK)};
     extern uint64_t ps_rank_mpi_ticks(void);
     mine[1] = ps_ticks_to_ns(ps_rank_mpi_ticks());
-    uint64_t *times = rank == 0 ? calloc((size_t)size * 2, sizeof(uint64_t)) : NULL;
+    uint64_t *per_rank = rank == 0 ? calloc((size_t)size * 3, sizeof(uint64_t)) : NULL;
     PMPI_Gather(host, HOST_MAX, MPI_CHAR, hosts, HOST_MAX, MPI_CHAR, 0, comm);
-    PMPI_Gather(mine, 2, MPI_UINT64_T, times, 2, MPI_UINT64_T, 0, comm);
-    if (rank == 0) {
-        write_profile(&s, hosts, times, size);
-        if (!ps_option_on(ps_options.quiet))
-            fprintf(stderr, "pathscope: profile written to %s (view: pathscope report %s)\n", ps_outdir, ps_outdir);
+    PMPI_Gather(mine, 3, MPI_UINT64_T, per_rank, 3, MPI_UINT64_T, 0, comm);
+    ps_outfile_report(rank); /* this rank's own failures, before the notice */
+    if (rank == 0 && hosts && per_rank) {
+        int profile_error = write_profile(&s, hosts, per_rank, size);
+        ps_outfile_report(rank);
+        int *failed = calloc((size_t)size, sizeof(int)), nfailed = 0;
+        for (int r = 0; failed && r < size; r++)
+            if (per_rank[3 * r + 2]) failed[nfailed++] = r;
+        ps_outdir_notice(1, profile_error, failed, nfailed, size);
+        free(failed);
     }
     free(hosts);
-    free(times);
+    free(per_rank);
     free(s.ops);
     free(s.comms);
     PMPI_Comm_free(&comm);

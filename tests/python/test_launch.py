@@ -49,15 +49,52 @@ def test_prepend_preload():
     assert prepend_preload("/r/lib.so", "/x/a.so:/r/lib.so") == "/r/lib.so:/x/a.so"
 
 
-def test_prepare_output_directory(tmp_path, monkeypatch):
+def test_prepare_output_directory_creates_nothing(tmp_path, monkeypatch):
+    """The runtime creates the directory (and refuses unsafe ones) at load time; the CLI only
+    pre-checks, so a rejected run leaves nothing behind."""
     monkeypatch.chdir(tmp_path)
     assert prepare_output_directory("out/run1") == tmp_path / "out" / "run1"
-    assert (tmp_path / "out" / "run1" / "ranks").is_dir()
-    prepare_output_directory("out/run1")        # again (another rank): fine
+    assert list(tmp_path.iterdir()) == []
     (tmp_path / "plain").write_text("")
     with pytest.raises(LaunchError) as e:
         prepare_output_directory("plain/sub")
     assert str(e.value) == "cannot write to output directory 'plain/sub': Not a directory"
+    with pytest.raises(LaunchError) as e:
+        prepare_output_directory("plain")
+    assert str(e.value) == "output location 'plain' exists and is not a directory"
+
+
+def test_prepare_output_directory_refuses_what_the_runtime_refuses(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "real").mkdir(mode=0o755)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    with pytest.raises(LaunchError) as e:
+        prepare_output_directory("link")
+    assert str(e.value) == ("output location 'link' is a symbolic link (pathscope does not "
+                            "follow links in the output directory)")
+    (tmp_path / "real" / "ranks").symlink_to("/")
+    with pytest.raises(LaunchError) as e:
+        prepare_output_directory("real/")
+    assert str(e.value) == ("output location 'real/ranks' is a symbolic link (pathscope does "
+                            "not follow links in the output directory)")
+    (tmp_path / "open").mkdir()
+    os.chmod(tmp_path / "open", 0o777)
+    with pytest.raises(LaunchError) as e:
+        prepare_output_directory("open")
+    assert str(e.value) == ("output directory 'open' is writable by others (mode 0777) without "
+                            "the sticky bit: remove their write permission (chmod go-w) or "
+                            "choose another directory")
+    os.chmod(tmp_path / "open", 0o1777)            # sticky, like /tmp: accepted
+    assert prepare_output_directory("open") == tmp_path / "open"
+    too_long = "d" * 200 + "/" + "e" * 200
+    deep = "/".join([too_long] * 10)
+    with pytest.raises(LaunchError) as e:
+        prepare_output_directory(deep)
+    length = len(str(tmp_path)) + 1 + len(deep)
+    assert str(e.value) == (f"output directory path too long: {length} bytes as an absolute "
+                            f"path, at most 4035 (every file pathscope writes under it must fit "
+                            f"in PATH_MAX, 4096)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "open", "real"]
 
 
 def test_resolve_program(tmp_path):

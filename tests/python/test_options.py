@@ -40,7 +40,8 @@ def by_env_default(options, env):
 def test_repository_table():
     """The real table: every option the runtime knows, in its order."""
     options = load_options()
-    assert [o.env for o in options] == ["PATHSCOPE_OUTPUT", "PATHSCOPE_MPI", "PATHSCOPE_SIGNALS",
+    assert [o.env for o in options] == ["PATHSCOPE_OUTPUT", "PATHSCOPE_FORCE", "PATHSCOPE_MPI",
+                                        "PATHSCOPE_SIGNALS",
                                         "PATHSCOPE_POLL_TIMING", "PATHSCOPE_PATHS",
                                         "PATHSCOPE_SAMPLE_RATE", "PATHSCOPE_SAMPLE_CLOCK",
                                         "PATHSCOPE_UNWIND", "PATHSCOPE_HEAP", "PATHSCOPE_TRAVERSAL",
