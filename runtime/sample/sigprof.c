@@ -4,7 +4,10 @@
  * for that signal: gprof's -pg runtime, another profiler, a program that times itself with
  * setitimer(ITIMER_PROF).  From then on each signal our samplers send would reach the
  * application's handler (calls it never asked for, which change its counts), be ignored, or,
- * with SIG_DFL, kill the process.  So the sigaction family is interposed:
+ * with SIG_DFL, kill the process.  So the functions that set a disposition are interposed
+ * (sigaction, __sigaction, signal and its aliases bsd_signal and ssignal, sysv_signal,
+ * __sysv_signal, sigset, sigignore; the C library calls its internal sigaction from them, not
+ * ours):
  *
  *  - the application sets a SIGPROF disposition other than ours: every sampler is stopped
  *    *before* the C library installs it (no signal of ours reaches the new disposition), and
@@ -41,9 +44,12 @@
 
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
 typedef sighandler_t (*signal_fn)(int, sighandler_t);
+typedef int (*sigignore_fn)(int);
 
 static sigaction_fn real_sigaction, real___sigaction;
-static signal_fn real_signal, real_bsd_signal, real_sysv_signal, real___sysv_signal, real_sigset;
+static signal_fn real_signal, real_bsd_signal, real_sysv_signal, real___sysv_signal, real_sigset,
+    real_ssignal;
+static sigignore_fn real_sigignore;
 
 static void *our_handler;              /* on_sample, once installed */
 static int watching;                   /* our handler was installed: changes matter */
@@ -62,6 +68,8 @@ static void resolve(void)
     if (!real_sysv_signal) real_sysv_signal = (signal_fn)dlsym(RTLD_NEXT, "sysv_signal");
     if (!real___sysv_signal) real___sysv_signal = (signal_fn)dlsym(RTLD_NEXT, "__sysv_signal");
     if (!real_sigset) real_sigset = (signal_fn)dlsym(RTLD_NEXT, "sigset");
+    if (!real_ssignal) real_ssignal = (signal_fn)dlsym(RTLD_NEXT, "ssignal");
+    if (!real_sigignore) real_sigignore = (sigignore_fn)dlsym(RTLD_NEXT, "sigignore");
 }
 
 __attribute__((constructor)) static void sigprof_resolve_at_load(void) { resolve(); }
@@ -249,4 +257,25 @@ PS_EXPORT sighandler_t __sysv_signal(int sig, sighandler_t handler)
 PS_EXPORT sighandler_t sigset(int sig, sighandler_t handler)
 {
     return wrap_signal(real_sigset, "sigset", sig, handler);
+}
+
+PS_EXPORT sighandler_t ssignal(int sig, sighandler_t handler)
+{
+    return wrap_signal(real_ssignal, "ssignal", sig, handler);
+}
+
+PS_EXPORT int sigignore(int sig)
+{
+    if (!real_sigignore) real_sigignore = (sigignore_fn)dlsym(RTLD_NEXT, "sigignore");
+    if (!real_sigignore) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (sig != SIGPROF) return real_sigignore(sig);
+    int change = before_change((void *)SIG_IGN);
+    int rc = real_sigignore(sig);
+    int saved_errno = errno;
+    after_change(change, (void *)SIG_IGN, rc == 0);
+    errno = saved_errno;
+    return rc;
 }
