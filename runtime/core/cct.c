@@ -56,7 +56,6 @@ ps_thread_t *ps_thread_register(void)
     t->pcomm = pcomm;
     t->pcomm_mask = PS_MAX_PCOMM - 1;
     t->nnodes = 1; /* the root */
-    t->sampler_fd = -1;
     t->start_ticks = t->last_ticks = ps_now();
     void ps_unwind_thread_init(ps_thread_t *t);
     ps_unwind_thread_init(t);

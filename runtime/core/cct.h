@@ -118,9 +118,9 @@ typedef struct ps_thread {
     int last_n;
     uintptr_t last_keys[PS_MAX_DEPTH];
     uint32_t last_nodes[PS_MAX_DEPTH];
-    /* sampler */
-    _Atomic int sampler_fd;    /* perf event, or -1 */
-    _Atomic int has_timer;
+    /* sampler (sample/sample.c): no descriptor is kept */
+    void *_Atomic sampler_page; /* the mapping that keeps the thread's perf event, or NULL */
+    _Atomic int has_timer;     /* or a POSIX timer */
     timer_t timer;
     uintptr_t scratch[PS_MAX_DEPTH + 64]; /* unwinder output */
     uintptr_t stack_lo, stack_hi; /* the thread's stack: walks never read outside it */

@@ -22,7 +22,7 @@ static int clock_cpu_has_invariant_tsc(void)
 {
 #if defined(__x86_64__)
     static char buf[16384];
-    int fd = open("/proc/cpuinfo", O_RDONLY);
+    int fd = open("/proc/cpuinfo", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
     ssize_t n = read(fd, buf, sizeof buf - 1);
     close(fd);

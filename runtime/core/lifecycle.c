@@ -173,7 +173,7 @@ void ps_set_outdir(const char *dir) { snprintf(ps_outdir, sizeof ps_outdir, "%s"
 static void read_program_name(void)
 {
     char buf[PS_PATH_MAX];
-    int fd = open("/proc/self/cmdline", O_RDONLY);
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return;
     ssize_t n = read(fd, buf, sizeof buf - 1);
     close(fd);

@@ -1,6 +1,6 @@
-/* File descriptors pathscope keeps open inside the application (samplers, the collector
- * socket, the profile directory) live out of the application's way and are touched only while
- * they are still ours.
+/* File descriptors pathscope keeps open inside the application (the collector socket, the
+ * profile directory, /proc/self/maps while it is read, a perf event while it is set up) live
+ * out of the application's way and are touched only while they are still ours.
  *
  * An application may close every descriptor from 3 up (daemons, some MPI codes) and open its
  * own files, which then get our old numbers; an ioctl or close on such a number would hit the
@@ -10,7 +10,7 @@
  * identity is compared with fstat.  Callers that can tell apart objects sharing one inode
  * (perf events all share the anonymous inode) add their own check after ps_fd_owned().
  *
- * ps_fd_owned() and ps_fd_release() are [signal-safe] (fstat and close are raw system calls).
+ * All three are [signal-safe]: raw system calls only (getrlimit, fcntl, fstat, close).
  */
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -21,9 +21,10 @@ static int fd_base(void)
 {
     static int base;
     if (base) return base;
-    struct rlimit rl;
+    struct rlimit rl; /* (the kernel's layout on 64-bit Linux) */
     int b = 768;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 1024)
+    if (syscall(SYS_getrlimit, RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur < 1024)
         b = (int)(rl.rlim_cur / 2);
     base = b > 3 ? b : 3;
     return base;

@@ -150,7 +150,8 @@ typedef struct {
     uint64_t dev, ino;
 } ps_ownfd_t;
 /* Moves fd out of the application's way (close-on-exec, at a high number) and records its
- * identity; returns the descriptor to use from now on. */
+ * identity; returns the descriptor to use from now on (own->fd is -1 if fstat failed).
+ * [signal-safe] */
 int ps_fd_adopt(int fd, ps_ownfd_t *own);
 int ps_fd_owned(const ps_ownfd_t *own);   /* still the object we opened? [signal-safe] */
 int ps_fd_release(ps_ownfd_t *own);       /* close if still ours (returns 1), forget [signal-safe] */

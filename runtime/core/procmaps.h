@@ -62,10 +62,22 @@ static inline int ps_elf_image(uintptr_t base, uintptr_t *bias, const ElfW(Phdr)
     return 1;
 }
 /* The memory map, opened for reading [signal-safe].  /proc/thread-self (Linux 3.17+) first:
- * once the main thread has exited (pthread_exit in main), /proc/self/maps reads as empty. */
-static inline int ps_maps_open(void)
+ * once the main thread has exited (pthread_exit in main), /proc/self/maps reads as empty.
+ * The descriptor lives only while we read, but that may be in a signal handler while other
+ * threads of the application close and open files: it is moved to a high number (ps_fd_adopt),
+ * read only while ps_fd_owned() and closed with ps_fd_release(). */
+static inline int ps_maps_open(ps_ownfd_t *own)
 {
     int fd = ps_sys_open("/proc/thread-self/maps", O_RDONLY | O_CLOEXEC, 0);
-    return fd >= 0 ? fd : ps_sys_open("/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) fd = ps_sys_open("/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
+    own->fd = -1;
+    if (fd >= 0) ps_fd_adopt(fd, own);
+    return own->fd;
+}
+
+/* read() from the map while the descriptor is still ours; -1 otherwise. [signal-safe] */
+static inline long ps_maps_read(const ps_ownfd_t *own, void *buf, size_t n)
+{
+    return ps_fd_owned(own) ? ps_sys_read(own->fd, buf, n) : -1;
 }
 #endif

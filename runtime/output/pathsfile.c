@@ -81,15 +81,15 @@ static void load_mappings(void)
     if (loaded) return;
     loaded = 1;
     nmappings = nmodules = 0;
-    int fd = ps_maps_open();
-    if (fd < 0) return;
+    ps_ownfd_t maps;
+    if (ps_maps_open(&maps) < 0) return;
     size_t len = 0;
     for (;;) {
-        long r = ps_sys_read(fd, maps_text + len, sizeof maps_text - 1 - len);
+        long r = ps_maps_read(&maps, maps_text + len, sizeof maps_text - 1 - len);
         if (r <= 0) break;
         len += (size_t)r;
     }
-    ps_sys_close(fd);
+    ps_fd_release(&maps);
     maps_text[len] = 0;
     /* first pass: one module per path, at its lowest mapping */
     for (char *line = maps_text; *line;) {

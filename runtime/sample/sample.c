@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -115,7 +116,49 @@ out:
     errno = saved_errno;
 }
 
-static int start_perf(ps_thread_t *t)
+/* ---- one thread's sampler ------------------------------------------------------------------
+ * A sampler holds no file descriptor while the application runs.  The perf event is kept
+ * alive by a one-page read-only mapping of it (the event's control page; no data pages, so
+ * the kernel writes no records), and its descriptor is closed once the event is set up: an
+ * application that closes every descriptor (close_range, a loop up to OPEN_MAX), dup2()s over
+ * them or opens its own files on low numbers can neither stop our sampling nor have one of
+ * its descriptors ioctl'ed or closed by us.  The mapping is not inherited by fork (the kernel
+ * marks it VM_DONTCOPY) and goes away at exec; unmapping it releases the event.  The POSIX
+ * timer fallback holds no descriptor either.
+ *
+ * During the set-up (microseconds, once per thread) the descriptor lives at a high number
+ * (ps_fd_adopt) and is checked before every call that takes it: ps_fd_owned() compares the
+ * fstat identity, but every perf event -- and eventfd, epoll, timerfd, signalfd -- is the same
+ * anonymous inode, so the event's own id (PERF_EVENT_IOC_ID, unique for the boot) is compared
+ * as well.  That ioctl only reads, and it reaches only objects fstat already showed to be the
+ * anonymous inode, none of which but a perf event has a '$' ioctl: a foreign object is never
+ * touched.  (What remains is the window between a check and the call it guards; another
+ * application thread would have to close our descriptor and get a new one at that very number
+ * within it.)  If the mapping is refused (the perf_event_mlock_kb budget of an unprivileged user
+ * spent), this thread and later ones use POSIX timers, and a warning says so. */
+static long sys_ioctl(int fd, unsigned long request, void *arg) { return syscall(SYS_ioctl, fd, request, arg); }
+static long sys_fcntl(int fd, int cmd, long arg) { return syscall(SYS_fcntl, fd, cmd, arg); }
+static long page_size = 4096;
+
+typedef struct {
+    ps_ownfd_t own;
+    uint64_t id; /* PERF_EVENT_IOC_ID */
+} perf_fd_t;
+
+static int perf_fd_ours(const perf_fd_t *p)
+{
+    uint64_t id = 0;
+    return ps_fd_owned(&p->own) && sys_ioctl(p->own.fd, PERF_EVENT_IOC_ID, &id) == 0 && id == p->id;
+}
+
+static void perf_fd_release(perf_fd_t *p)
+{
+    if (p->own.fd >= 0 && perf_fd_ours(p)) ps_sys_close(p->own.fd);
+    p->own.fd = -1;
+}
+
+/* The thread's perf event, for thread tid (0: the calling thread), pinned by its mapping. */
+static void *start_perf(int tid)
 {
     struct perf_event_attr attr;
     memset(&attr, 0, sizeof attr);
@@ -129,27 +172,42 @@ static int start_perf(ps_thread_t *t)
      * interrupted by a sample (the weights still cover the time spent in the kernel) */
     attr.exclude_kernel = 1;
     attr.exclude_hv = 1;
-    int fd = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
-    if (fd < 0) return -1;
-    struct f_owner_ex owner = {F_OWNER_TID, t->tid};
-    if (fcntl(fd, F_SETOWN_EX, &owner) || fcntl(fd, F_SETSIG, PS_SAMPLE_SIGNAL) ||
-        fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) || ioctl(fd, PERF_EVENT_IOC_REFRESH, 0) ||
-        ioctl(fd, PERF_EVENT_IOC_ENABLE, 0)) {
-        close(fd);
-        return -1;
+    int fd = (int)syscall(SYS_perf_event_open, &attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0) return NULL;
+    perf_fd_t p;
+    ps_fd_adopt(fd, &p.own);
+    if (p.own.fd < 0 || sys_ioctl(p.own.fd, PERF_EVENT_IOC_ID, &p.id) != 0) {
+        perf_fd_release(&p); /* (fstat failed: not ours to close any more) */
+        return NULL;
     }
-    t->sampler_fd = fd;
-    return 0;
+    void *page = MAP_FAILED;
+    if (perf_fd_ours(&p))
+        page = (void *)syscall(SYS_mmap, NULL, (size_t)page_size, PROT_READ, MAP_SHARED, p.own.fd, 0);
+    struct f_owner_ex owner = {F_OWNER_TID, tid ? tid : (int)syscall(SYS_gettid)};
+    int ok = page != MAP_FAILED &&
+             perf_fd_ours(&p) && sys_fcntl(p.own.fd, F_SETOWN_EX, (long)&owner) == 0 &&
+             perf_fd_ours(&p) && sys_fcntl(p.own.fd, F_SETSIG, PS_SAMPLE_SIGNAL) == 0 &&
+             perf_fd_ours(&p) && sys_fcntl(p.own.fd, F_SETFL, O_ASYNC | O_NONBLOCK) == 0 &&
+             perf_fd_ours(&p) && sys_ioctl(p.own.fd, PERF_EVENT_IOC_REFRESH, 0) == 0 &&
+             perf_fd_ours(&p) && sys_ioctl(p.own.fd, PERF_EVENT_IOC_ENABLE, 0) == 0;
+    perf_fd_release(&p);
+    if (ok) return page;
+    if (page != MAP_FAILED) syscall(SYS_munmap, page, (size_t)page_size);
+    return NULL;
 }
 
-static int start_timer(ps_thread_t *t)
+/* The CPU-time clock of thread tid (glibc's pthread_getcpuclockid encoding, which the kernel
+ * defines: per-thread, scheduler time). */
+static clockid_t thread_cpu_clock(int tid) { return (clockid_t)((~(unsigned)tid << 3) | 4 | 2); }
+
+static int start_timer(ps_thread_t *t, int tid)
 {
     struct sigevent ev;
     memset(&ev, 0, sizeof ev);
     ev.sigev_notify = SIGEV_THREAD_ID;
     ev.sigev_signo = PS_SAMPLE_SIGNAL;
-    ev._sigev_un._tid = t->tid;
-    clockid_t clock = use_wall_clock ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID;
+    ev._sigev_un._tid = tid;
+    clockid_t clock = use_wall_clock ? CLOCK_MONOTONIC : thread_cpu_clock(tid);
     if (timer_create(clock, &ev, &t->timer)) return -1;
     long ns = 1000000000L / ps_sample_rate;
     struct itimerspec its = {{ns / 1000000000L, ns % 1000000000L}, {ns / 1000000000L, ns % 1000000000L}};
@@ -161,30 +219,86 @@ static int start_timer(ps_thread_t *t)
     return 0;
 }
 
-void ps_sample_thread_start(ps_thread_t *t)
+static pid_t sample_pid; /* the process whose threads we sample (0: none) */
+static _Atomic int sampling_over; /* the end of the run stopped the samplers for good */
+static int perf_worked;   /* a perf event was started in this process */
+
+/* Starts t's sampler, from t itself or (restart, ps_sigprof_*) from another thread of ours.
+ * [signal-safe] (system calls; glibc's timer_create allocates only for SIGEV_THREAD) */
+static int sampler_start(ps_thread_t *t, int restart)
 {
-    if (!ps_sample_rate) return;
+    if (!ps_sample_rate || atomic_load(&sampling_over) || !ps_sigprof_ours_flag()) return 0;
+    int self = t == ps_self;
+    int tid = self ? (int)syscall(SYS_gettid) : t->tid;
+    /* never a thread of another process: a tid of ours that ended may have been reused */
+    if (!self && syscall(SYS_tgkill, sample_pid, tid, 0) != 0) return -1;
     if (!use_wall_clock && !perf_failed) {
-        if (start_perf(t) == 0) {
+        void *page = start_perf(self ? 0 : tid);
+        if (page) {
+            atomic_store(&t->sampler_page, page);
             ps_sample_source = "perf-task-clock";
-            return;
+            perf_worked = 1;
+            goto started;
         }
         perf_failed = 1;
+        if (perf_worked && !restart) {
+            static char text[200];
+            ps_fmt_t f = {text, 0, sizeof text - 1, -1, 0};
+            ps_fmt_str(&f, "from thread ");
+            ps_fmt_u64(&f, (uint64_t)t->index);
+            ps_fmt_str(&f, " on, threads are sampled with POSIX CPU-time timers (at most the "
+                           "kernel's tick rate): a perf event could not be started or kept "
+                           "(descriptor or locked-memory limit, perf_event_mlock_kb)");
+            text[f.len] = 0;
+            ps_warn("sampler-fallback", text);
+        }
     }
-    if (start_timer(t) == 0) ps_sample_source = use_wall_clock ? "posix-wall-timer" : "posix-cpu-timer";
-    else atomic_fetch_add(&ps_counters.sampler_failures, 1);
+    if (start_timer(t, tid) != 0) return -1;
+    ps_sample_source = use_wall_clock ? "posix-wall-timer" : "posix-cpu-timer";
+started:
+    /* the application took SIGPROF while we were starting: it must not get our signals */
+    if (!ps_sigprof_ours_flag()) ps_sample_thread_stop(t);
+    return 0;
 }
 
+void ps_sample_thread_start(ps_thread_t *t)
+{
+    if (ps_sample_rate && sampler_start(t, 0) != 0) atomic_fetch_add(&ps_counters.sampler_failures, 1);
+}
+
+/* [signal-safe] */
 void ps_sample_thread_stop(ps_thread_t *t)
 {
-    /* claimed atomically: the thread itself (at its end) and the writer may both stop it */
-    int fd = atomic_exchange(&t->sampler_fd, -1);
-    if (fd >= 0) {
-        ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
-        close(fd);
-    }
+    /* claimed atomically: the thread itself (at its end), the writer and ps_sigprof_* may
+     * all stop it */
+    void *page = atomic_exchange(&t->sampler_page, NULL);
+    if (page) syscall(SYS_munmap, page, (size_t)page_size); /* releases the event */
     if (atomic_exchange(&t->has_timer, 0)) timer_delete(t->timer);
 }
+
+/* The application took SIGPROF: no thread may send it ours. [signal-safe] */
+void ps_sample_stop_all(void)
+{
+    int n = atomic_load(&ps_nthreads);
+    for (int i = 0; i < n; i++)
+        if (ps_threads[i]) ps_sample_thread_stop(ps_threads[i]);
+}
+
+/* Our handler is back: every thread still running samples again. [signal-safe] */
+void ps_sample_restart_all(void)
+{
+    int n = atomic_load(&ps_nthreads);
+    for (int i = 0; i < n; i++) {
+        ps_thread_t *t = ps_threads[i];
+        if (t && !t->exited && !t->end_ticks && !atomic_load(&t->sampler_page) &&
+            !atomic_load(&t->has_timer))
+            sampler_start(t, 1);
+    }
+}
+
+/* Calls from the process we sample, not from a child made by vfork (which shares our memory
+ * until it execs) or by fork. [signal-safe] */
+int ps_sample_in_own_process(void) { return sample_pid && syscall(SYS_getpid) == sample_pid; }
 
 /* Before the trees are written at a normal end (MPI_Finalize, exit): every other thread
  * still running takes a closing sample (above), so its last stretch has a location.  A
@@ -192,11 +306,12 @@ void ps_sample_thread_stop(ps_thread_t *t)
  * nanosleep) sees EINTR once, at the end of the run.  Waits at most 50 ms. */
 void ps_threads_close_all(void)
 {
+    ps_sigprof_check_end();
     if (!ps_sample_rate) return;
-    struct sigaction current;
-    if (sigaction(PS_SAMPLE_SIGNAL, NULL, &current) || !(current.sa_flags & SA_SIGINFO) ||
-        current.sa_sigaction != on_sample)
-        return; /* the application took the signal over: never send it ours */
+    if (!ps_sigprof_installed()) { /* the application took the signal over: never send it ours */
+        ps_threads_stop_sampling();
+        return;
+    }
     int n = atomic_load(&ps_nthreads);
     pid_t pid = getpid();
     for (int i = 0; i < n; i++) {
@@ -220,18 +335,24 @@ void ps_threads_close_all(void)
 
 void ps_sample_forget_after_fork(void)
 {
+    /* the child has neither the mappings (VM_DONTCOPY) nor the timers of its parent's
+     * samplers: forget them without unmapping (the addresses may be the child's own later)
+     * and without timer_delete (the ids may be the child's own timers') */
     int n = atomic_load(&ps_nthreads);
     for (int i = 0; i < n; i++)
-        if (ps_threads[i] && ps_threads[i]->sampler_fd >= 0) {
-            close(ps_threads[i]->sampler_fd); /* our copy; the parent's stays open */
-            ps_threads[i]->sampler_fd = -1;
+        if (ps_threads[i]) {
+            atomic_store(&ps_threads[i]->sampler_page, NULL);
+            atomic_store(&ps_threads[i]->has_timer, 0);
         }
+    sample_pid = (pid_t)syscall(SYS_getpid);
+    ps_sample_rate = 0;
     ps_cct_frozen = 1;
     ps_paths_on = 0;
 }
 
 void ps_threads_stop_sampling(void)
 {
+    atomic_store(&sampling_over, 1);
     int n = atomic_load(&ps_nthreads);
     for (int i = 0; i < n; i++)
         if (ps_threads[i]) ps_sample_thread_stop(ps_threads[i]);
@@ -261,6 +382,11 @@ void ps_sample_init(void)
         return;
     }
     ps_paths_on = 1;
+    page_size = sysconf(_SC_PAGESIZE);
+    sample_pid = (pid_t)syscall(SYS_getpid);
+    /* SIGPROF with a handler already (another profiler's library, started before us): it
+     * stays theirs, and we neither sample nor use thunks (whose restores need the signal) */
+    int sigprof_busy = !ps_sigprof_free_at_start();
     for (int m = 0; m < PS_TRAVERSAL_NMODES; m++)
         if (strcmp(ps_options.traversal, ps_traversal_names[m]) == 0) ps_traversal_mode = m;
     ps_traversal_check = (unsigned)atoi(ps_options.traversal_check);
@@ -274,12 +400,20 @@ void ps_sample_init(void)
             snprintf(refused, sizeof refused, "thunk (refused: %s has its own unwinder)", module);
             ps_traversal_requested = refused;
             ps_traversal_mode = PS_TRAVERSAL_REUSE;
+        } else if (sigprof_busy) {
+            ps_traversal_requested = "thunk (refused: SIGPROF has another handler)";
+            ps_traversal_mode = PS_TRAVERSAL_REUSE;
         } else {
             ps_thunks_available = 1;
         }
     }
     ps_sample_rate = atoi(ps_options.sample_rate);
     use_wall_clock = strcmp(ps_options.sample_clock, "wall") == 0;
+    if (sigprof_busy && ps_sample_rate) {
+        ps_sample_rate = 0;
+        ps_warn("sigprof-taken", "SIGPROF already had a handler when pathscope started (another "
+                "profiler?): pathscope did not sample, so its call paths hold MPI calls only");
+    }
     if (ps_sample_rate || ps_thunks_available) { /* (thunk mode: restore requests, thunk.c) */
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
@@ -293,7 +427,7 @@ void ps_sample_init(void)
         sigdelset(&sa.sa_mask, SIGILL);
         sigdelset(&sa.sa_mask, SIGTRAP);
         sa.sa_flags = SA_SIGINFO | SA_RESTART;
-        sigaction(PS_SAMPLE_SIGNAL, &sa, NULL);
+        ps_sigprof_install_ours(&sa, (void *)on_sample);
     }
     ps_thread_register(); /* the main thread; its sampler starts here */
 }
@@ -354,24 +488,28 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t *thread,
  * calling thread's sampler stops and SIGPROF is ignored for a moment, which discards a
  * pending one; if the exec fails, both come back. */
 static struct sigaction exec_saved_action;
+static int exec_ignoring; /* exec_prepare() set SIG_IGN */
 
 static void exec_prepare(void)
 {
     ps_thread_t *t = ps_self;
-    if (!ps_sample_rate) return;
+    /* (a vfork child shares our memory: our samplers are not its to stop; a SIGPROF that the
+     * application owns is left alone) */
+    if (!ps_sample_rate || !ps_sample_in_own_process() || !ps_sigprof_ours_flag()) return;
     if (t) ps_sample_thread_stop(t);
     struct sigaction ignore;
     memset(&ignore, 0, sizeof ignore);
     ignore.sa_handler = SIG_IGN;
-    sigaction(PS_SAMPLE_SIGNAL, &ignore, &exec_saved_action);
+    exec_ignoring = ps_sigprof_real_sigaction(PS_SAMPLE_SIGNAL, &ignore, &exec_saved_action) == 0;
 }
 
 static void exec_failed(void)
 {
     int saved_errno = errno;
     ps_thread_t *t = ps_self;
-    if (ps_sample_rate) {
-        sigaction(PS_SAMPLE_SIGNAL, &exec_saved_action, NULL);
+    if (exec_ignoring) {
+        exec_ignoring = 0;
+        ps_sigprof_real_sigaction(PS_SAMPLE_SIGNAL, &exec_saved_action, NULL);
         if (t && !t->end_ticks) ps_sample_thread_start(t);
     }
     errno = saved_errno;

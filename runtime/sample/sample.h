@@ -13,4 +13,17 @@ void ps_sample_thread_start(ps_thread_t *t);
 void ps_sample_thread_stop(ps_thread_t *t);
 void ps_threads_stop_sampling(void);
 void ps_threads_close_all(void);     /* closing samples at a normal end (not signal-safe) */
+void ps_sample_stop_all(void);       /* [signal-safe] */
+void ps_sample_restart_all(void);    /* [signal-safe] */
+int ps_sample_in_own_process(void);  /* not a vfork or fork child [signal-safe] */
+
+/* SIGPROF and the application (sigprof.c) */
+int ps_sigprof_free_at_start(void);  /* no handler installed yet (SIG_DFL or SIG_IGN) */
+/* Installs our handler with the C library's own sigaction and starts watching the
+ * application's changes of SIGPROF. */
+void ps_sigprof_install_ours(const struct sigaction *sa, void *handler);
+int ps_sigprof_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old); /* [signal-safe] */
+int ps_sigprof_ours_flag(void);      /* the application has not taken SIGPROF (as far as we saw) [signal-safe] */
+int ps_sigprof_installed(void);      /* our handler is installed now (asks the kernel) [signal-safe] */
+void ps_sigprof_check_end(void);     /* end of the run: a change we did not see? [signal-safe] */
 #endif

@@ -48,6 +48,7 @@
 #include <ucontext.h>
 
 #include "unwind.h"
+#include "../sample/sample.h"
 
 __thread ps_thunks_t *ps_thunk_self __attribute__((tls_model("initial-exec")));
 int ps_thunks_available; /* thunk mode may install thunks in this process */
@@ -230,8 +231,9 @@ PS_EXPORT int backtrace(void **buffer, int size)
  * _Unwind_ForcedUnwind through its own pointer, past our interposer), so the target must
  * put its return addresses back before the request is sent: it is asked with a signal
  * (SIGPROF, sample/sample.c) and confirms by clearing its request; we wait up to 200 ms (a
- * thread that blocks SIGPROF cannot answer: then its destructors outside the first thunk
- * are skipped, as the user guide says). */
+ * thread that blocks SIGPROF cannot answer, and while the application has its own SIGPROF
+ * handler (sample/sigprof.c) none is sent: then its destructors outside the first thunk are
+ * skipped, as the user guide says). */
 typedef int (*cancel_fn)(pthread_t);
 PS_EXPORT int pthread_cancel(pthread_t thread)
 {
@@ -247,7 +249,8 @@ PS_EXPORT int pthread_cancel(pthread_t thread)
         if (target && target == ps_self) {
             ps_thunks_restore(target, 1);
             target->thunks.suspended = 2;
-        } else if (target) {
+        } else if (target && ps_sigprof_installed()) {
+            /* (not when the application has taken SIGPROF: the signal would be its) */
             target->thunk_restore_request = 1;
             if (syscall(SYS_tgkill, getpid(), target->tid, SIGPROF) == 0) {
                 for (int i = 0; i < 2000 && target->thunk_restore_request; i++) {

@@ -116,8 +116,8 @@ static int code_rebuild(void)
 {
     if (atomic_flag_test_and_set(&code_rebuilding)) return 0;
     unsigned generation = atomic_load(&dl_generation);
-    int fd = ps_maps_open();
-    if (fd < 0) {
+    ps_ownfd_t maps;
+    if (ps_maps_open(&maps) < 0) {
         atomic_flag_clear(&code_rebuilding);
         return 0;
     }
@@ -129,7 +129,7 @@ static int code_rebuild(void)
     memset(&file, 0, sizeof file);
     size_t have = 0;
     for (;;) {
-        long r = ps_sys_read(fd, maps_buf + have, sizeof maps_buf - 1 - have);
+        long r = ps_maps_read(&maps, maps_buf + have, sizeof maps_buf - 1 - have);
         if (r <= 0) break;
         have += (size_t)r;
         maps_buf[have] = 0;
@@ -143,7 +143,7 @@ static int code_rebuild(void)
         memmove(maps_buf, line, have);
         if (have >= sizeof maps_buf - 1) have = 0; /* a line longer than the buffer: skip */
     }
-    ps_sys_close(fd);
+    ps_fd_release(&maps);
     code_counts[target] = n;
     table_generation[target] = generation;
     atomic_store(&code_seq, seq + 1); /* odd: switching */
