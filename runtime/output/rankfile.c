@@ -83,8 +83,6 @@ void ps_write_rank_body(ps_fmt_t *f, const char *status)
     kv(f, "counter_write_errors", atomic_load(&ps_counters.write_errors));
     kv(f, "counter_sampler_failures", atomic_load(&ps_counters.sampler_failures));
     kv(f, "counter_unwind_unavailable", atomic_load(&ps_counters.unwind_unavailable));
-    void ps_kernel_fetch(void);
-    ps_kernel_fetch(); /* (the kernel tables come later, what went wrong with them now) */
     ps_warn_write(f);
     void ps_write_paths(ps_fmt_t *f);
     ps_write_paths(f);
@@ -143,6 +141,10 @@ void ps_write_rank_file(const char *status)
     static ps_outfile_t out;
     if (!ps_outdir[0]) return;
     rank_file_name(name, sizeof name, ps_world_rank);
+    /* The kernel tables first (what went wrong with them is a warning of this file), and
+     * before the file exists: our own writes to it are not the application's system calls. */
+    void ps_kernel_fetch(void);
+    ps_kernel_fetch();
     int fd = ps_outfile_begin(&out, PS_FILE_RANK, name);
     if (fd < 0) return;
     ps_fmt_t f = {rank_buf, 0, sizeof rank_buf, fd, 0};
