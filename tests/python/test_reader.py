@@ -90,7 +90,7 @@ def test_missing_and_incomplete_ranks_from_rank_files(tmp_path):
     cut = rank_rows(3, 6, "complete", "node03", 10, 5, end=False,
                     ops=[("W", "MPI_Barrier", 1, 0, 5, "-")], extra=[("op", "W", "MPI_Se")])
     ranks = {
-        0: RANK0,
+        0: [("size", 6) if row[0] == "size" else row for row in RANK0],
         1: rank_rows(1, 6, "signal 15", "node02", 10, 5, ops=[("W", "MPI_Barrier", 2, 0, 7, "-")]),
         3: cut,
         4: rank_rows(4, 6, "abort 3", "node04", 10, 5),

@@ -187,10 +187,10 @@ def test_unreadable_cache_is_ignored_with_a_note(tmp_path, fake):
 
 def test_read_only_directory_keeps_the_names_in_memory(tmp_path, fake, monkeypatch):
     """A directory we cannot write (simulated: the tests run as root): no error, no note."""
-    def refuse(path, lines):
+    def refuse(dir_fd, entry, text):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("pathscope.symbolize.write_atomically", refuse)
+    monkeypatch.setattr("pathscope.symbolize.write_in_directory", refuse)
     d = copy_hybrid(tmp_path / "prof", symbols=False)
     table = resolve_symbols(load_profile(d))
     assert table.names(Frame("fn", *SOLVER, 0x401500)) == ["worker"]
@@ -278,8 +278,8 @@ def test_cli_symbolize_errors(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().err == ("pathscope: pathscope-symbolize not found "
                                        "(run `make build`)\n")
     monkeypatch.setenv("PATHSCOPE_SYMBOLIZER", str(make_fake(tmp_path)))
-    monkeypatch.setattr("pathscope.symbolize.write_atomically",
-                        lambda path, lines: (_ for _ in ()).throw(
+    monkeypatch.setattr("pathscope.symbolize.write_in_directory",
+                        lambda dir_fd, entry, text: (_ for _ in ()).throw(
                             PermissionError(13, "Permission denied")))
     assert main(["symbolize", str(d)]) == 2
     assert capsys.readouterr().err == (f"pathscope: cannot write '{d}/symbols.tsv': "
