@@ -31,6 +31,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -748,6 +749,13 @@ def _profile_directory(path: Path) -> Path:
     return path
 
 
+def _is_link(dir_fd: int, entry: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(entry, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
 def _scan(directory: Path) -> _Scan:
     is_link = False
     try:
@@ -771,7 +779,7 @@ def _scan(directory: Path) -> _Scan:
         scan.ranks_fd = os.open(RANKS_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW |
                                 os.O_CLOEXEC, dir_fd=fd)
     except OSError as e:
-        if e.errno == errno.ELOOP:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(fd, RANKS_DIR):
             scan.stray.append(StrayFile(str(directory / RANKS_DIR),
                                         "is a symbolic link (not followed)"))
         elif e.errno == errno.ENOTDIR:
@@ -874,7 +882,8 @@ def _load(scan: _Scan) -> Profile:
                            f"(no {PROFILE_FILE} and no {RANKS_DIR}/rank-*.tsv)")
     stray = list(scan.stray)
     notes: list[str] = []
-    unused: Optional[str] = None
+    unused: Optional[str] = None                 # why profile.tsv is not used
+    profile_error: Optional[ProfileError] = None  # ... when it breaks a rule
 
     profile_head = None
     if scan.has_profile:
@@ -887,8 +896,9 @@ def _load(scan: _Scan) -> Profile:
     if profile_head is not None:
         why = _belongs(profile_head, run)
         if why is None and (profile_head.error is not None or profile_head.cut):
-            why = str(profile_head.error) if profile_head.error else "is empty or cut short"
-            unused = why
+            profile_error = profile_head.error or ProfileError(f"{profile_name} is empty or "
+                                                               f"cut short")
+            unused = str(profile_error)
             profile_head = None
         elif why is not None:
             stray.append(StrayFile(profile_name, why))
@@ -908,6 +918,7 @@ def _load(scan: _Scan) -> Profile:
         except FormatVersionError:
             raise
         except ProfileError as e:
+            profile_error = e
             unused = str(e)
             profile_head = None
     world = _world_size(profile_head, heads)
@@ -946,8 +957,9 @@ def _load(scan: _Scan) -> Profile:
             broken[rank] = _unreadable(rank, str(e))
 
     if tsv is None and not rank_files and not broken:
-        if unused is not None:      # profile.tsv was all there was
-            raise ProfileError(unused)
+        if profile_error is not None:      # a malformed profile.tsv was all there was
+            raise profile_error
+        stray.sort(key=lambda f: f.path)
         more = f" (and {len(stray) - 1} more)" if len(stray) > 1 else ""
         raise ProfileError(f"nothing of {directory} can be read: {stray[0]}{more}")
     if tsv is None and unused is not None:

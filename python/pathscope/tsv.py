@@ -245,21 +245,21 @@ def read_records(source: BinaryIO, name: str, magic: str, handlers: dict[str, Ha
     limit = MAX_FILE_BYTES.get(magic, 256 << 20) if max_bytes is None else max_bytes
     total = 0
 
-    def next_line() -> Optional[bytes]:
+    def next_line(line: int) -> Optional[bytes]:
         nonlocal total
         raw = source.readline(MAX_LINE_BYTES + 1)
         if not raw:
             return None
         total += len(raw)
         if len(raw) > MAX_LINE_BYTES:
-            raise ProfileError(f"{name}:{number}: line longer than {MAX_LINE_BYTES} bytes")
+            raise ProfileError(f"{name}:{line}: line longer than {MAX_LINE_BYTES} bytes")
         if total > limit:
             raise ProfileError(f"{name} is larger than {limit} bytes (the limit for a "
                                f"{magic} file)")
         return raw
 
     number = 1
-    first = next_line()
+    first = next_line(1)
     if first is None:
         raise CutShort(f"{name} is empty")
     head = first.rstrip(b"\n").decode("utf-8", errors="replace").split("\t")
@@ -275,7 +275,7 @@ def read_records(source: BinaryIO, name: str, magic: str, handlers: dict[str, Ha
     info = FileInfo(version, False, 1)
     pending: Optional[ProfileError] = None     # the error of the last line read, if any
     while True:
-        raw = next_line() if number < (1 << 62) else None
+        raw = next_line(number + 1)
         if raw is None:
             break
         number += 1
