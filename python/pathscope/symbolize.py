@@ -206,8 +206,8 @@ def resolve_symbols(profile: Profile) -> SymbolTable:
                 table = cached or SymbolTable()
                 notes.append(f"symbols: {e}; {FALLBACK}")
             else:
-                if directory is not None and directory.fd is not None and path is not None:
-                    if directory.refusal is not None:
+                if directory is not None and path is not None:
+                    if directory.refusal is not None or directory.fd is None:
                         notes.append(f"symbols: {path} not written ({directory.refusal}); "
                                      f"the names are used from memory")
                     else:
