@@ -303,6 +303,12 @@ def _cut(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+def _run_line(record: Record) -> None:
+    """The run line was read with the file's head; another one is a broken rule."""
+    if record.line != 2:
+        raise ProfileError(f"{record.where}: 'run' line not on line 2")
+
+
 def _read_profile_tsv(directory_fd: int, name: str) -> _ProfileTsv:
     result = _ProfileTsv({}, None, {}, {}, {}, False)
 
@@ -364,7 +370,7 @@ def _read_profile_tsv(directory_fd: int, name: str) -> _ProfileTsv:
     handlers: dict[str, Callable[[Record], None]] = {
         k: text_meta for k in ("tool_version", "program", "command", "mpi_library")}
     handlers.update(start_unix_ns=start, nranks=nranks, rank=rank, comm=comm, op=op,
-                    run=lambda record: None)
+                    run=_run_line)
     with open_in_directory(directory_fd, PROFILE_FILE, name, PROFILE_MAGIC) as source:
         info = read_records(source, name, PROFILE_MAGIC, handlers)
     result.meta["format_version"] = info.version
@@ -591,7 +597,7 @@ def _read_rank_file(directory_fd: int, entry: str, name: str, rank_from_name: in
 
     handlers: dict[str, Callable[[Record], None]] = {
         "rank": rank, "size": size, "status": text, "host": text, "program": text,
-        "comm": comm, "op": op, "warning": warning, "run": lambda record: None}
+        "comm": comm, "op": op, "warning": warning, "run": _run_line}
     handlers.update({kind: text for kind in _RANK_META})
     handlers.update(callpaths.handlers())
     for kind in ("pid", "start_unix_ns", "wall_ns", "mpi_ns", "thread_multiple"):

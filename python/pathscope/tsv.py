@@ -28,7 +28,7 @@ import re
 import secrets
 import stat
 from dataclasses import dataclass
-from typing import BinaryIO, Callable, Iterable, Optional, Sequence
+from typing import BinaryIO, Callable, Optional, Sequence
 
 from pathscope.errors import FormatVersionError, ProfileError
 
@@ -386,13 +386,3 @@ def write_in_directory(dir_fd: int, entry: str, text: str) -> None:
             pass
         raise
 
-
-def write_atomically(path: "os.PathLike[str] | str", lines: Iterable[str]) -> None:
-    """write_in_directory for a path (its directory opened without following a link)."""
-    path = os.fspath(path)
-    directory, entry = os.path.split(path)
-    dir_fd = open_directory(directory or ".", follow=False)
-    try:
-        write_in_directory(dir_fd, entry, "".join(lines))
-    finally:
-        os.close(dir_fd)
