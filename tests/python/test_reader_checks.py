@@ -481,3 +481,15 @@ def test_export_problems_list_every_kind(tmp_path, capsys):
         f"pathscope: incomplete profile {d}: ranks 1,4 missing (no rank file); rank 3 "
         f"incomplete; 1 stray file not merged; nothing exported (pathscope report shows the "
         f"details; --allow-partial exports what there is)\n")
+
+
+def test_crash_after_mpi_finalize_next_to_profile_tsv(tmp_path):
+    """profile.tsv proves every rank went through MPI_Finalize: a rank file rewritten at a
+    later crash (heap profiling writes again at exit) is said to have crashed after it."""
+    d = write_profile(tmp_path / "prof", with_run(profile_rows(), RUN_A),
+                      {0: rank23(0), 1: rank23(1), 2: rank23(2, status="signal 11")})
+    p = load_profile(d)
+    assert header_line(p, "source") == "profile.tsv (reduced inside the job at MPI_Finalize)"
+    assert ranks_section(p) == [
+        "  WARNING: 1 of 3 ranks did not complete; their data is partial or absent:",
+        "    rank 2: killed by signal 11 (SIGSEGV) after MPI_Finalize"]

@@ -91,6 +91,8 @@ def describe_status(status: str, with_profile: bool = False) -> str:
         text = f"killed by signal {number} ({_signal_name(int(number))})"
         if detail == "before-init":
             text += " before MPI_Init returned: no MPI data"
+        elif with_profile:      # profile.tsv: every rank was through MPI_Finalize's reduction
+            text += " after MPI_Finalize"
         return text
     if status == "exit-without-finalize":
         return "exited without calling MPI_Finalize"
