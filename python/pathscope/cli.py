@@ -3,8 +3,10 @@
 This is the only module that prints errors or chooses an exit status: every PathscopeError
 becomes one line `pathscope: <message>` on stderr and exit status 2; usage errors are one line
 `pathscope <command>: <message> (try 'pathscope <command> --help')`, also status 2: an
-unknown flag, a flag given twice (under any of its spellings), an empty value, a value its
-flag does not accept.  Nothing is created before the whole command line is checked.
+unknown flag, a flag given twice (under any of its spellings), an empty value.  A value an
+option does not accept is the runtime's message (`pathscope: invalid value ... for
+PATHSCOPE_...`), whether it came from a flag or the environment.  Nothing is created before
+the whole command line is checked (pathscope.launch.plan_launch).
 `export` of a partial profile (missing, incomplete, unreadable ranks, stray files) is refused
 with exit status 3 (EXIT_PARTIAL) unless --allow-partial; `report` shows what is missing.
 The `run` flags come from the option table (runtime/core/options.def), so a new option there
@@ -21,9 +23,9 @@ import sys
 from typing import TYPE_CHECKING, Any, NoReturn, Optional, Sequence, TextIO
 
 from pathscope import __version__
-from pathscope.errors import OptionError, OutputError, PartialProfileError, PathscopeError
+from pathscope.errors import OutputError, PartialProfileError, PathscopeError
 from pathscope.home import MPI_FLAVOURS
-from pathscope.options import Option, check_value, load_options
+from pathscope.options import Option, load_options
 from pathscope.report.layout import table
 
 if TYPE_CHECKING:
@@ -212,16 +214,10 @@ def _command_run(parser: argparse.ArgumentParser, argv: Sequence[str],
         parser.error(f"no program after '--' (usage: {parser.usage})")
     settings = {}
     output = None
-    flags = {a.dest: _flags(a) for a in parser._actions}
     for option in options:
         value = getattr(args, f"option_{option.field}", None)
         if value is None:
             continue
-        try:
-            check_value(option, value)
-        except OptionError:
-            parser.error(f"{flags[f'option_{option.field}']}: invalid value '{value}' "
-                         f"(accepted: {option.accepted})")
         if option.field == "output":
             output = value
         else:

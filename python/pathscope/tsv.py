@@ -247,7 +247,10 @@ def read_records(source: BinaryIO, name: str, magic: str, handlers: dict[str, Ha
 
     def next_line(line: int) -> Optional[bytes]:
         nonlocal total
-        raw = source.readline(MAX_LINE_BYTES + 1)
+        try:
+            raw = source.readline(MAX_LINE_BYTES + 1)
+        except OSError as e:        # EIO, a file on a vanished mount, ...
+            raise ProfileError(f"cannot read {name}: {e.strerror or e}") from None
         if not raw:
             return None
         total += len(raw)

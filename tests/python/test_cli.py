@@ -201,12 +201,12 @@ EXPORT_HELP = " (try 'pathscope export --help')"
     (["run", "-o", "prof", "--unwind", "", "--", "true"], {},
      "pathscope run: --unwind: empty value" + RUN_HELP),
     (["run", "-o", "prof", "--sample-rate", "abc", "--", "true"], {},
-     "pathscope run: --sample-rate: invalid value 'abc' (accepted: 0|10-20000)" + RUN_HELP),
+     "pathscope: invalid value 'abc' for PATHSCOPE_SAMPLE_RATE (accepted: 0|10-20000)"),
     (["run", "-o", "prof", "--sample-rate", "-5", "--", "true"], {},
-     "pathscope run: --sample-rate: invalid value '-5' (accepted: 0|10-20000)" + RUN_HELP),
+     "pathscope: invalid value '-5' for PATHSCOPE_SAMPLE_RATE (accepted: 0|10-20000)"),
     (["run", "-o", "prof", "--unwind", "p2p=maybe", "--", "true"], {},
-     "pathscope run: --unwind: invalid value 'p2p=maybe' (accepted: "
-     "env|topo|poll|p2p|coll|rma|io|other|all=path|count)" + RUN_HELP),
+     "pathscope: invalid value 'p2p=maybe' for PATHSCOPE_UNWIND (accepted: "
+     "env|topo|poll|p2p|coll|rma|io|other|all=path|count)"),
     (["run", "-o", "prof", "--", "true"], {"PATHSCOPE_PID": "abc"},
      "pathscope: invalid value 'abc' for PATHSCOPE_PID (accepted: 1-4194304)"),
     (["run", "-o", "prof", "--", "true"], {"PATHSCOPE_PID": "0"},
