@@ -42,6 +42,10 @@ PSEUDO_KINDS = (FAILED, NOT_UNWOUND)  # the pseudo frames, children of the root
 
 # Modules whose threads are the MPI library's own (progress, PMIx, event loops): the report's
 # call tree leaves them out by default (their time is mostly waiting in poll/epoll_wait).
+MAX_DEPTH = 1024              # levels below the root (the runtime keeps at most 256 frames)
+MAX_ID = (1 << 32) - 1        # thread indices, node ids, module ids, tids
+_HEX = re.compile(r"^(0[xX])?[0-9a-fA-F]{1,16}$")
+
 RUNTIME_MODULES = re.compile(r"^(libmpi|libopen-pal|libopen-rte|libpmix|libpmi|libmpich|"
                              r"libevent|libucs|libucp|libuct|libfabric|libpsm|libhwloc|mca_|"
                              r"libprrte|libprte|libhcoll|libxpmem)")
@@ -320,7 +324,7 @@ class CallPathParser:
 
     def _walks(self, r: Record) -> None:
         r.need(5)
-        self.walks.append((r.number(0), Walks(*(r.number(i) for i in range(1, 5))), r.where))
+        self.walks.append((r.number(0, MAX_ID), Walks(*(r.number(i) for i in range(1, 5))), r.where))
 
     def _heap(self, r: Record) -> None:
         r.need(11)
@@ -328,7 +332,7 @@ class CallPathParser:
 
     def _hnode(self, r: Record) -> None:
         r.need(7)
-        self.hnodes.append((r.number(0), r.number(1),
+        self.hnodes.append((r.number(0, MAX_ID), r.number(1, MAX_ID),
                             HeapStats(*(r.number(i) for i in range(2, 7))), r.where))
 
     def _hpoint(self, r: Record) -> None:
@@ -345,7 +349,7 @@ class CallPathParser:
 
     def _module(self, r: Record) -> None:
         r.need(3)
-        module_id = r.number(0)
+        module_id = r.number(0, MAX_ID)
         if module_id in self.modules:
             raise ProfileError(f"{r.where}: module {module_id} listed twice")
         build_id = r.text(2)
@@ -353,24 +357,24 @@ class CallPathParser:
 
     def _thread(self, r: Record) -> None:
         r.need(8)
-        index = r.number(0)
+        index = r.number(0, MAX_ID)
         if index in self.threads:
             raise ProfileError(f"{r.where}: thread {index} listed twice")
         n = r.number
-        thread = Thread(index, n(1), n(2), n(3), n(4), n(5), n(6), n(7))
+        thread = Thread(index, n(1, MAX_ID), n(2), n(3), n(4), n(5), n(6), n(7))
         if len(r.fields) >= 10 and r.fields[8] != "-":
-            thread.start_module = n(8)
-            try:
-                thread.start_address = int(r.fields[9], 16)
-            except ValueError:
-                raise ProfileError(f"{r.where}: bad start address '{r.fields[9]}'") from None
+            thread.start_module = n(8, MAX_ID)
+            if not _HEX.match(r.fields[9]):
+                raise ProfileError(f"{r.where}: 'thread' line: field 11 '{r.fields[9][:40]}' "
+                                   f"is not a hexadecimal address")
+            thread.start_address = int(r.fields[9], 16)
         self.threads[index] = thread
 
     def _node(self, r: Record) -> None:
         r.need(11)
-        thread, node_id, kind = r.number(0), r.number(1), r.text(3)
-        parent = r.optional_number(2)
-        module = r.optional_number(4)
+        thread, node_id, kind = r.number(0, MAX_ID), r.number(1, MAX_ID), r.text(3)
+        parent = r.optional_number(2, MAX_ID)
+        module = r.optional_number(4, MAX_ID)
         address: Optional[int] = None
         op = ""
         if kind in CODE_KINDS:
@@ -390,7 +394,7 @@ class CallPathParser:
 
     def _pcomm(self, r: Record) -> None:
         r.need(6)
-        self.pcomms.append((r.number(0), r.number(1),
+        self.pcomms.append((r.number(0, MAX_ID), r.number(1, MAX_ID),
                             PathComm(r.text(2), r.number(3), r.number(4), r.number(5)),
                             r.where))
 
@@ -442,6 +446,7 @@ class CallPathParser:
     def _link(self, thread_index: int, nodes: dict[int, tuple[Node, str]],
               complete: bool) -> list[Node]:
         linked: list[Node] = []
+        depth: list[int] = []
         for node_id in range(len(nodes)):
             if node_id not in nodes:
                 if not complete:
@@ -450,11 +455,15 @@ class CallPathParser:
                                    f"(no node {node_id}, highest id {max(nodes)})")
             node, where = nodes[node_id]
             problem = self._problem(node)
+            level = depth[node.parent] + 1 if node.parent is not None and not problem else 0
+            if level > MAX_DEPTH:
+                problem = f"deeper than {MAX_DEPTH} levels"
             if problem:
                 if not complete:
                     break
                 raise ProfileError(f"{where}: node {node.id} of thread {thread_index}: {problem}")
             linked.append(node)
+            depth.append(level)
         return linked
 
     def _problem(self, node: Node) -> Optional[str]:

@@ -2,7 +2,13 @@
 
 This is the only module that prints errors or chooses an exit status: every PathscopeError
 becomes one line `pathscope: <message>` on stderr and exit status 2; usage errors are one line
-`pathscope <command>: <message> (try 'pathscope <command> --help')`, also status 2.
+`pathscope <command>: <message> (try 'pathscope <command> --help')`, also status 2: an
+unknown flag, a flag given twice (under any of its spellings), an empty value.  A value an
+option does not accept is the runtime's message (`pathscope: invalid value ... for
+PATHSCOPE_...`), whether it came from a flag or the environment.  Nothing is created before
+the whole command line is checked (pathscope.launch.plan_launch).
+`export` of a partial profile (missing, incomplete, unreadable ranks, stray files) is refused
+with exit status 3 (EXIT_PARTIAL) unless --allow-partial; `report` shows what is missing.
 The `run` flags come from the option table (runtime/core/options.def), so a new option there
 gets its flag and its help text without a change here; the other commands do not read it.
 Notes about a profile (e.g. symbols that could not be resolved) go to stderr as
@@ -14,21 +20,25 @@ import argparse
 import io
 import os
 import sys
-from typing import Any, NoReturn, Optional, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, Optional, Sequence, TextIO
 
 from pathscope import __version__
-from pathscope.errors import OutputError, PathscopeError
+from pathscope.errors import OutputError, PartialProfileError, PathscopeError
 from pathscope.home import MPI_FLAVOURS
 from pathscope.options import Option, load_options
 from pathscope.report.layout import table
 
+if TYPE_CHECKING:
+    from pathscope.reader import Profile
+
 EXIT_USAGE = 2
 EXIT_ERROR = 2
+EXIT_PARTIAL = 3              # export refused: the profile is partial (see --allow-partial)
 # options.def fields the CLI sets itself instead of offering a flag
 RUN_SETS_ITSELF = ("command", "pid")
 SHORT_FLAGS = {"output": "-o"}
-EXPORT_TABLES = ("comm-ops", "ops", "comms", "ranks", "heap-timeline", "heap-ranks",
-                 "kernel-syscalls", "kernel-threads")
+EXPORT_TABLES = ("comm-ops", "ops", "comms", "ranks", "warnings", "heap-timeline",
+                 "heap-ranks", "kernel-syscalls", "kernel-threads")
 TABLE_FORMATS = ("csv", "json")
 CALL_PATH_FORMATS = ("folded", "speedscope")
 EXPORT_FORMATS = TABLE_FORMATS + CALL_PATH_FORMATS
@@ -46,10 +56,72 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line and raises instead of exiting."""
+    """argparse, but a usage error is one line and raises instead of exiting, and every flag
+    may be given once, with a non-empty value (add_argument installs _Once actions)."""
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(self.prog, message)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        if args and args[0].startswith("-") and kwargs.get("action") not in ("help", "version"):
+            action = kwargs.pop("action", "store")
+            kwargs["action"] = _OnceConst if action in ("store_const", "store_true") else _Once
+            if action == "store_true":
+                kwargs.update(const=True, default=False)
+        return super().add_argument(*args, **kwargs)
+
+
+def _flags(action: argparse.Action) -> str:
+    return "/".join(action.option_strings)
+
+
+class _Once(argparse.Action):
+    """Stores a flag's value; a usage error when the flag was given before (under any of its
+    names) or its value is empty.  nargs "?" with const: the flag alone means const."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: Optional[str] = None) -> None:
+        _mark_seen(parser, namespace, self)
+        if values is None:
+            values = self.const
+        if isinstance(values, str) and not values.strip():
+            parser.error(f"{_flags(self)}: empty value")
+        setattr(namespace, self.dest, values)
+
+
+class _OnceConst(argparse.Action):
+    """store_const / store_true, once."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, const: Any = None,
+                 default: Any = None, help: Optional[str] = None, **_: Any):
+        super().__init__(option_strings, dest, nargs=0, const=const, default=default,
+                         help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: Optional[str] = None) -> None:
+        _mark_seen(parser, namespace, self)
+        setattr(namespace, self.dest, self.const)
+
+
+def _mark_seen(parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+               action: argparse.Action) -> None:
+    seen = getattr(namespace, "_flags_seen", None)
+    if seen is None:
+        seen = set()
+        setattr(namespace, "_flags_seen", seen)
+    if action.dest in seen:
+        parser.error(f"{_flags(action)} given twice")
+    seen.add(action.dest)
+
+
+def _count(text: str) -> int:
+    """--rank and --thread: digits only (not `+1`, ` 1`, `1_0`)."""
+    if not text.isascii() or not text.isdigit() or len(text) > 9:
+        raise ValueError(text)
+    return int(text)
+
+
+_count.__name__ = "non-negative integer"     # argparse names the type in its message
 
 
 # ---- run ---------------------------------------------------------------------------------------
@@ -162,12 +234,31 @@ def _print_notes(notes: Sequence[str]) -> None:
         print(f"pathscope: note: {note}", file=sys.stderr)
 
 
-def _command_report(args: argparse.Namespace) -> int:
+def _directory(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    if not args.directory.strip():
+        parser.error("DIR: empty value")
+    return str(args.directory)
+
+
+def _command_report(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from pathscope.reader import load_profile
     from pathscope.report import render
 
-    sys.stdout.write(render(load_profile(args.directory), "text"))
+    sys.stdout.write(render(load_profile(_directory(parser, args)), "text"))
     return 0
+
+
+def _check_partial(profile: "Profile", allow: bool) -> None:
+    """PartialProfileError (exit 3) for a partial profile unless allow; with allow a warning
+    line on stderr."""
+    problems = profile.problems()
+    if not problems:
+        return
+    what = f"incomplete profile {profile.path}: {'; '.join(problems)}"
+    if not allow:
+        raise PartialProfileError(f"{what}; nothing exported (pathscope report shows the "
+                                  f"details; --allow-partial exports what there is)")
+    print(f"pathscope: warning: {what}; exported what there is", file=sys.stderr)
 
 
 def _open_output(path: str) -> TextIO:
@@ -196,7 +287,8 @@ def _command_export(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     from pathscope.reader import load_profile
 
     _check_export_flags(parser, args)
-    profile = load_profile(args.directory)
+    profile = load_profile(_directory(parser, args))
+    _check_partial(profile, args.allow_partial)
     if args.format in CALL_PATH_FORMATS:
         from pathscope.calltree import check_selection
         from pathscope.symbolize import resolve_symbols
@@ -225,12 +317,12 @@ def _command_export(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     return 0
 
 
-def _command_symbolize(args: argparse.Namespace) -> int:
+def _command_symbolize(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from pathscope.calltree import check_selection
     from pathscope.reader import load_profile
     from pathscope.symbolize import symbolize
 
-    profile = load_profile(args.directory)
+    profile = load_profile(_directory(parser, args))
     check_selection(profile)
     result = symbolize(profile)
     if result.written is None:
@@ -264,7 +356,10 @@ def build_parser(options: Optional[Sequence[Option]]) -> tuple[
         description="Write one table of a profile as CSV or JSON, or its call paths as folded "
                     "stacks or a speedscope file (stdout unless -o).  Tables: comm-ops (per "
                     "communicator and operation), ops (per operation, over all "
-                    "communicators), comms (communicators), ranks.")
+                    "communicators), comms (communicators), ranks, warnings (the runtime's "
+                    "warnings per rank), heap-timeline, heap-ranks, kernel-syscalls, "
+                    "kernel-threads.  Exit status 3: the profile is partial and "
+                    "--allow-partial was not given (nothing is written).")
     export.add_argument("directory", metavar="DIR")
     export.add_argument("--format", choices=EXPORT_FORMATS, default="csv", help="default: csv")
     export.add_argument("--table", choices=EXPORT_TABLES,
@@ -272,12 +367,16 @@ def build_parser(options: Optional[Sequence[Option]]) -> tuple[
     export.add_argument("--metric", choices=CALL_PATH_METRICS,
                         help=f"folded and speedscope: the value of a path (default: "
                              f"{DEFAULT_METRIC}; times in microseconds)")
-    export.add_argument("--rank", type=int, metavar="R",
+    export.add_argument("--rank", type=_count, metavar="R",
                         help="folded and speedscope: only world rank R (default: all, summed)")
-    export.add_argument("--thread", type=int, metavar="T",
+    export.add_argument("--thread", type=_count, metavar="T",
                         help="folded and speedscope: only thread index T (0: the main thread; "
                              "default: all, summed)")
     export.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    export.add_argument("--allow-partial", action="store_true",
+                        help="export a partial profile (missing, incomplete or unreadable "
+                             "ranks, stray files) with a warning on stderr; without it such "
+                             "an export is refused with exit status 3")
     symbolize = sub.add_parser(
         "symbolize", help="(re)write DIR/symbols.tsv, the names of the call-path addresses",
         description="Ask the symbolizer (pathscope-symbolize; $PATHSCOPE_SYMBOLIZER overrides "
@@ -297,11 +396,11 @@ def _dispatch(argv: Sequence[str]) -> int:
     parser, commands = build_parser(None)
     args = parser.parse_args(argv)
     if args.command == "report":
-        return _command_report(args)
+        return _command_report(commands["report"], args)
     if args.command == "export":
         return _command_export(commands["export"], args)
     if args.command == "symbolize":
-        return _command_symbolize(args)
+        return _command_symbolize(commands["symbolize"], args)
     parser.error("missing command: run, report, export or symbolize")
 
 
@@ -312,6 +411,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except UsageError as e:
         print(f"{e.prog}: {e} (try '{e.prog} --help')", file=sys.stderr)
         return EXIT_USAGE
+    except PartialProfileError as e:
+        print(f"pathscope: {e}", file=sys.stderr)
+        return EXIT_PARTIAL
     except PathscopeError as e:
         print(f"pathscope: {e}", file=sys.stderr)
         return EXIT_ERROR

@@ -1,7 +1,7 @@
 """The exceptions of the pathscope package.
 
 Library code raises these and never exits; the CLI (pathscope.cli.main) turns each into one
-line `pathscope: <message>` on stderr and exit status 2.  Messages are complete sentences
+line `pathscope: <message>` on stderr and exit status 2 (3 for PartialProfileError).  Messages are complete sentences
 without the `pathscope: ` prefix."""
 
 
@@ -11,6 +11,11 @@ class PathscopeError(Exception):
 
 class ProfileError(PathscopeError):
     """A profile directory is missing, unreadable or malformed."""
+
+
+class PartialProfileError(ProfileError):
+    """An export of a profile with missing, incomplete or unreadable ranks or stray files,
+    without --allow-partial (the CLI exits with status 3)."""
 
 
 class FormatVersionError(ProfileError):

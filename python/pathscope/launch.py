@@ -20,7 +20,7 @@ from typing import Callable, Mapping, Optional, Sequence
 from pathscope.errors import LaunchError
 from pathscope.home import (HOME_VARIABLE, MPI_FLAVOURS, SYMBOLIZER_VARIABLE,
                             runtime_library_path)
-from pathscope.options import Option, validate_environment
+from pathscope.options import Option, check_value, validate_environment
 
 LIBRARY_VARIABLE = "PATHSCOPE_LIB"
 HEAP_SHIM_NAME = "libpathscope-heap.so"  # preloaded with the runtime for PATHSCOPE_HEAP=on
@@ -213,13 +213,16 @@ def plan_launch(program_argv: Sequence[str], options: Sequence[Option], environ:
     default directory in the working directory."""
     if not program_argv:
         raise LaunchError("no program given after '--'")
+    # everything is checked before anything is created: the output directory comes last
     validate_environment(environ, options, ignore=CLI_VARIABLES)
+    by_env = {o.env: o for o in options}
+    for name, value in settings.items():
+        if name in by_env:
+            check_value(by_env[name], value)
     executable = resolve_program(program_argv[0], environ.get("PATH"))
     env = {k: v for k, v in environ.items() if k not in CLI_VARIABLES}
     output = output or environ.get("PATHSCOPE_OUTPUT") or None
-    if output is not None:
-        env["PATHSCOPE_OUTPUT"] = str(prepare_output_directory(output))
-    elif not os.access(".", os.W_OK):
+    if output is None and not os.access(".", os.W_OK):
         raise LaunchError("cannot write the profile to the working directory: "
                           f"{os.strerror(13)} (set PATHSCOPE_OUTPUT or pathscope run -o DIR)")
     library = choose_library(mpi, environ, executable, ldd)
@@ -241,6 +244,8 @@ def plan_launch(program_argv: Sequence[str], options: Sequence[Option], environ:
             raise LaunchError(f"heap profiling needs {shim} next to {library.name}; "
                               f"build it with: make build")
         env["LD_PRELOAD"] = prepend_preload(shim, env["LD_PRELOAD"])
+    if output is not None:
+        env["PATHSCOPE_OUTPUT"] = str(prepare_output_directory(output))
     return LaunchPlan(executable, list(program_argv), env)
 
 

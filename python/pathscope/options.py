@@ -64,7 +64,7 @@ def load_options(path: Optional[Path] = None) -> list[Option]:
 
 
 def _int_accepted(accepted: str, value: str) -> bool:
-    if not value.isdigit() or len(value) > 9:
+    if not value.isascii() or not value.isdigit() or len(value) > 9:
         return False
     number = int(value)
     for alternative in accepted.split("|"):

@@ -8,8 +8,46 @@ import re
 from typing import Iterable
 
 TRUNCATION_MARK = "..."
-_TOKEN = re.compile(r"^(-?\d+)(?:-(-?\d+))?$")
+_TOKEN = re.compile(r"^(-?[0-9]{1,10})(?:-(-?[0-9]{1,10}))?$")
 _HOST = re.compile(r"^(.*?)(\d+)$")
+
+
+Spans = list[tuple[int, int]]       # (first, last) of each item of one group
+
+
+def parse(text: str) -> tuple[list[Spans], bool]:
+    """The groups of a member list as spans, and whether it was cut short (`...`), without
+    expanding anything (a list of a million ranks costs its text only).  `-` or an empty
+    group has no spans.  Raises ValueError on anything else."""
+    text = text.strip()
+    truncated = text.endswith(TRUNCATION_MARK)
+    if truncated:
+        text = text[: -len(TRUNCATION_MARK)]
+    groups: list[Spans] = []
+    parts = text.split("|")
+    for index, group in enumerate(parts):
+        spans: Spans = []
+        groups.append(spans)
+        if group in ("-", ""):
+            continue
+        tokens = group.split(",")
+        if truncated and index == len(parts) - 1:
+            tokens = tokens[:-1]
+        for token in tokens:
+            match = _TOKEN.match(token)
+            if not match:
+                raise ValueError(f"malformed rank list '{_cut(text)}' at '{_cut(token)}'")
+            first = int(match.group(1))
+            last = int(match.group(2)) if match.group(2) is not None else first
+            if last < first:
+                raise ValueError(f"malformed rank list '{_cut(text)}': range {_cut(token)} "
+                                 f"goes down")
+            spans.append((first, last))
+    return groups, truncated
+
+
+def span_count(spans: Spans) -> int:
+    return sum(last - first + 1 for first, last in spans)
 
 
 def expand(text: str) -> list[int]:
@@ -17,28 +55,15 @@ def expand(text: str) -> list[int]:
 
     A list cut short in profile.tsv (ending in `...`) expands to the ranks before the cut;
     its last, possibly partial, item is dropped.  Raises ValueError on anything else."""
-    text = text.strip()
-    truncated = text.endswith(TRUNCATION_MARK)
-    if truncated:
-        text = text[: -len(TRUNCATION_MARK)]
     ranks: list[int] = []
-    groups = text.split("|")
-    for index, group in enumerate(groups):
-        if group in ("-", ""):
-            continue
-        tokens = group.split(",")
-        if truncated and index == len(groups) - 1:
-            tokens = tokens[:-1]
-        for token in tokens:
-            match = _TOKEN.match(token)
-            if not match:
-                raise ValueError(f"malformed rank list '{text}' at '{token}'")
-            first = int(match.group(1))
-            last = int(match.group(2)) if match.group(2) is not None else first
-            if last < first:
-                raise ValueError(f"malformed rank list '{text}': range {token} goes down")
+    for spans in parse(text)[0]:
+        for first, last in spans:
             ranks.extend(range(first, last + 1))
     return ranks
+
+
+def _cut(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def compress(ranks: Iterable[int]) -> str:

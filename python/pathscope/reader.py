@@ -4,32 +4,46 @@
     profile.ops[("W", "MPI_Send")].calls
     profile.comms["W_a2"].members_list
     profile.callpaths[0].threads[0].nodes      # format 2.x: each rank's CCTs (pathscope.cct)
+    profile.problems()                         # why the profile is partial, or []
 
-Rules this module keeps (the contract is docs/format.md; these are its reader-side duties):
-- profile.tsv is used when present (source "profile"); otherwise the rank files are merged
-  exactly as the in-job reduction (runtime/output/reduce.c) does (source "ranks").
-- The rank files are always read too: they say which ranks are missing, were cut short (no
-  `end` line) or ended with a status other than `complete`.
+Rules this module keeps (the contract is docs/format.md; these are its reader-side duties,
+listed there under "How readers check a profile"):
+- One run: the files of the run of profile.tsv if it names one, else of the run most rank
+  files name (ties: the newest by start_unix_ns).  Files of another run, or without a run
+  line among files that have one, are stray: named (Profile.stray_files), never merged.  A
+  profile whose files have no run line at all (format 2.2 and older) is read as one run.
+- Never through a symbolic link, never a file that is not regular, never more than the
+  limits of pathscope.tsv (line and file sizes) nor more than MAX_WORLD_SIZE ranks.
+- profile.tsv is used when present, of the run and readable; otherwise the rank files are
+  merged exactly as the in-job reduction (runtime/output/reduce.c) does (source "ranks"),
+  and Profile.notes says why profile.tsv was not used.
+- The rank files are always read too: they say which ranks are missing, were cut short
+  (empty, no `end` line) or ended with a status other than `complete`.  A rank file that
+  breaks a rule is *unreadable*: that rank is reported with the message (file and line) and
+  its data left out; the other ranks are still read.
 - A newer major format version is refused (FormatVersionError); unknown line types and
   trailing fields (newer minor versions) are ignored.  1.x files simply have no call paths.
 - Call paths come from the rank files only (profile.tsv has none); pathscope.cct checks them.
-- A file without its `end` line was cut short: its last line may be partial and is dropped
-  if it does not parse.  Any other malformed line is a ProfileError naming file and line.
 Nothing here prints or exits.
 """
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Union
+from types import MappingProxyType
+from typing import Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from pathscope import ranges
 from pathscope.cct import CallPathParser, RankCallPaths
-from pathscope.errors import ProfileError
+from pathscope.errors import FormatVersionError, ProfileError
 # parse_hist, unescape, READER_MAJOR: importable from here too (they were defined here)
-from pathscope.tsv import (READER_MAJOR, Record, parse_hist, parse_records,  # noqa: F401
-                           read_file, unescape)
+from pathscope.tsv import (READER_MAJOR, CutShort, Record, RefusedFile,  # noqa: F401
+                           open_directory, open_in_directory, parse_hist, read_records,
+                           unescape, version_at_least)
 
 PROFILE_FILE = "profile.tsv"
 RANKS_DIR = "ranks"
@@ -40,27 +54,79 @@ NO_COMM = "-"        # operations bound to no communicator, and calls that retur
 UNDEFINED_RANK = -32766
 STATUS_COMPLETE = "complete"
 STATUS_MISSING = "missing"
+STATUS_UNREADABLE = "unreadable"   # a rank file that breaks a rule: its data is left out
 REASON_NO_END = "no end line"
+REASON_EMPTY = "empty"
+REASON_BEFORE_INIT = "before MPI_Init"  # ended without calling MPI_Init in an MPI run
+UNREADABLE_PREFIX = "unreadable: "      # incomplete_ranks reason: this prefix + the message
+NO_MPI = "-"                       # mpi_library of a process that never called MPI_Init
+MAX_WORLD_SIZE = 1 << 20           # ranks believed; a larger size is refused
+MAX_MEMBERS_TOTAL = 1 << 24        # communicator members expanded over a whole profile
+RUN_FORMAT = (2, 3)                # the format that added the run line (line 2)
+_NO_COUNTERS: Mapping[str, int] = MappingProxyType({})   # shared by the ranks without a file
 
-_RANK_FILE = re.compile(r"^rank-(\d+)\.tsv$")
-_PARTIAL_RANK_FILE = re.compile(r"^rank-(\d+)\.tsv\.tmp$")
+RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+WARNING_KEY = re.compile(r"^[a-z0-9-]{1,64}$")
+_RANK_FILE = re.compile(r"^rank-([0-9]{6,7})\.tsv$")
+# a rank's temporary (runtime/output/outdir.c: ".rank-NNNNNN.tsv.<16 hex>"; before format 2.3
+# "rank-NNNNNN.tsv.tmp"): left behind, the rank was killed while writing its file
+_PARTIAL_RANK_FILE = re.compile(r"^(?:rank-([0-9]{6,7})\.tsv\.tmp|\.rank-([0-9]{6,7})\.tsv\.[0-9a-f]{16})$")
 _RANK_META = ("command", "tool_version", "mpi_library")   # also in profile.tsv
+# the lines at the top of a rank file, before its comm/op/call-path lines
+_HEAD_KINDS = frozenset(("run", "rank", "size", "status", "host", "pid", "program",
+                         "command", "tool_version", "mpi_library", "start_unix_ns", "wall_ns",
+                         "mpi_ns", "thread_multiple", "nranks"))
 
 
 # ---- the data model -----------------------------------------------------------------------
 
 @dataclass
+class RankWarning:
+    """A `warning` line: a problem the runtime met in this rank (docs/format.md, 2.3)."""
+    key: str                      # stable identifier, [a-z0-9-]
+    count: int                    # times it happened
+    first_ns: int                 # first time, ns since the run's start
+    text: str                     # one sentence, the first one given
+
+
+@dataclass
+class WarningGroup:
+    """Warnings of one key and text over the ranks that had them."""
+    key: str
+    text: str
+    ranks: list[int]
+    count: int                    # summed over the ranks
+    first_ns: int                 # the earliest
+
+
+@dataclass
+class StrayFile:
+    """A file of the profile directory that was not merged, and why."""
+    path: str                     # as messages show it (the directory as given + the name)
+    reason: str                   # "belongs to another run (run ...)", "is a symbolic link ..."
+
+    def __str__(self) -> str:
+        return f"{self.path} {self.reason}"
+
+
+@dataclass(slots=True)
 class RankInfo:
     rank: int
     host: str
     wall_ns: int
     mpi_ns: int
     status: str                   # complete | abort N | signal N | signal N before-init |
-                                  # exit-without-finalize | missing (no rank file)
+                                  # exit-without-finalize | missing (no rank file) |
+                                  # unreadable (its file breaks a rule: see problem)
     pid: Optional[int] = None
     thread_multiple: bool = False
-    counters: dict[str, int] = field(default_factory=dict)  # counter_* lines, prefix removed
+    counters: Mapping[str, int] = field(default_factory=dict)  # counter_* lines, prefix
+                                  # removed (read-only for ranks without a file)
     has_end: bool = True          # False: the rank file was cut short
+    warnings: Sequence[RankWarning] = field(default_factory=list)
+    problem: str = ""             # unreadable: the message (file, line, what is wrong);
+                                  # empty: "empty"
+    mpi_library: Optional[str] = None   # "-" when the process never called MPI_Init
 
 
 @dataclass
@@ -115,11 +181,18 @@ class Profile:
     ops: dict[tuple[str, str], OpStat]  # by (comm, op), sorted; includes the "*" totals
     missing_ranks: list[int]      # no rank file
     incomplete_ranks: list[tuple[int, str]]  # (rank, status) for status != complete, or
-                                  # (rank, "no end line") for a file cut short
+                                  # (rank, "no end line") for a file cut short, (rank,
+                                  # "empty"), (rank, "unreadable: <message>")
     path: Optional[Path] = None
     partial_rank_files: list[int] = field(default_factory=list)  # rank-N.tsv.tmp left behind
     callpaths: dict[int, RankCallPaths] = field(default_factory=dict)  # by world rank: the
                                   # rank files' call paths (format 2.x; empty threads for 1.x)
+    run_id: Optional[str] = None  # the run read (format 2.3); None for older profiles
+    stray_files: list[StrayFile] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)   # e.g. why profile.tsv was not used
+    profile_tsv_unused: Optional[str] = None  # profile.tsv exists but was not used: why
+    directory_identity: Optional[tuple[int, int]] = None  # (st_dev, st_ino) of the directory
+    directory_is_link: bool = False   # the path given was a symbolic link to the directory
 
     def has_call_paths(self) -> bool:
         """True when some rank unwound something (not for 1.x profiles, nor for runs with the
@@ -127,9 +200,8 @@ class Profile:
         return any(paths.has_paths() for paths in self.callpaths.values())
 
     def host_of(self, rank: int) -> Optional[str]:
-        for info in self.ranks:
-            if info.rank == rank:
-                return info.host or None
+        if 0 <= rank < len(self.ranks) and self.ranks[rank].rank == rank:
+            return self.ranks[rank].host or None
         return None
 
     def comm_ops(self, comm: str) -> list[OpStat]:
@@ -142,6 +214,51 @@ class Profile:
     def comm_time_ns(self, comm: str) -> int:
         """Time in all operations on comm, summed over ranks."""
         return sum(s.time_sum_ns for s in self.comm_ops(comm))
+
+    def never_called_mpi(self) -> bool:
+        """True when every rank file read says the process never called MPI_Init (a program
+        without MPI, or one that exited before MPI_Init): no profile.tsv is expected."""
+        libraries = [r.mpi_library for r in self.ranks if r.status not in
+                     (STATUS_MISSING, STATUS_UNREADABLE)]
+        return bool(libraries) and all(lib == NO_MPI for lib in libraries)
+
+    def warnings(self) -> list[WarningGroup]:
+        """The ranks' warnings grouped by key and text, in order of first appearance."""
+        groups: dict[tuple[str, str], WarningGroup] = {}
+        for info in self.ranks:
+            for w in info.warnings:
+                group = groups.get((w.key, w.text))
+                if group is None:
+                    groups[(w.key, w.text)] = WarningGroup(w.key, w.text, [info.rank], w.count,
+                                                           w.first_ns)
+                    continue
+                if info.rank not in group.ranks:
+                    group.ranks.append(info.rank)
+                group.count += w.count
+                group.first_ns = min(group.first_ns, w.first_ns)
+        return sorted(groups.values(), key=lambda g: (g.first_ns, g.key, g.text))
+
+    def problems(self) -> list[str]:
+        """Why this profile is partial, one phrase each ([] when it is whole): missing,
+        incomplete and unreadable ranks, stray files, and a profile.tsv that was not used
+        while some rank did not complete."""
+        out = []
+        if self.missing_ranks:
+            out.append(f"{_ranks_phrase(self.missing_ranks)} missing (no rank file)")
+        by_reason: dict[str, list[int]] = {}
+        for rank, reason in self.incomplete_ranks:
+            key = STATUS_UNREADABLE if reason.startswith(UNREADABLE_PREFIX) else "incomplete"
+            by_reason.setdefault(key, []).append(rank)
+        for key, found in by_reason.items():
+            out.append(f"{_ranks_phrase(sorted(found))} {key}")
+        if self.stray_files:
+            count = len(self.stray_files)
+            out.append(f"{count} stray file{'' if count == 1 else 's'} not merged")
+        return out
+
+
+def _ranks_phrase(found: list[int]) -> str:
+    return f"rank{'' if len(found) == 1 else 's'} {ranges.compress(found)}"
 
 
 # ---- profile.tsv ----------------------------------------------------------------------------
@@ -156,61 +273,218 @@ class _ProfileTsv:
     has_end: bool
 
 
-def _read_profile_tsv(path: Path) -> _ProfileTsv:
-    file = read_file(path, PROFILE_MAGIC)
-    result = _ProfileTsv({"format_version": file.version}, None, {}, {}, {}, file.has_end)
+def _check_members(record: Record, index: int, size: int, remote_size: int,
+                   world: Optional[int]) -> None:
+    """A member list: well formed, size (+ remote_size) members unless `-` or cut (`...`),
+    each a world rank below world or MPI_UNDEFINED."""
+    text = record.fields[index]
+    try:
+        groups, truncated = ranges.parse(text)
+    except ValueError as e:
+        raise ProfileError(f"{record.where}: '{record.kind}' line: field {index + 2}: "
+                           f"{e}") from None
+    if text == "-":
+        return
+    counts = [ranges.span_count(g) for g in groups]
+    expected = [size] + ([remote_size] if len(groups) > 1 else [])
+    if len(groups) > 2 or (not truncated and counts != expected):
+        raise ProfileError(f"{record.where}: '{record.kind}' line: member list "
+                           f"'{_cut(text)}' does not hold size {size}"
+                           f"{f' + remote size {remote_size}' if remote_size else ''} ranks")
+    for spans in groups:
+        for first, last in spans:
+            bad = [r for r in (first, last) if r != UNDEFINED_RANK and
+                   (r < 0 or (world is not None and r >= world))]
+            if bad or (first < 0 <= last):
+                where = f" of {world}" if world is not None else ""
+                raise ProfileError(f"{record.where}: '{record.kind}' line: member "
+                                   f"{bad[0] if bad else first} is not a world rank{where}")
+
+
+def _cut(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _run_line(record: Record) -> None:
+    """The run line was read with the file's head; another one is a broken rule."""
+    if record.line != 2:
+        raise ProfileError(f"{record.where}: 'run' line not on line 2")
+
+
+def _read_profile_tsv(directory_fd: int, name: str) -> _ProfileTsv:
+    result = _ProfileTsv({}, None, {}, {}, {}, False)
 
     def text_meta(record: Record) -> None:
         record.need(1)
         result.meta[record.kind] = record.text(0)
 
-    def int_meta(record: Record) -> None:
+    def start(record: Record) -> None:
         record.need(1)
         result.meta[record.kind] = record.number(0)
 
     def nranks(record: Record) -> None:
         record.need(1)
-        result.nranks = record.number(0)
+        if result.nranks is not None:
+            raise ProfileError(f"{record.where}: 'nranks' line given twice")
+        result.nranks = record.number(0, MAX_WORLD_SIZE)
+        if result.nranks == 0:
+            raise ProfileError(f"{record.where}: 'nranks' line: 0 ranks")
 
     def rank(record: Record) -> None:
         record.need(4)
-        result.ranks[record.number(0)] = (record.text(1), record.number(2), record.number(3))
+        if result.nranks is None:
+            raise ProfileError(f"{record.where}: 'rank' line before the 'nranks' line")
+        r = record.number(0)
+        if r >= result.nranks:
+            raise ProfileError(f"{record.where}: 'rank' line: rank {r} is not below nranks "
+                               f"{result.nranks}")
+        if r in result.ranks:
+            raise ProfileError(f"{record.where}: rank {r} listed twice")
+        result.ranks[r] = (record.text(1), record.number(2), record.number(3))
 
     def comm(record: Record) -> None:
         record.need(12)
         c = record.text
-        try:
-            members_list = ranges.expand(c(6))
-        except ValueError as e:
-            raise ProfileError(f"{record.where}: {e}") from None
-        name = c(0)
-        if name in result.comms:
-            raise ProfileError(f"{record.where}: communicator {name} described twice")
-        result.comms[name] = Comm(name, record.number(1), record.number(2), c(3), c(4), record.number(5),
-                                  c(6), members_list, c(7), record.number(8), record.number(9),
-                                  record.number(10), record.number(11))
+        name_ = c(0)
+        if name_ in result.comms:
+            raise ProfileError(f"{record.where}: communicator {name_} described twice")
+        size, remote = record.number(1, MAX_WORLD_SIZE), record.number(2, MAX_WORLD_SIZE)
+        _check_members(record, 6, size, remote, result.nranks)
+        result.comms[name_] = Comm(name_, size, remote, c(3), c(4), record.number(5, 1), c(6),
+                                   [], c(7), record.number(8), record.number(9),
+                                   record.number(10), record.number(11))
 
     def op(record: Record) -> None:
         record.need(11)
         key = (record.text(0), record.text(1))
         if key in result.ops:
             raise ProfileError(f"{record.where}: operation {key[1]} on {key[0]} listed twice")
-        result.ops[key] = OpStat(key[0], key[1], record.number(2), record.number(3), record.number(4),
-                                 record.number(5), record.number(6), record.number(7), record.number(8),
-                                 record.number(9), record.hist(10))
+        n = record.number
+        world_limit = (result.nranks or MAX_WORLD_SIZE) - 1
+        stat = OpStat(key[0], key[1], n(2), n(3), n(4), n(5), n(6, world_limit), n(7),
+                      n(8, world_limit), n(9, world_limit + 1), record.hist(10))
+        if not stat.time_min_ns <= stat.time_max_ns <= stat.time_sum_ns or stat.nranks == 0:
+            raise ProfileError(f"{record.where}: 'op' line: times min {stat.time_min_ns}, max "
+                               f"{stat.time_max_ns}, sum {stat.time_sum_ns} over "
+                               f"{stat.nranks} ranks cannot be")
+        result.ops[key] = stat
 
     handlers: dict[str, Callable[[Record], None]] = {
         k: text_meta for k in ("tool_version", "program", "command", "mpi_library")}
-    handlers.update(start_unix_ns=int_meta, nranks=nranks, rank=rank, comm=comm, op=op)
-    parse_records(file, handlers)
+    handlers.update(start_unix_ns=start, nranks=nranks, rank=rank, comm=comm, op=op,
+                    run=_run_line)
+    with open_in_directory(directory_fd, PROFILE_FILE, name, PROFILE_MAGIC) as source:
+        info = read_records(source, name, PROFILE_MAGIC, handlers)
+    result.meta["format_version"] = info.version
+    result.has_end = info.has_end
+    if not info.has_end:
+        raise ProfileError(f"{name} is cut short (no end line)")
+    if result.nranks is None:
+        raise ProfileError(f"{name} has no 'nranks' line")
+    if len(result.ranks) != result.nranks:
+        raise ProfileError(f"{name} has {len(result.ranks)} 'rank' lines for nranks "
+                           f"{result.nranks}")
     return result
+
+
+# ---- the first lines of a file: its run, rank and size ---------------------------------------
+
+class _HeadDone(Exception):
+    """Raised by the head reader at the first line after the head (not an error)."""
+
+
+@dataclass
+class _Head:
+    """What the first lines of a rank file or profile.tsv say; read before choosing the run."""
+    name: str                     # as messages show the file
+    version: str = ""
+    run: Optional[str] = None
+    rank: Optional[int] = None
+    size: Optional[int] = None    # rank files: `size`; profile.tsv: `nranks`
+    start_unix_ns: Optional[int] = None
+    cut: bool = False             # empty or ended before the run line: run unknown
+    error: Optional[ProfileError] = None   # unreadable (FormatVersionError is raised)
+    refused: Optional[str] = None          # stray: a link, not a regular file, too large
+
+
+def _read_head(directory_fd: int, entry: str, name: str, magic: str) -> _Head:
+    head = _Head(name)
+
+    def run(record: Record) -> None:
+        if record.line != 2:
+            raise ProfileError(f"{record.where}: 'run' line not on line 2")
+        record.need(1)
+        head.run = record.word(0, RUN_ID, "a run id (32 lowercase hex digits)")
+
+    def size(record: Record) -> None:
+        record.need(1)
+        if head.size is not None:
+            raise ProfileError(f"{record.where}: '{record.kind}' line given twice")
+        head.size = record.number(0, MAX_WORLD_SIZE)
+        if head.size == 0:
+            raise ProfileError(f"{record.where}: '{record.kind}' line: 0 ranks")
+
+    def rank(record: Record) -> None:
+        record.need(1)
+        if head.rank is not None:
+            raise ProfileError(f"{record.where}: 'rank' line given twice")
+        head.rank = record.number(0, MAX_WORLD_SIZE - 1)
+
+    def start(record: Record) -> None:
+        record.need(1)
+        head.start_unix_ns = record.number(0)
+
+    def other(record: Record) -> None:
+        if record.kind not in _HEAD_KINDS:
+            raise _HeadDone()
+
+    def line_two(handler: Callable[[Record], None]) -> Callable[[Record], None]:
+        """Format 2.3 and later: line 2 is the run line."""
+        def checked(record: Record) -> None:
+            if (record.line == 2 and record.kind != "run"
+                    and version_at_least(head.version, *RUN_FORMAT)):
+                raise ProfileError(f"{record.where}: line 2 is not 'run<TAB>RUNID' (format "
+                                   f"{head.version} files start with their run line)")
+            handler(record)
+        return checked
+
+    handlers: dict[str, Callable[[Record], None]] = {"run": run, "start_unix_ns": start}
+    if magic == RANK_MAGIC:
+        handlers.update(rank=rank, size=size)
+    else:
+        handlers.update(nranks=size)
+    handlers = {kind: line_two(handler) for kind, handler in handlers.items()}
+
+    def on_version(version: str) -> None:
+        head.version = version
+
+    try:
+        with open_in_directory(directory_fd, entry, name, magic) as source:
+            try:
+                info = read_records(source, name, magic, handlers, line_two(other),
+                                    on_version=on_version)
+                if head.run is None and version_at_least(info.version, *RUN_FORMAT):
+                    if info.lines > 1:
+                        raise ProfileError(f"{name} has no run line")
+                    head.cut = True                 # cut short before its run line
+            except _HeadDone:
+                pass
+    except RefusedFile as e:
+        head.refused = str(e)[len(name) + 1:]
+    except FormatVersionError:
+        raise
+    except CutShort:
+        head.cut = True
+    except ProfileError as e:
+        head.error = e
+    return head
 
 
 # ---- rank files -----------------------------------------------------------------------------
 
 @dataclass
 class _RankComm:
-    comm: Comm
+    comm: Comm                    # members_list left empty: expanded once, when merged
     my_rank: int
 
 
@@ -228,22 +502,35 @@ class _RankFile:
     callpaths: Optional[RankCallPaths] = None
 
 
-def _read_rank_file(path: Path, rank_from_name: int) -> _RankFile:
-    file = read_file(path, RANK_MAGIC)
-    info = RankInfo(rank_from_name, "", 0, 0, "", has_end=file.has_end)
-    result = _RankFile(rank_from_name, None, info, None, None, file.version, [], {})
-    callpaths = CallPathParser(str(path))
+def _read_rank_file(directory_fd: int, entry: str, name: str, rank_from_name: int,
+                    world: int) -> _RankFile:
+    info = RankInfo(rank_from_name, "", 0, 0, "")
+    result = _RankFile(rank_from_name, None, info, None, None, "", [], {})
+    callpaths = CallPathParser(name)
+    once: set[str] = set()
+
+    def single(record: Record) -> None:
+        if record.kind in once:
+            raise ProfileError(f"{record.where}: '{record.kind}' line given twice")
+        once.add(record.kind)
+        record.need(1)
 
     def rank(record: Record) -> None:
-        record.need(1)
-        result.rank = info.rank = record.number(0)
+        single(record)
+        value = record.number(0)
+        if value != rank_from_name:
+            raise ProfileError(f"{record.where}: 'rank' line says rank {value}, but the file "
+                               f"is named for rank {rank_from_name}")
 
     def size(record: Record) -> None:
-        record.need(1)
-        result.size = record.number(0)
+        single(record)
+        result.size = record.number(0, MAX_WORLD_SIZE)
+        if result.size != world:
+            raise ProfileError(f"{record.where}: 'size' line says {result.size} ranks, the "
+                               f"run has {world}")
 
     def text(record: Record) -> None:
-        record.need(1)
+        single(record)
         value = record.text(0)
         if record.kind == "status":
             info.status = value
@@ -253,57 +540,74 @@ def _read_rank_file(path: Path, rank_from_name: int) -> _RankFile:
             result.program = value
         else:
             result.meta[record.kind] = value
+            if record.kind == "mpi_library":
+                info.mpi_library = value
 
     def number(record: Record) -> None:
-        record.need(1)
-        value = record.number(0)
+        single(record)
         if record.kind == "pid":
-            info.pid = value
+            info.pid = record.number(0, (1 << 32) - 1)
         elif record.kind == "wall_ns":
-            info.wall_ns = value
+            info.wall_ns = record.number(0)
         elif record.kind == "mpi_ns":
-            info.mpi_ns = value
+            info.mpi_ns = record.number(0)
         elif record.kind == "thread_multiple":
-            info.thread_multiple = bool(value)
+            info.thread_multiple = bool(record.number(0, 1))
         elif record.kind == "start_unix_ns":
-            result.start_unix_ns = value
+            result.start_unix_ns = record.number(0)
         else:
-            info.counters[record.kind[len("counter_"):]] = value
+            info.counters[record.kind[len("counter_"):]] = record.number(0)
+
+    seen_comms: set[str] = set()
 
     def comm(record: Record) -> None:
         record.need(13)
         c = record.text
-        try:
-            members_list = ranges.expand(c(7))
-        except ValueError as e:
-            raise ProfileError(f"{record.where}: {e}") from None
+        size_, remote = record.number(1, MAX_WORLD_SIZE), record.number(2, MAX_WORLD_SIZE)
+        _check_members(record, 7, size_, remote, world)
+        name_ = c(0)
+        if name_ in seen_comms:
+            raise ProfileError(f"{record.where}: communicator {name_} described twice")
+        seen_comms.add(name_)
         result.comms.append(_RankComm(
-            Comm(c(0), record.number(1), record.number(2), c(4), c(5), record.number(6), c(7),
-                 members_list, c(8), record.number(9), record.number(10), record.number(11),
-                 record.number(12)),
-            record.number(3)))
+            Comm(name_, size_, remote, c(4), c(5), record.number(6, 1), c(7), [], c(8),
+                 record.number(9), record.number(10), record.number(11), record.number(12)),
+            record.number(3, MAX_WORLD_SIZE)))
 
     def op(record: Record) -> None:
         record.need(6)
         key = (record.text(0), record.text(1))
-        calls, nbytes, ns, hist = record.number(2), record.number(3), record.number(4), record.hist(5)
+        calls, nbytes, ns, hist = (record.number(2), record.number(3), record.number(4),
+                                   record.hist(5))
         if key in result.ops:   # not written by the runtime; add up rather than lose data
             c0, b0, t0, h0 = result.ops[key]
             calls, nbytes, ns = calls + c0, nbytes + b0, ns + t0
             hist = _add_hist(h0, hist)
         result.ops[key] = (calls, nbytes, ns, hist)
 
+    def warning(record: Record) -> None:
+        record.need(4)
+        key = record.word(0, WARNING_KEY, "a warning key ([a-z0-9-], at most 64)")
+        if any(w.key == key for w in info.warnings):
+            raise ProfileError(f"{record.where}: warning {key} listed twice")
+        info.warnings.append(RankWarning(key, record.number(1), record.number(2),
+                                         record.text(3)))
+
+    def other(record: Record) -> None:
+        if record.kind.startswith("counter_"):
+            number(record)
+
     handlers: dict[str, Callable[[Record], None]] = {
         "rank": rank, "size": size, "status": text, "host": text, "program": text,
-        "comm": comm, "op": op}
+        "comm": comm, "op": op, "warning": warning, "run": _run_line}
     handlers.update({kind: text for kind in _RANK_META})
     handlers.update(callpaths.handlers())
     for kind in ("pid", "start_unix_ns", "wall_ns", "mpi_ns", "thread_multiple"):
         handlers[kind] = number
-    for record in file.records:
-        if record.kind.startswith("counter_"):
-            handlers[record.kind] = number
-    parse_records(file, handlers)
+    with open_in_directory(directory_fd, entry, name, RANK_MAGIC) as source:
+        file = read_records(source, name, RANK_MAGIC, handlers, other)
+    result.version = file.version
+    info.has_end = file.has_end
     if not info.status:
         info.status = "unknown"
     result.callpaths = callpaths.finish(result.rank, file.has_end)
@@ -315,28 +619,6 @@ def _add_hist(a: dict[int, int], b: dict[int, int]) -> dict[int, int]:
     for k, v in b.items():
         out[k] = out.get(k, 0) + v
     return out
-
-
-def _scan_rank_files(directory: Path) -> tuple[dict[int, Path], list[int]]:
-    """(rank -> ranks/rank-N.tsv, ranks with only a rank-N.tsv.tmp)."""
-    found: dict[int, Path] = {}
-    partial: list[int] = []
-    ranks_dir = directory / RANKS_DIR
-    if not ranks_dir.is_dir():
-        return found, partial
-    try:
-        entries = sorted(ranks_dir.iterdir())
-    except OSError as e:
-        raise ProfileError(f"cannot read {ranks_dir}: {e.strerror}") from e
-    for entry in entries:
-        match = _RANK_FILE.match(entry.name)
-        if match:
-            found[int(match.group(1))] = entry
-            continue
-        match = _PARTIAL_RANK_FILE.match(entry.name)
-        if match:
-            partial.append(int(match.group(1)))
-    return found, [r for r in partial if r not in found]
 
 
 # ---- merging rank files (the in-job reduction, in Python) -------------------------------------
@@ -385,7 +667,7 @@ def merge_rank_files(rank_files: Iterable[_RankFile]) -> tuple[dict[str, Comm],
             c = rank_comm.comm
             if c.name not in comms:
                 comms[c.name] = Comm(c.name, c.size, c.remote_size, c.parent, c.creator, c.freed,
-                                     c.members, list(c.members_list), c.topology, c.sent_msgs,
+                                     c.members, [], c.topology, c.sent_msgs,
                                      c.sent_bytes, c.recv_msgs, c.recv_bytes)
                 continue
             into = comms[c.name]
@@ -406,106 +688,373 @@ def _lowest_group_first(comm: Comm) -> None:
         return
     first, second = comm.members.split("|")
     try:
-        a, b = ranges.expand(first), ranges.expand(second)
+        a, b = ranges.parse(first)[0][0], ranges.parse(second)[0][0]
     except ValueError:
         return
-    if b and (not a or min(b) < min(a)):
+    low_a = min((lo for lo, _ in a), default=None)
+    low_b = min((lo for lo, _ in b), default=None)
+    if low_b is not None and (low_a is None or low_b < low_a):
         comm.members = f"{second}|{first}"
-        comm.members_list = b + a
-        comm.size, comm.remote_size = len(b), len(a)
+        comm.size, comm.remote_size = ranges.span_count(b), ranges.span_count(a)
 
 
-# ---- the entry point ------------------------------------------------------------------------
+def _expand_members(comms: dict[str, Comm], rank_files: dict[int, _RankFile]) -> None:
+    """members_list of every communicator, within MAX_MEMBERS_TOTAL over the profile.
+    profile.tsv cuts member lists longer than 2,044 characters; the rank files have them
+    whole, so a cut list is taken from a rank file of a member where there is one."""
+    whole: dict[str, str] = {}
+    for comm in comms.values():
+        if comm.members.endswith(ranges.TRUNCATION_MARK):
+            whole[comm.name] = ""
+    if whole:
+        for rank_file in rank_files.values():
+            for rank_comm in rank_file.comms:
+                if whole.get(rank_comm.comm.name) == "":
+                    whole[rank_comm.comm.name] = rank_comm.comm.members
+    total = 0
+    for comm in comms.values():
+        text = whole.get(comm.name) or comm.members
+        groups, _ = ranges.parse(text)
+        total += sum(ranges.span_count(g) for g in groups)
+        if total > MAX_MEMBERS_TOTAL:
+            raise ProfileError(f"the communicators of this profile have more than "
+                               f"{MAX_MEMBERS_TOTAL} members in total (pathscope reads at "
+                               f"most that many)")
+        if text is not comm.members and comm.is_inter and text.count("|") == 1:
+            # a rank file's local|remote: the group holding the lowest rank first
+            copy = Comm(comm.name, 0, 1, "", "", 0, text, [], "", 0, 0, 0, 0)
+            _lowest_group_first(copy)
+            text = copy.members
+        comm.members_list = ranges.expand(text)
+
+
+# ---- scanning the directory -----------------------------------------------------------------
+
+@dataclass
+class _Scan:
+    directory: Path
+    fd: int
+    ranks_fd: Optional[int]
+    rank_entries: dict[int, str]            # rank -> entry name in ranks/
+    partial: list[int]                      # ranks with only a rank-N.tsv.tmp
+    stray: list[StrayFile]
+    has_profile: bool
+    identity: tuple[int, int]
+    is_link: bool
+
+    def name(self, entry: str, in_ranks: bool = True) -> str:
+        return str(self.directory / RANKS_DIR / entry) if in_ranks else str(
+            self.directory / entry)
+
 
 def _profile_directory(path: Path) -> Path:
-    if not path.exists():
+    if not os.path.lexists(path):
         raise ProfileError(f"profile directory not found: {path}")
-    if path.is_file() and path.name == PROFILE_FILE:
+    if path.name == PROFILE_FILE and not path.is_dir() and path.parent.is_dir():
         return path.parent
     if not path.is_dir():
         raise ProfileError(f"not a profile directory: {path}")
     return path
 
 
+def _is_link(dir_fd: int, entry: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(entry, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _scan(directory: Path) -> _Scan:
+    is_link = False
+    try:
+        fd = open_directory(str(directory), follow=False)
+    except OSError as e:
+        if e.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise ProfileError(f"cannot read {directory}: {e.strerror}") from None
+        try:    # the path given is a link to the directory: read it, write nothing there
+            fd = open_directory(str(directory), follow=True)
+        except OSError as e2:
+            raise ProfileError(f"cannot read {directory}: {e2.strerror}") from None
+        is_link = True
+    st = os.fstat(fd)
+    scan = _Scan(directory, fd, None, {}, [], [], False, (st.st_dev, st.st_ino), is_link)
+    try:
+        os.stat(PROFILE_FILE, dir_fd=fd, follow_symlinks=False)
+        scan.has_profile = True
+    except OSError:
+        pass
+    try:
+        scan.ranks_fd = os.open(RANKS_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW |
+                                os.O_CLOEXEC, dir_fd=fd)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(fd, RANKS_DIR):
+            scan.stray.append(StrayFile(str(directory / RANKS_DIR),
+                                        "is a symbolic link (not followed)"))
+        elif e.errno == errno.ENOTDIR:
+            scan.stray.append(StrayFile(str(directory / RANKS_DIR), "is not a directory"))
+        elif e.errno != errno.ENOENT:
+            raise ProfileError(f"cannot read {directory / RANKS_DIR}: {e.strerror}") from None
+        return scan
+    try:
+        entries = sorted(entry.name for entry in os.scandir(scan.ranks_fd))
+    except OSError as e:
+        raise ProfileError(f"cannot read {directory / RANKS_DIR}: {e.strerror}") from None
+    partial: list[int] = []
+    for entry in entries:
+        match = _RANK_FILE.match(entry) or _PARTIAL_RANK_FILE.match(entry)
+        if not match:
+            continue
+        rank = int(match.group(1) or match.group(2))
+        canonical = f"rank-{rank:06d}.tsv"
+        temporary = match.re is _PARTIAL_RANK_FILE
+        if not entry.lstrip(".").startswith(canonical) or rank >= MAX_WORLD_SIZE:
+            why = (f"is not a name pathscope writes (rank-NNNNNN.tsv, ranks below "
+                   f"{MAX_WORLD_SIZE})")
+            scan.stray.append(StrayFile(scan.name(entry), why))
+        elif temporary:
+            partial.append(rank)
+        else:
+            scan.rank_entries[rank] = entry
+    scan.partial = [r for r in partial if r not in scan.rank_entries]
+    return scan
+
+
+# ---- choosing the run -----------------------------------------------------------------------
+
+def _choose_run(profile_head: Optional[_Head], heads: dict[int, _Head]) -> Optional[str]:
+    """The run of profile.tsv if it names one, else the run most rank files name (ties: the
+    newest by start_unix_ns, then the lowest id); None when no file names a run."""
+    if profile_head is not None and profile_head.run is not None:
+        return profile_head.run
+    votes: dict[str, list[int]] = {}
+    for head in heads.values():
+        if head.run is not None:
+            votes.setdefault(head.run, []).append(head.start_unix_ns or 0)
+    if not votes:
+        return None
+    return min(votes, key=lambda run: (-len(votes[run]), -max(votes[run]), run))
+
+
+def _belongs(head: _Head, run: Optional[str]) -> Optional[str]:
+    """Why the file of head is stray for run, or None when it is of the run (or cannot be told:
+    empty, cut or unreadable files count as this run's)."""
+    if head.refused is not None:
+        return head.refused
+    if head.cut or head.error is not None or run is None:
+        return None
+    if head.run is None:
+        return f"has no run id (format {head.version}: written before run ids)"
+    if head.run != run:
+        return f"belongs to another run ({head.run})"
+    return None
+
+
+def _world_size(profile_head: Optional[_Head], heads: dict[int, _Head]) -> Optional[int]:
+    """profile.tsv's nranks, else the size most rank files agree on (ties: the smaller, which
+    invents fewer missing ranks)."""
+    if profile_head is not None and profile_head.size is not None:
+        return profile_head.size
+    votes: dict[int, int] = {}
+    for head in heads.values():
+        if head.size is not None:
+            votes[head.size] = votes.get(head.size, 0) + 1
+    if not votes:
+        return None
+    return min(votes, key=lambda size: (-votes[size], size))
+
+
+# ---- the entry point ------------------------------------------------------------------------
+
 def load_profile(path: Union[str, Path]) -> Profile:
     """Reads the profile directory at path (or its profile.tsv).  Raises ProfileError
-    (FormatVersionError for a newer major format) with a one-line message."""
+    (FormatVersionError for a newer major format) with a one-line message when nothing of it
+    can be read; a partial profile is returned with its problems (Profile.problems())."""
     directory = _profile_directory(Path(path))
-    rank_paths, partial = _scan_rank_files(directory)
-    profile_path = directory / PROFILE_FILE
-    if not profile_path.exists() and not rank_paths:
+    scan = _scan(directory)
+    try:
+        return _load(scan)
+    finally:
+        os.close(scan.fd)
+        if scan.ranks_fd is not None:
+            os.close(scan.ranks_fd)
+
+
+def _load(scan: _Scan) -> Profile:
+    directory = scan.directory
+    profile_name = scan.name(PROFILE_FILE, in_ranks=False)
+    if not scan.has_profile and not scan.rank_entries:
+        if scan.stray:
+            raise ProfileError(f"not a pathscope profile directory: {directory} (no "
+                               f"{PROFILE_FILE} and no readable {RANKS_DIR}/rank-*.tsv: "
+                               f"{scan.stray[0]})")
         raise ProfileError(f"not a pathscope profile directory: {directory} "
                            f"(no {PROFILE_FILE} and no {RANKS_DIR}/rank-*.tsv)")
-    rank_files = {}
-    for rank_from_name, rank_path in sorted(rank_paths.items()):
-        rank_file = _read_rank_file(rank_path, rank_from_name)
-        rank_files[rank_file.rank] = rank_file
-    rank_files = dict(sorted(rank_files.items()))
+    stray = list(scan.stray)
+    notes: list[str] = []
+    unused: Optional[str] = None                 # why profile.tsv is not used
+    profile_error: Optional[ProfileError] = None  # ... when it breaks a rule
 
-    if profile_path.exists():
-        tsv = _read_profile_tsv(profile_path)
+    profile_head = None
+    if scan.has_profile:
+        profile_head = _read_head(scan.fd, PROFILE_FILE, profile_name, PROFILE_MAGIC)
+    heads = {rank: _read_head(scan.ranks_fd, entry, scan.name(entry), RANK_MAGIC)
+             for rank, entry in sorted(scan.rank_entries.items())}
+    run = _choose_run(profile_head, heads)
+
+    # profile.tsv: of the run, readable?
+    if profile_head is not None:
+        why = _belongs(profile_head, run)
+        if why is None and (profile_head.error is not None or profile_head.cut):
+            profile_error = profile_head.error or ProfileError(f"{profile_name} is empty or "
+                                                               f"cut short")
+            unused = str(profile_error)
+            profile_head = None
+        elif why is not None:
+            stray.append(StrayFile(profile_name, why))
+            unused = f"{profile_name} {why}"
+            profile_head = None
+
+    # rank files: of the run?
+    for rank, head in list(heads.items()):
+        why = _belongs(head, run)
+        if why is not None:
+            stray.append(StrayFile(head.name, why))
+            del heads[rank]
+    tsv: Optional[_ProfileTsv] = None
+    if profile_head is not None:
+        try:
+            tsv = _read_profile_tsv(scan.fd, profile_name)
+        except FormatVersionError:
+            raise
+        except ProfileError as e:
+            profile_error = e
+            unused = str(e)
+            profile_head = None
+    world = _world_size(profile_head, heads)
+    if world is None:
+        world = max(heads, default=-1) + 1
+    for rank, head in list(heads.items()):
+        if run is None and head.size is not None and head.size != world:
+            # no run ids (format 2.2 and older): the size tells runs apart
+            stray.append(StrayFile(head.name, f"is of a run of {head.size} "
+                                              f"rank{'' if head.size == 1 else 's'}, not of "
+                                              f"this run's {world}"))
+            del heads[rank]
+        elif rank >= world:
+            stray.append(StrayFile(head.name, f"is for rank {rank}, outside the run's "
+                                              f"{world} ranks"))
+            del heads[rank]
+    partial = [r for r in scan.partial if r < world]
+
+    # read the rank files of the run
+    rank_files: dict[int, _RankFile] = {}
+    broken: dict[int, RankInfo] = {}
+    for rank, head in sorted(heads.items()):
+        if head.error is not None:
+            broken[rank] = _unreadable(rank, str(head.error))
+            continue
+        if head.cut:
+            broken[rank] = RankInfo(rank, "", 0, 0, "unknown", has_end=False,
+                                    problem=REASON_EMPTY)
+            continue
+        try:
+            rank_files[rank] = _read_rank_file(scan.ranks_fd, scan.rank_entries[rank],
+                                               head.name, rank, world)
+        except FormatVersionError:
+            raise
+        except ProfileError as e:
+            broken[rank] = _unreadable(rank, str(e))
+
+    if tsv is None and not rank_files and not broken:
+        if profile_error is not None:      # a malformed profile.tsv was all there was
+            raise profile_error
+        stray.sort(key=lambda f: f.path)
+        more = f" (and {len(stray) - 1} more)" if len(stray) > 1 else ""
+        raise ProfileError(f"nothing of {directory} can be read: {stray[0]}{more}")
+    if tsv is None and unused is not None:
+        notes.append(f"{PROFILE_FILE} not used: {unused}")
+
+    if tsv is not None:
         source = "profile"
         meta = tsv.meta
-        nranks = tsv.nranks if tsv.nranks is not None else (
-            max(tsv.ranks) + 1 if tsv.ranks else len(rank_files))
+        nranks = tsv.nranks or world
         comms, ops = dict(sorted(tsv.comms.items())), dict(sorted(tsv.ops.items()))
-        _complete_truncated_members(comms, rank_files)
         ranks = []
         for r in range(nranks):
             if r in rank_files:
                 info = rank_files[r].info
-                if r in tsv.ranks:
-                    info.host, info.wall_ns, info.mpi_ns = tsv.ranks[r]
+                info.host, info.wall_ns, info.mpi_ns = tsv.ranks[r]
+            elif r in broken:
+                info = broken[r]
+                info.host, info.wall_ns, info.mpi_ns = tsv.ranks[r]
             else:
-                host, wall, mpi = tsv.ranks.get(r, ("", 0, 0))
-                info = RankInfo(r, host, wall, mpi, STATUS_MISSING)
+                host, wall, mpi = tsv.ranks[r]
+                info = _missing(r, host, wall, mpi)
             ranks.append(info)
     else:
         source = "ranks"
+        nranks = world
         comms, ops = merge_rank_files(rank_files.values())
-        sizes = [f.size for f in rank_files.values() if f.size is not None]
-        nranks = max(sizes + [max(rank_files) + 1])
+        meta = _meta_from_rank_files(rank_files, heads)
+        ranks = []
+        for r in range(nranks):
+            if r in rank_files:
+                ranks.append(rank_files[r].info)
+            elif r in broken:
+                ranks.append(broken[r])
+            else:
+                ranks.append(_missing(r))
+    _expand_members(comms, rank_files)
+
+    missing = [info.rank for info in ranks if info.status == STATUS_MISSING]
+    any_mpi = any(info.mpi_library not in (None, NO_MPI) for info in ranks)
+    incomplete = []
+    for info in ranks:
+        if info.status == STATUS_MISSING:
+            continue
+        if info.status == STATUS_UNREADABLE:
+            incomplete.append((info.rank, UNREADABLE_PREFIX + info.problem))
+        elif info.problem == REASON_EMPTY:
+            incomplete.append((info.rank, REASON_EMPTY))
+        elif not info.has_end:
+            incomplete.append((info.rank, REASON_NO_END))
+        elif info.status != STATUS_COMPLETE:
+            incomplete.append((info.rank, info.status))
+        elif any_mpi and info.mpi_library == NO_MPI:
+            incomplete.append((info.rank, REASON_BEFORE_INIT))
+    callpaths = {r: f.callpaths for r, f in rank_files.items() if f.callpaths is not None}
+    stray.sort(key=lambda f: f.path)
+    return Profile(meta, nranks, source, ranks, comms, ops, missing, incomplete, directory,
+                   partial, callpaths, run, stray, notes, unused, scan.identity, scan.is_link)
+
+
+def _missing(rank: int, host: str = "", wall_ns: int = 0, mpi_ns: int = 0) -> RankInfo:
+    """A rank without a file: small (a world of a million ranks has a million of these)."""
+    return RankInfo(rank, host, wall_ns, mpi_ns, STATUS_MISSING, None, False, _NO_COUNTERS,
+                    True, (), "", None)
+
+
+def _unreadable(rank: int, message: str) -> RankInfo:
+    return RankInfo(rank, "", 0, 0, STATUS_UNREADABLE, problem=message)
+
+
+def _meta_from_rank_files(rank_files: dict[int, _RankFile],
+                          heads: dict[int, _Head]) -> dict[str, Union[str, int]]:
+    """The header of a profile without profile.tsv: from the lowest rank file read."""
+    meta: dict[str, Union[str, int]] = {}
+    if rank_files:
         first = next(iter(rank_files.values()))
-        meta = {"format_version": first.version}
+        meta["format_version"] = first.version
         if first.program is not None:
             meta["program"] = first.program
         for key in _RANK_META:
             if key in first.meta:
                 meta[key] = first.meta[key]
-        starts = [f.start_unix_ns for f in rank_files.values() if f.start_unix_ns is not None]
-        if starts:
-            meta["start_unix_ns"] = (rank_files[0].start_unix_ns
-                                     if 0 in rank_files and rank_files[0].start_unix_ns
-                                     is not None else min(starts))
-        ranks = [rank_files[r].info if r in rank_files else RankInfo(r, "", 0, 0, STATUS_MISSING)
-                 for r in range(nranks)]
-        ranks += [f.info for r, f in rank_files.items() if r >= nranks]
-
-    missing = [info.rank for info in ranks if info.status == STATUS_MISSING]
-    incomplete = []
-    for info in ranks:
-        if info.status == STATUS_MISSING:
-            continue
-        if not info.has_end:
-            incomplete.append((info.rank, REASON_NO_END))
-        elif info.status != STATUS_COMPLETE:
-            incomplete.append((info.rank, info.status))
-    callpaths = {r: f.callpaths for r, f in rank_files.items() if f.callpaths is not None}
-    return Profile(meta, nranks, source, ranks, comms, ops, missing, incomplete, directory,
-                   [r for r in partial if r in missing], callpaths)
-
-
-def _complete_truncated_members(comms: dict[str, Comm], rank_files: dict[int, _RankFile]) -> None:
-    """profile.tsv cuts member lists longer than 2,044 characters; the rank files have them
-    whole, so take members_list from a rank file of a member where there is one."""
-    for comm in comms.values():
-        if not comm.members.endswith(ranges.TRUNCATION_MARK):
-            continue
-        for rank_file in rank_files.values():
-            for rank_comm in rank_file.comms:
-                if rank_comm.comm.name == comm.name:
-                    comm.members_list = list(rank_comm.comm.members_list)
-                    break
-            else:
-                continue
-            break
+    elif heads:
+        meta["format_version"] = next(iter(heads.values())).version or "?"
+    starts = [f.start_unix_ns for f in rank_files.values() if f.start_unix_ns is not None]
+    if starts:
+        meta["start_unix_ns"] = (rank_files[0].start_unix_ns
+                                 if 0 in rank_files and rank_files[0].start_unix_ns
+                                 is not None else min(starts))
+    return meta

@@ -18,13 +18,21 @@ Rules kept here:
 - symbols.tsv covers the run when every module of the run has a `module` line: addresses
   without a `frame` line are then unresolvable, and asking again would not help (the format
   has no line for "looked up, not found"; `pathscope symbolize DIR` asks again on demand).
-- The answer is written as it came to DIR/symbols.tsv, through a temporary file and a
-  rename, when the directory is writable; otherwise it is used from memory, silently.
+- The answer is written as it came to DIR/symbols.tsv, relative to a descriptor of the
+  directory opened without following a link, through a temporary file with an unpredictable
+  name created with O_EXCL|O_NOFOLLOW, then renamed (pathscope.tsv.write_in_directory).  Not
+  in a directory reached through a symbolic link, one that changed since the profile was
+  read, one owned by another user (not root), or one writable by everyone without the sticky
+  bit: the names are then used from memory and a note says so.  A directory we cannot write
+  (read-only) keeps them in memory silently.
+- symbols.tsv is never read through a symbolic link.
 - For report and export a missing or failing symbolizer is not an error: frames keep their
   module+offset names and the table's notes say why, once.
 """
 from __future__ import annotations
 
+import errno
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,10 +43,11 @@ from pathscope.errors import OutputError, ProfileError, SymbolizerError
 from pathscope.home import SYMBOLIZER_NAME, SYMBOLIZER_VARIABLE, symbolizer_path
 from pathscope.reader import Profile
 from pathscope.symbols import (MODULE_OK, ModuleKey, SymbolTable, frame_of, parse_symbols,
-                               read_symbols)
-from pathscope.tsv import format_line, write_atomically
+                               read_symbols_at)
+from pathscope.tsv import directory_unsafe, format_line, open_directory, write_in_directory
 
 SYMBOLS_FILE = "symbols.tsv"
+SYMBOLIZER_TIMEOUT_S = 900    # a symbolizer that hangs (e.g. on a module path that blocks)
 FALLBACK = "frames shown as module+offset"
 _STATUS_TEXT = {"missing": "not found on this machine",
                 "build-id-mismatch": "the file on this machine has another build id",
@@ -89,9 +98,12 @@ def run_symbolizer(executable: Path, needed: Needed) -> tuple[SymbolTable, str]:
     try:
         done = subprocess.run([str(executable)], input=request_text(needed),
                               capture_output=True, text=True, encoding="utf-8",
-                              errors="replace", check=False)
+                              errors="replace", check=False, timeout=SYMBOLIZER_TIMEOUT_S)
     except OSError as e:
         raise SymbolizerError(f"cannot run {executable}: {e.strerror}") from e
+    except subprocess.TimeoutExpired:
+        raise SymbolizerError(f"{executable.name} did not answer within "
+                              f"{SYMBOLIZER_TIMEOUT_S} s") from None
     if done.returncode != 0:
         said = [line for line in done.stderr.splitlines() if line.strip()]
         how = (f"killed by signal {-done.returncode}" if done.returncode < 0
@@ -120,33 +132,92 @@ def _symbols_path(profile: Profile) -> Optional[Path]:
     return profile.path / SYMBOLS_FILE if profile.path is not None else None
 
 
+class _Directory:
+    """The profile directory, opened again for symbols.tsv: fd for reading (None if it cannot
+    be opened), and why symbols.tsv must not be written there (None: it may be)."""
+
+    def __init__(self, profile: Profile):
+        self.fd: Optional[int] = None
+        self.refusal: Optional[str] = None
+        assert profile.path is not None
+        shown = str(profile.path)
+        try:
+            self.fd = open_directory(shown, follow=False)
+        except OSError as e:
+            if e.errno not in (errno.ELOOP, errno.ENOTDIR):
+                self.refusal = f"cannot open {shown}: {e.strerror}"
+                return
+            try:
+                self.fd = open_directory(shown, follow=True)
+            except OSError as e2:
+                self.refusal = f"cannot open {shown}: {e2.strerror}"
+                return
+            self.refusal = f"{shown} is a symbolic link"
+        st = os.fstat(self.fd)
+        if (profile.directory_identity is not None
+                and (st.st_dev, st.st_ino) != profile.directory_identity):
+            os.close(self.fd)
+            self.fd = None
+            self.refusal = f"{shown} is no longer the directory that was read"
+            return
+        if profile.directory_is_link and self.refusal is None:
+            self.refusal = f"{shown} was reached through a symbolic link"
+        if self.refusal is None:
+            unsafe = directory_unsafe(self.fd)
+            if unsafe:
+                self.refusal = f"{shown}: {unsafe}"
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _read_cache(directory: _Directory, path: Path, notes: list[str]) -> Optional[SymbolTable]:
+    if directory.fd is None:
+        return None
+    try:
+        os.stat(SYMBOLS_FILE, dir_fd=directory.fd, follow_symlinks=False)
+    except OSError:
+        return None
+    try:
+        return read_symbols_at(directory.fd, SYMBOLS_FILE, str(path))
+    except ProfileError as e:
+        notes.append(f"symbols: {e} (ignored)")
+        return None
+
+
 def resolve_symbols(profile: Profile) -> SymbolTable:
     """The names of profile's frames (see the module's rules); never raises."""
     needed = needed_addresses(profile)
     if not needed:
         return SymbolTable()
     notes: list[str] = []
-    cached: Optional[SymbolTable] = None
     path = _symbols_path(profile)
-    if path is not None and path.exists():
-        try:
-            cached = read_symbols(path)
-        except ProfileError as e:
-            notes.append(f"symbols: {e} (ignored)")
-    if cached is not None and cached.covers(needed):
-        table = cached
-    else:
-        try:
-            table, text = run_symbolizer(find_symbolizer(), needed)
-        except SymbolizerError as e:
-            table = cached or SymbolTable()
-            notes.append(f"symbols: {e}; {FALLBACK}")
+    directory = _Directory(profile) if path is not None else None
+    try:
+        cached = _read_cache(directory, path, notes) if directory and path else None
+        if cached is not None and cached.covers(needed):
+            table = cached
         else:
-            if path is not None:
-                try:
-                    write_atomically(path, [text])
-                except OSError:
-                    pass            # a read-only profile: the names are used from memory
+            try:
+                table, text = run_symbolizer(find_symbolizer(), needed)
+            except SymbolizerError as e:
+                table = cached or SymbolTable()
+                notes.append(f"symbols: {e}; {FALLBACK}")
+            else:
+                if directory is not None and path is not None:
+                    if directory.refusal is not None or directory.fd is None:
+                        notes.append(f"symbols: {path} not written ({directory.refusal}); "
+                                     f"the names are used from memory")
+                    else:
+                        try:
+                            write_in_directory(directory.fd, SYMBOLS_FILE, text)
+                        except OSError:
+                            pass    # a read-only profile: the names are used from memory
+    finally:
+        if directory is not None:
+            directory.close()
     table.notes = notes + module_notes(table, needed)
     return table
 
@@ -174,10 +245,16 @@ def symbolize(profile: Profile) -> SymbolizeResult:
     if not needed or path is None:
         return SymbolizeResult(None, [])
     table, text = run_symbolizer(find_symbolizer(), needed)
+    directory = _Directory(profile)
     try:
-        write_atomically(path, [text])
-    except OSError as e:
-        raise OutputError(f"cannot write '{path}': {e.strerror}") from e
+        if directory.refusal is not None or directory.fd is None:
+            raise OutputError(f"refusing to write '{path}': {directory.refusal}")
+        try:
+            write_in_directory(directory.fd, SYMBOLS_FILE, text)
+        except OSError as e:
+            raise OutputError(f"cannot write '{path}': {e.strerror}") from e
+    finally:
+        directory.close()
     counts = []
     for key, addresses in needed.items():
         resolved = sum(1 for address, kind in addresses

@@ -20,12 +20,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
-from pathscope.cct import (CODE_KINDS, FAILED, HEAP, KERNEL_UNATTRIBUTED, MPI, NOT_UNWOUND, ROOT,
-                           SYSCALL, Module, Node)
+from pathscope.cct import (CODE_KINDS, FAILED, HEAP, KERNEL_UNATTRIBUTED, MAX_ID, MPI,
+                           NOT_UNWOUND, ROOT, SYSCALL, Module, Node)
 from pathscope.errors import ProfileError
-from pathscope.tsv import File, Record, parse_records, parse_text, read_file
+from pathscope.tsv import Record, open_directory, open_in_directory, parse_text, read_records
 
 SYMBOLS_MAGIC = "pathscope-symbols"
 PSEUDO_NAMES = {FAILED: "[failed unwind]", NOT_UNWOUND: "[not unwound]",
@@ -109,13 +109,12 @@ class SymbolTable:
         return all(module in self.modules for module in modules)
 
 
-def _parse(file: File, name: str) -> SymbolTable:
-    table = SymbolTable()
+def _handlers(table: SymbolTable) -> dict[str, Callable[[Record], None]]:
     ids: dict[int, ModuleKey] = {}
 
     def module(r: Record) -> None:
         r.need(4)
-        module_id = r.number(0)
+        module_id = r.number(0, MAX_ID)
         if module_id in ids:
             raise ProfileError(f"{r.where}: module {module_id} listed twice")
         build_id = r.text(2)
@@ -125,32 +124,51 @@ def _parse(file: File, name: str) -> SymbolTable:
 
     def frame(r: Record) -> None:
         r.need(7)
-        module_id = r.number(0)
+        module_id = r.number(0, MAX_ID)
         if module_id not in ids:
             raise ProfileError(f"{r.where}: 'frame' line names module {module_id}, which has "
                                f"no 'module' line")
         path, build_id = ids[module_id]
         key = (path, build_id, r.hex_number(1), r.text(2))
-        level = r.number(3)
+        level = r.number(3, MAX_ID)
         lines = table.addresses.setdefault(key, [])
         if level != len(lines):
-            raise ProfileError(f"{r.where}: level {level} of address {r.text(1)} follows "
+            raise ProfileError(f"{r.where}: level {level} of address {r.fields[1]} follows "
                                f"level {len(lines) - 1} (levels are 0, 1, ... in order)")
         text = [None if r.text(i) == "-" else r.text(i) for i in (4, 5)]
-        line = r.optional_number(6)
+        line = r.optional_number(6, MAX_ID)
         lines.append(SourceLine(text[0], text[1], line if line else None))
 
-    parse_records(file, {"module": module, "frame": frame})
-    if not file.has_end:
+    return {"module": module, "frame": frame}
+
+
+def read_symbols_at(dir_fd: int, entry: str, name: str) -> SymbolTable:
+    """Reads dir_fd/entry (never through a symbolic link); ProfileError if it is malformed,
+    cut short or refused (pathscope.tsv.RefusedFile)."""
+    table = SymbolTable()
+    with open_in_directory(dir_fd, entry, name, SYMBOLS_MAGIC) as source:
+        info = read_records(source, name, SYMBOLS_MAGIC, _handlers(table))
+    if not info.has_end:
         raise ProfileError(f"{name} is cut short (no end line)")
     return table
 
 
 def read_symbols(path: Path) -> SymbolTable:
     """Reads a symbols.tsv; ProfileError if it is malformed or cut short."""
-    return _parse(read_file(path, SYMBOLS_MAGIC), str(path))
+    try:
+        dir_fd = open_directory(str(path.parent), follow=True)
+    except OSError as e:
+        raise ProfileError(f"cannot read {path}: {e.strerror}") from None
+    try:
+        return read_symbols_at(dir_fd, path.name, str(path))
+    finally:
+        os.close(dir_fd)
 
 
 def parse_symbols(text: str, name: str) -> SymbolTable:
     """The symbols.tsv format from text (e.g. the symbolizer's output, name `<stdout>`)."""
-    return _parse(parse_text(text, name, SYMBOLS_MAGIC), name)
+    table = SymbolTable()
+    info = parse_text(text, name, SYMBOLS_MAGIC, _handlers(table))
+    if not info.has_end:
+        raise ProfileError(f"{name} is cut short (no end line)")
+    return table

@@ -9,6 +9,7 @@
  *   abort         rank 1 calls MPI_Abort(MPI_COMM_WORLD, 7), the others wait in a barrier
  *   segv          rank 2 dereferences a null pointer, the others wait in a barrier
  *   hang          every rank sleeps (the test sends SIGTERM/SIGINT to the launcher)
+ *   preinit       returns from main before MPI_Init (e.g. a bad argument): no MPI at all
  */
 #include <mpi.h>
 #include <signal.h>
@@ -28,6 +29,7 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "normal";
     int rank, provided, v[4] = {1, 2, 3, 4};
+    if (strcmp(mode, "preinit") == 0) return 0;
     if (strcmp(mode, "atexit") == 0) atexit(late_finalize);
     if (strcmp(mode, "init_thread") == 0) {
         MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);

@@ -178,3 +178,93 @@ def test_run_help_lists_every_option():
 def test_version():
     p = pathscope("--version")
     assert (p.returncode, p.stdout) == (0, "pathscope 0.1.0\n")
+
+
+# ---- strictness: one error line, exit 2, nothing created ------------------------------------
+
+RUN_HELP = " (try 'pathscope run --help')"
+EXPORT_HELP = " (try 'pathscope export --help')"
+
+
+@pytest.mark.parametrize("args, extra_env, message", [
+    (["run", "-o", "a", "-o", "b", "--", "true"], {},
+     "pathscope run: -o/--output given twice" + RUN_HELP),
+    (["run", "-o", "a", "--output", "b", "--", "true"], {},
+     "pathscope run: -o/--output given twice" + RUN_HELP),
+    (["run", "--sample-rate", "100", "--sample-rate", "200", "--", "true"], {},
+     "pathscope run: --sample-rate given twice" + RUN_HELP),
+    (["run", "-o", "prof", "--quiet", "--quiet", "--", "true"], {},
+     "pathscope run: --quiet given twice" + RUN_HELP),
+    (["run", "-o", "prof", "--kernel", "--kernel", "libc", "--", "true"], {},
+     "pathscope run: --kernel given twice" + RUN_HELP),
+    (["run", "--mpi", "mpich", "--mpi", "openmpi", "--", "true"], {},
+     "pathscope run: --mpi given twice" + RUN_HELP),
+    (["run", "-o", "", "--", "true"], {}, "pathscope run: -o/--output: empty value" + RUN_HELP),
+    (["run", "-o", "prof", "--unwind", "", "--", "true"], {},
+     "pathscope run: --unwind: empty value" + RUN_HELP),
+    (["run", "-o", "prof", "--sample-rate", "abc", "--", "true"], {},
+     "pathscope: invalid value 'abc' for PATHSCOPE_SAMPLE_RATE (accepted: 0|10-20000)"),
+    (["run", "-o", "prof", "--sample-rate", "-5", "--", "true"], {},
+     "pathscope: invalid value '-5' for PATHSCOPE_SAMPLE_RATE (accepted: 0|10-20000)"),
+    (["run", "-o", "prof", "--unwind", "p2p=maybe", "--", "true"], {},
+     "pathscope: invalid value 'p2p=maybe' for PATHSCOPE_UNWIND (accepted: "
+     "env|topo|poll|p2p|coll|rma|io|other|all=path|count)"),
+    (["run", "-o", "prof", "--", "true"], {"PATHSCOPE_PID": "abc"},
+     "pathscope: invalid value 'abc' for PATHSCOPE_PID (accepted: 1-4194304)"),
+    (["run", "-o", "prof", "--", "true"], {"PATHSCOPE_PID": "0"},
+     "pathscope: invalid value '0' for PATHSCOPE_PID (accepted: 1-4194304)"),
+    (["run", "-o", "prof", "--", "true"], {"PATHSCOPE_SAMPLE_RATE": "\u0663"},
+     "pathscope: invalid value '\u0663' for PATHSCOPE_SAMPLE_RATE (accepted: 0|10-20000)"),
+    (["report", ""], {}, "pathscope report: DIR: empty value (try 'pathscope report --help')"),
+    (["symbolize", " "], {},
+     "pathscope symbolize: DIR: empty value (try 'pathscope symbolize --help')"),
+    (["export", "d", "--table", "ranks", "--table", "comms"], {},
+     "pathscope export: --table given twice" + EXPORT_HELP),
+    (["export", "d", "-o", "x", "--output", "y"], {},
+     "pathscope export: -o/--output given twice" + EXPORT_HELP),
+    (["export", "d", "-o", ""], {}, "pathscope export: -o/--output: empty value" + EXPORT_HELP),
+    (["export", "d", "--allow-partial", "--allow-partial"], {},
+     "pathscope export: --allow-partial given twice" + EXPORT_HELP),
+    (["export", "d", "--format", "folded", "--rank", "abc"], {},
+     "pathscope export: argument --rank: invalid non-negative integer value: 'abc'"
+     + EXPORT_HELP),
+    (["export", "d", "--format", "folded", "--rank", "+1"], {},
+     "pathscope export: argument --rank: invalid non-negative integer value: '+1'"
+     + EXPORT_HELP),
+    (["export", "d", "--metric", "time", "--metric", "bytes", "--format", "folded"], {},
+     "pathscope export: --metric given twice" + EXPORT_HELP),
+])
+def test_strict_command_lines_create_nothing(tmp_path, args, extra_env, message):
+    """A repeated flag, an empty value, an invalid value or a malformed variable: one line,
+    exit status 2, and nothing created (not even the output directory)."""
+    lib = fake_library(tmp_path)
+    p = pathscope(*args, env=clean_env(PATHSCOPE_LIB=str(lib), **extra_env), cwd=tmp_path)
+    assert (p.returncode, p.stderr, p.stdout) == (2, message + "\n", "")
+    assert sorted(os.listdir(tmp_path)) == ["fake"]
+
+
+def test_run_refused_after_the_options_creates_nothing(tmp_path):
+    """Checks that come late (the heap shim next to the library) still come before the
+    output directory is created."""
+    lib = fake_library(tmp_path)
+    p = pathscope("run", "-o", "prof", "--heap", "--", "true",
+                  env=clean_env(PATHSCOPE_LIB=str(lib)), cwd=tmp_path)
+    assert (p.returncode, p.stderr) == (2, f"pathscope: heap profiling needs "
+                                           f"{lib.parent}/libpathscope-heap.so next to "
+                                           f"libpathscope.so; build it with: make build\n")
+    assert not (tmp_path / "prof").exists()
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-1", "", "4194305", "12ab"])
+def test_runtime_refuses_a_malformed_pid(tmp_path, value):
+    """The environment form: the preloaded runtime checks PATHSCOPE_PID at start-up (it used
+    to give no profile and no message)."""
+    lib = ROOT / "build" / "openmpi" / "libpathscope.so"
+    if not lib.exists():
+        pytest.skip("make build MPI=openmpi first")
+    p = subprocess.run(["/usr/bin/true"], capture_output=True, text=True, timeout=60,
+                       cwd=tmp_path, env=clean_env(LD_PRELOAD=str(lib), PATHSCOPE_PID=value,
+                                                   PATHSCOPE_OUTPUT=str(tmp_path / "prof")))
+    assert (p.returncode, p.stderr) == (
+        2, f"pathscope: invalid value '{value}' for PATHSCOPE_PID (accepted: 1-4194304)\n")
+    assert not (tmp_path / "prof").exists()

@@ -90,7 +90,7 @@ def test_missing_and_incomplete_ranks_from_rank_files(tmp_path):
     cut = rank_rows(3, 6, "complete", "node03", 10, 5, end=False,
                     ops=[("W", "MPI_Barrier", 1, 0, 5, "-")], extra=[("op", "W", "MPI_Se")])
     ranks = {
-        0: RANK0,
+        0: [("size", 6) if row[0] == "size" else row for row in RANK0],
         1: rank_rows(1, 6, "signal 15", "node02", 10, 5, ops=[("W", "MPI_Barrier", 2, 0, 7, "-")]),
         3: cut,
         4: rank_rows(4, 6, "abort 3", "node04", 10, 5),
@@ -119,6 +119,10 @@ def test_missing_rank_file_next_to_profile_tsv(tmp_path):
     assert p.missing_ranks == [1]
     assert p.incomplete_ranks == [(2, "signal 9")]
     assert p.partial_rank_files == [1]
+    # the temporary of format 2.3 (runtime/output/outdir.c) says the same
+    (d / "ranks" / "rank-000001.tsv.tmp").unlink()
+    (d / "ranks" / ".rank-000001.tsv.0123456789abcdef").write_text("pathscope-rank\t2.3\n")
+    assert load_profile(d).partial_rank_files == [1]
     # host and times come from profile.tsv, status from the rank file
     assert (p.ranks[1].host, p.ranks[1].status) == ("node02", "missing")
     assert (p.ranks[2].wall_ns, p.ranks[2].status) == (1_900_000_000, "signal 9")

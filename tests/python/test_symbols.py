@@ -187,10 +187,10 @@ def test_unreadable_cache_is_ignored_with_a_note(tmp_path, fake):
 
 def test_read_only_directory_keeps_the_names_in_memory(tmp_path, fake, monkeypatch):
     """A directory we cannot write (simulated: the tests run as root): no error, no note."""
-    def refuse(path, lines):
+    def refuse(dir_fd, entry, text):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("pathscope.symbolize.write_atomically", refuse)
+    monkeypatch.setattr("pathscope.symbolize.write_in_directory", refuse)
     d = copy_hybrid(tmp_path / "prof", symbols=False)
     table = resolve_symbols(load_profile(d))
     assert table.names(Frame("fn", *SOLVER, 0x401500)) == ["worker"]
@@ -278,8 +278,8 @@ def test_cli_symbolize_errors(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().err == ("pathscope: pathscope-symbolize not found "
                                        "(run `make build`)\n")
     monkeypatch.setenv("PATHSCOPE_SYMBOLIZER", str(make_fake(tmp_path)))
-    monkeypatch.setattr("pathscope.symbolize.write_atomically",
-                        lambda path, lines: (_ for _ in ()).throw(
+    monkeypatch.setattr("pathscope.symbolize.write_in_directory",
+                        lambda dir_fd, entry, text: (_ for _ in ()).throw(
                             PermissionError(13, "Permission denied")))
     assert main(["symbolize", str(d)]) == 2
     assert capsys.readouterr().err == (f"pathscope: cannot write '{d}/symbols.tsv': "
@@ -316,3 +316,94 @@ def test_run_keeps_the_variable_from_the_program(tmp_path):
                "PATHSCOPE_LIB": str(lib)}
     plan = plan_launch(["true"], load_options(), environ, str(tmp_path / "prof"), "auto", {})
     assert "PATHSCOPE_SYMBOLIZER" not in plan.env
+
+
+# ---- symbols.tsv written safely -------------------------------------------------------------
+
+MISSING_NOTE = ("symbols: /opt/solver/lib/libkernels.so: not found on this machine; its frames "
+                "are shown as module+offset")
+
+
+def victim_file(tmp_path) -> Path:
+    victim = tmp_path / "root-only"
+    victim.write_text("root's data\n")
+    victim.chmod(0o600)
+    return victim
+
+
+def test_planted_links_are_neither_followed_nor_read(tmp_path, fake):
+    """The old temporary name (symbols.tsv.<pid>.tmp) and symbols.tsv itself planted as links
+    to a file of ours: that file is untouched; symbols.tsv becomes a regular file."""
+    d = copy_hybrid(tmp_path / "prof", symbols=False)
+    victim = victim_file(tmp_path)
+    (d / f"symbols.tsv.{os.getpid()}.tmp").symlink_to(victim)
+    (d / "symbols.tsv").symlink_to(victim)
+    table = resolve_symbols(load_profile(d))
+    assert table.notes == [f"symbols: {d}/symbols.tsv is a symbolic link (not followed) "
+                           f"(ignored)", MISSING_NOTE]
+    assert victim.read_text() == "root's data\n"
+    assert not (d / "symbols.tsv").is_symlink()
+    assert read_symbols(d / "symbols.tsv") == read_symbols(HYBRID / "symbols.tsv")
+    assert sorted(p.name for p in d.iterdir()) == [
+        "profile.tsv", "ranks", "symbols.tsv", f"symbols.tsv.{os.getpid()}.tmp"]
+
+
+def test_no_cache_in_a_directory_of_another_user(tmp_path, fake, attacker, capsys):
+    """Reading someone else's profile (here a real second user's) as root: the names are
+    used from memory, said once; `pathscope symbolize` refuses to write there."""
+    d = copy_hybrid(tmp_path / "prof", symbols=False)
+    os.chown(d, attacker.uid, attacker.gid)
+    table = resolve_symbols(load_profile(d))
+    why = f"{d}: it belongs to uid {attacker.uid} (neither you nor root)"
+    assert table.notes == [f"symbols: {d}/symbols.tsv not written ({why}); the names are used "
+                           f"from memory", MISSING_NOTE]
+    assert table.names(Frame("call", *SOLVER, 0x401288)) == ["solve", "update"]
+    assert sorted(p.name for p in d.iterdir()) == ["profile.tsv", "ranks"]
+    assert main(["symbolize", str(d)]) == 2
+    assert capsys.readouterr().err == f"pathscope: refusing to write '{d}/symbols.tsv': {why}\n"
+    assert sorted(p.name for p in d.iterdir()) == ["profile.tsv", "ranks"]
+
+
+def test_attacker_profile_in_shared_scratch(tmp_path, fake, attacker, shared_scratch):
+    """The attack of issue 10: a user leaves a profile in a shared scratch area with
+    symbols.tsv pointing at a root-only file, and asks root to look at it."""
+    d = copy_hybrid(shared_scratch / "prof", symbols=False)
+    for path in [d, *d.rglob("*")]:
+        os.chown(path, attacker.uid, attacker.gid)
+    victim = victim_file(tmp_path)
+    planted = attacker.run(["/usr/bin/python3", "-c",
+                            f"import os; os.symlink({str(victim)!r}, {str(d / 'symbols.tsv')!r})"])
+    assert planted.returncode == 0, planted.stderr
+    assert main(["report", str(d)]) == 0
+    assert victim.read_text() == "root's data\n"
+    assert (d / "symbols.tsv").is_symlink()
+
+
+@pytest.mark.parametrize("mode, written", [(0o777, False), (0o1777, True), (0o755, True)])
+def test_world_writable_directory_needs_the_sticky_bit(tmp_path, fake, mode, written):
+    d = copy_hybrid(tmp_path / "prof", symbols=False)
+    d.chmod(mode)
+    table = resolve_symbols(load_profile(d))
+    assert (d / "symbols.tsv").exists() == written
+    if not written:
+        assert table.notes[0] == (f"symbols: {d}/symbols.tsv not written ({d}: it is writable "
+                                  f"by everyone without the sticky bit); the names are used "
+                                  f"from memory")
+
+
+def test_directory_reached_through_a_link_or_replaced(tmp_path, fake):
+    d = copy_hybrid(tmp_path / "prof", symbols=False)
+    link = tmp_path / "latest"
+    link.symlink_to(d)
+    table = resolve_symbols(load_profile(link))
+    assert table.notes[0] == (f"symbols: {link}/symbols.tsv not written ({link} is a symbolic "
+                              f"link); the names are used from memory")
+    assert not (d / "symbols.tsv").exists()
+    # replaced between reading the profile and writing the names: nothing written anywhere
+    profile = load_profile(d)
+    d.rename(tmp_path / "moved")
+    copy_hybrid(d, symbols=False)
+    table = resolve_symbols(profile)
+    assert table.notes[0] == (f"symbols: {d}/symbols.tsv not written ({d} is no longer the "
+                              f"directory that was read); the names are used from memory")
+    assert not (d / "symbols.tsv").exists() and not (tmp_path / "moved" / "symbols.tsv").exists()

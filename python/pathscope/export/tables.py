@@ -8,7 +8,9 @@ Tables:
   comm-ops  one row per (communicator, operation), without the `*` totals
   ops       the `*` rows: per operation, totals over all communicators of each rank
   comms     one row per communicator
-  ranks     one row per rank of MPI_COMM_WORLD (status `missing` when it has no rank file)
+  ranks     one row per rank of MPI_COMM_WORLD (status `missing` when it has no rank file,
+            `unreadable` when its file breaks a rule of the format)
+  warnings  one row per rank and warning key: the problems the runtime reported (format 2.3)
   heap-timeline  heap profiling: one row per timeline point of each rank (live bytes over time)
   heap-ranks     heap profiling: one row per rank with its totals, peak and leaks
   kernel-syscalls  kernel time: one row per rank, thread and system call (count, time)
@@ -18,7 +20,7 @@ Tables:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 from pathscope import ranges
 from pathscope.reader import TOTAL_COMM, UNDEFINED_RANK, OpStat, Profile
@@ -27,7 +29,8 @@ from pathscope.reader import TOTAL_COMM, UNDEFINED_RANK, OpStat, Profile
 @dataclass
 class Table:
     columns: list[str]
-    rows: list[dict[str, Any]]
+    rows: Iterable[dict[str, Any]]    # a list, or made row by row (the ranks table: a world
+                                      # of a million ranks is written without holding it)
 
 
 def seconds(ns: float) -> float:
@@ -87,15 +90,28 @@ def comms_table(profile: Profile) -> Table:
 
 
 def ranks_table(profile: Profile) -> Table:
+    def rows() -> Iterator[dict[str, Any]]:
+        for info in profile.ranks:
+            known = info.status != "missing" or info.wall_ns > 0
+            yield {"rank": info.rank, "host": info.host or None, "status": info.status,
+                   "wall_s": seconds(info.wall_ns) if known else None,
+                   "mpi_s": seconds(info.mpi_ns) if known else None,
+                   "mpi_fraction": (round(info.mpi_ns / info.wall_ns, 6) if info.wall_ns
+                                    else None),
+                   "pid": info.pid}
+    return Table(RANKS_COLUMNS, rows())
+
+
+WARNINGS_COLUMNS = ["rank", "key", "count", "first_s", "text"]
+
+
+def warnings_table(profile: Profile) -> Table:
     rows = []
     for info in profile.ranks:
-        known = info.status != "missing" or info.wall_ns > 0
-        rows.append({"rank": info.rank, "host": info.host or None, "status": info.status,
-                     "wall_s": seconds(info.wall_ns) if known else None,
-                     "mpi_s": seconds(info.mpi_ns) if known else None,
-                     "mpi_fraction": round(info.mpi_ns / info.wall_ns, 6) if info.wall_ns else None,
-                     "pid": info.pid})
-    return Table(RANKS_COLUMNS, rows)
+        for w in info.warnings:
+            rows.append({"rank": info.rank, "key": w.key, "count": w.count,
+                         "first_s": seconds(w.first_ns), "text": w.text})
+    return Table(WARNINGS_COLUMNS, rows)
 
 
 HEAP_TIMELINE_COLUMNS = ["rank", "time_s", "live_bytes", "max_bytes"]
@@ -185,6 +201,7 @@ def kernel_threads_table(profile: Profile) -> Table:
 
 TABLES: dict[str, Callable[[Profile], Table]] = {
     "comm-ops": comm_ops_table, "ops": ops_table, "comms": comms_table, "ranks": ranks_table,
+    "warnings": warnings_table,
     "heap-timeline": heap_timeline_table, "heap-ranks": heap_ranks_table,
     "kernel-syscalls": kernel_syscalls_table, "kernel-threads": kernel_threads_table}
 

@@ -37,7 +37,8 @@ def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
     out = []
     heaps = {r: p.heap for r, p in sorted(profile.callpaths.items()) if p.heap is not None}
     if heaps:
-        tree = build_tree(profile)
+        # a rank file cut short may keep its heap line but lose its tree
+        tree = build_tree(profile) if profile.has_call_paths() else None
         out.append(_heap(profile, heaps, tree, symbols))
     walks = _walks(profile)
     if walks:
@@ -71,7 +72,7 @@ def _elapsed_ns(profile: Profile, rank: int) -> int:
     return main.elapsed_ns if main is not None else 0
 
 
-def _heap(profile: Profile, heaps: dict[int, HeapSummary], tree: CallTree,
+def _heap(profile: Profile, heaps: dict[int, HeapSummary], tree: Optional[CallTree],
           symbols: SymbolTable) -> str:
     modes = sorted({h.traversal for h in heaps.values()})
     lines = [f"Heap (allocations by call path on {len(heaps)} rank{'s' if len(heaps) != 1 else ''}; "
@@ -91,7 +92,7 @@ def _heap(profile: Profile, heaps: dict[int, HeapSummary], tree: CallTree,
         lines.append(f"{INDENT}not on a path: {untracked:,} allocations before start-up, inside "
                      f"pathscope or after the end; {foreign:,} frees of blocks pathscope never "
                      f"handed out")
-    leaves = [n for n in tree.root.walk() if n.frame.kind == HEAP]
+    leaves = [n for n in tree.root.walk() if n.frame.kind == HEAP] if tree else []
 
     def top(title: str, value: Callable[[MergedNode], int], extra: Callable[[MergedNode], str],
             extra_header: str) -> Optional[str]:

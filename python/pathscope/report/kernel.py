@@ -52,8 +52,10 @@ def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
         lines.append(f"{INDENT}events lost by a node's collector (maps full; counted for every "
                      f"process it served, possibly including other runs): up to {dropped:,}")
     lines.append(_rank_table(kernels))
-    tree = build_tree(profile)
-    leaves = [n for n in tree.root.walk() if n.frame.kind == SYSCALL and n.total(KERNEL_NS) > 0]
+    # a rank file cut short may keep its kernel lines but lose its tree
+    tree = build_tree(profile) if profile.has_call_paths() else None
+    leaves = [n for n in tree.root.walk()
+              if n.frame.kind == SYSCALL and n.total(KERNEL_NS) > 0] if tree else []
     leaves.sort(key=lambda n: -n.total(KERNEL_NS))
     total = sum(n.total(KERNEL_NS) for n in leaves)
     if leaves:

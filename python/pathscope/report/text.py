@@ -12,8 +12,9 @@ import time
 from typing import Optional, Sequence
 
 from pathscope import ranges
-from pathscope.reader import (NO_COMM, REASON_NO_END, STATUS_MISSING, TOTAL_COMM,
-                              UNDEFINED_RANK, Comm, OpStat, Profile)
+from pathscope.reader import (NO_COMM, PROFILE_FILE, REASON_BEFORE_INIT, REASON_EMPTY,
+                              REASON_NO_END, STATUS_MISSING, STATUS_UNREADABLE, TOTAL_COMM,
+                              UNDEFINED_RANK, UNREADABLE_PREFIX, Comm, OpStat, Profile)
 from pathscope.report import calltree, heap, kernel
 from pathscope.report.layout import INDENT
 from pathscope.report.layout import table as _table
@@ -25,6 +26,9 @@ TOP_OPERATIONS = 10
 MEMBERS_SHOWN = 60          # characters of a member list shown before eliding
 NAMES_SHOWN = 12            # communicator names listed for "no recorded calls"
 PARTIAL_FILE = "partial"   # a missing rank whose ranks/rank-N.tsv.tmp exists
+DETAILS_SHOWN = 10          # unreadable ranks and stray files listed one by one
+_CONTROL = {c: f"\\x{c:02x}" for c in range(32) if c != 10}
+_CONTROL[127] = "\\x7f"
 
 
 def render(profile: Profile, symbols: Optional[SymbolTable] = None) -> str:
@@ -37,7 +41,10 @@ def render(profile: Profile, symbols: Optional[SymbolTable] = None) -> str:
                 *kernel.sections(profile, symbols),
                 _communicators(profile),
                 _consistency(profile)]
-    return "\n\n".join(s.rstrip("\n") for s in sections) + "\n"
+    text = "\n\n".join(s.rstrip("\n") for s in sections) + "\n"
+    # recorded text (host names, commands, file names) never reaches the terminal as control
+    # characters: a profile may come from someone else
+    return text.translate(_CONTROL)
 
 
 # ---- helpers ----------------------------------------------------------------------------------
@@ -58,22 +65,34 @@ def _signal_name(number: int) -> str:
         return "unknown signal"
 
 
-def describe_status(status: str) -> str:
-    """A rank's status (or incompleteness reason) in words."""
+def describe_status(status: str, with_profile: bool = False) -> str:
+    """A rank's status (or incompleteness reason) in words; with_profile: profile.tsv was read
+    (every rank reached MPI_Finalize)."""
     kind, _, arg = status.partition(" ")
     if status == STATUS_MISSING:
+        if with_profile:
+            return (f"missing: no rank file, although {PROFILE_FILE} shows MPI_Finalize "
+                    f"reached (removed, or written to another node's file system)")
         return "missing: no rank file (never initialised MPI under pathscope, or killed by SIGKILL)"
     if status == PARTIAL_FILE:
-        return "missing: killed while writing its rank file (rank-NNNNNN.tsv.tmp left behind)"
+        return "missing: killed while writing its rank file (its temporary file was left behind)"
     if status == REASON_NO_END:
         return "incomplete: rank file cut short (no end line)"
+    if status == REASON_EMPTY:
+        return "incomplete: rank file empty or cut short before its first lines"
+    if status == REASON_BEFORE_INIT:
+        return "ended without calling MPI_Init: no MPI data"
+    if status.startswith(UNREADABLE_PREFIX):
+        return f"unreadable, left out: {status[len(UNREADABLE_PREFIX):]}"
     if kind == "abort":
         return f"called MPI_Abort (error code {arg})"
     number, _, detail = arg.partition(" ")
-    if kind == "signal" and number.isdigit():
+    if kind == "signal" and number.isdigit() and len(number) < 4:
         text = f"killed by signal {number} ({_signal_name(int(number))})"
         if detail == "before-init":
             text += " before MPI_Init returned: no MPI data"
+        elif with_profile:      # profile.tsv: every rank was through MPI_Finalize's reduction
+            text += " after MPI_Finalize"
         return text
     if status == "exit-without-finalize":
         return "exited without calling MPI_Finalize"
@@ -129,15 +148,13 @@ def _header(profile: Profile) -> str:
     if "start_unix_ns" in meta:
         started = time.strftime("%Y-%m-%d %H:%M:%S UTC",
                                 time.gmtime(int(meta["start_unix_ns"]) / 1e9))
-    if profile.source == "profile":
-        source = "profile.tsv (reduced inside the job at MPI_Finalize)"
-    else:
-        source = "rank files (no profile.tsv: the run did not reach MPI_Finalize)"
+    source = _source(profile)
     version = str(meta.get("format_version", "?"))
     if "tool_version" in meta:
         version += f", written by pathscope {meta['tool_version']}"
     rows: list[tuple[str, object]] = [
         ("program", meta.get("program", "-")),
+        *([("run", profile.run_id)] if profile.run_id else []),
         ("command", meta.get("command", absent)),
         ("MPI library", meta.get("mpi_library", absent)),
         ("ranks", f"{profile.nranks} on {_plural(len(hosts), 'host')}: "
@@ -151,24 +168,71 @@ def _header(profile: Profile) -> str:
     return "\n".join(lines)
 
 
+def _source(profile: Profile) -> str:
+    """Where the numbers come from, and why there is no profile.tsv (never contradicting the
+    Ranks section: a run whose ranks all reached MPI_Finalize is not said to have stopped)."""
+    if profile.source == "profile":
+        return f"{PROFILE_FILE} (reduced inside the job at MPI_Finalize)"
+    if profile.profile_tsv_unused is not None:
+        return f"rank files ({PROFILE_FILE} not used: see Ranks)"
+    if profile.never_called_mpi():
+        return f"rank files (the program never called MPI_Init: no {PROFILE_FILE})"
+    if not profile.missing_ranks and not profile.incomplete_ranks:
+        return f"rank files (no {PROFILE_FILE}, although every rank reached MPI_Finalize)"
+    return f"rank files (no {PROFILE_FILE}: the run did not reach MPI_Finalize on every rank)"
+
+
 def _ranks(profile: Profile) -> str:
     problems: dict[str, list[int]] = {}
     for rank in profile.missing_ranks:
         key = PARTIAL_FILE if rank in profile.partial_rank_files else STATUS_MISSING
         problems.setdefault(key, []).append(rank)
+    unreadable: list[tuple[int, str]] = []
     for rank, reason in profile.incomplete_ranks:
-        problems.setdefault(reason, []).append(rank)
+        if reason.startswith(UNREADABLE_PREFIX):
+            unreadable.append((rank, reason))
+        else:
+            problems.setdefault(reason, []).append(rank)
     lines = ["Ranks"]
-    bad = len({r for rs in problems.values() for r in rs})
+    bad = len({r for rs in problems.values() for r in rs}) + len(unreadable)
+    with_profile = profile.source == "profile"
     if not bad:
-        lines.append(f"{INDENT}all {profile.nranks} ranks complete (MPI_Finalize reached)")
+        if profile.never_called_mpi():
+            what = (f"all {profile.nranks} processes" if profile.nranks > 1
+                    else "the process")
+            lines.append(f"{INDENT}{what} ended normally without calling MPI_Init: no MPI data")
+        elif profile.stray_files:
+            lines.append(f"{INDENT}{profile.nranks} of {profile.nranks} ranks of this run "
+                         f"complete (MPI_Finalize reached)")
+        else:
+            lines.append(f"{INDENT}all {profile.nranks} ranks complete (MPI_Finalize reached)")
     else:
         lines.append(f"{INDENT}WARNING: {bad} of {profile.nranks} ranks did not complete; "
                      f"their data is partial or absent:")
         for reason, world_ranks in sorted(problems.items(), key=lambda kv: min(kv[1])):
             label = "rank" if len(world_ranks) == 1 else "ranks"
             lines.append(f"{INDENT}  {label} {ranges.compress(sorted(world_ranks))}: "
-                         f"{describe_status(reason)}")
+                         f"{describe_status(reason, with_profile)}")
+        for rank, reason in unreadable[:DETAILS_SHOWN]:
+            lines.append(f"{INDENT}  rank {rank}: {describe_status(reason)}")
+        if len(unreadable) > DETAILS_SHOWN:
+            rest = sorted(r for r, _ in unreadable[DETAILS_SHOWN:])
+            lines.append(f"{INDENT}  ranks {ranges.compress(rest)}: also unreadable, left out")
+    if profile.stray_files:
+        count = len(profile.stray_files)
+        lines.append(f"{INDENT}WARNING: {_plural(count, 'file')} not merged (of another run, "
+                     f"or not read):")
+        for stray in profile.stray_files[:DETAILS_SHOWN]:
+            lines.append(f"{INDENT}  {stray}")
+        if count > DETAILS_SHOWN:
+            lines.append(f"{INDENT}  ... and {count - DETAILS_SHOWN} more")
+    for note in profile.notes:
+        lines.append(f"{INDENT}note: {note}")
+    for group in profile.warnings():
+        label = "rank" if len(group.ranks) == 1 else "ranks"
+        times = f", {group.count} times" if group.count > len(group.ranks) else ""
+        lines.append(f"{INDENT}warning: {group.text} ({label} "
+                     f"{ranges.compress(sorted(group.ranks))}{times})")
     counters: dict[str, list[tuple[int, int]]] = {}
     for info in profile.ranks:
         for name, value in info.counters.items():
@@ -182,7 +246,8 @@ def _ranks(profile: Profile) -> str:
 
 def _summary(profile: Profile) -> str:
     lines = ["Summary"]
-    measured = [r for r in profile.ranks if r.status != STATUS_MISSING and r.wall_ns > 0]
+    measured = [r for r in profile.ranks
+                if r.status not in (STATUS_MISSING, STATUS_UNREADABLE) and r.wall_ns > 0]
     if not measured:
         lines.append(f"{INDENT}no rank recorded its times")
         return "\n".join(lines)
