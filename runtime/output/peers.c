@@ -17,18 +17,21 @@
  * exec'd another program, whose action is the default one, would be killed by it).
  * The receiving handler accepts only a queued signal (SI_QUEUE) from one of its peers' pids
  * carrying the job's cookie; any other delivery of that signal goes to the handler that was
- * installed before ours (or is ignored, or takes the default action, as it would have).
+ * installed before ours (or takes the default action, as it would have).  A signal the
+ * application ignores stays ignored: that rank is not asked.
  *
  * Everything reachable from ps_notify_peers() and the request handler is async-signal-safe:
  * raw system calls, static storage, no malloc, no locks, no stdio.  The table is written once,
  * inside MPI_Init, before any of it can run. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "../mpi/mpi_internal.h"
@@ -128,15 +131,31 @@ static void on_peer_request(int sig, siginfo_t *info, void *context)
         return;
     }
     /* not ours: what would have happened without pathscope */
-    const struct sigaction *old = &request_previous;
-    if (old->sa_flags & SA_SIGINFO) {
-        if (old->sa_sigaction) old->sa_sigaction(sig, info, context);
-    } else if (old->sa_handler == SIG_DFL) {
+    struct sigaction *old = &request_previous;
+    int has_handler = old->sa_flags & SA_SIGINFO ? old->sa_sigaction != NULL
+                      : old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN;
+    if (!has_handler) {
         signal(sig, SIG_DFL); /* (a real-time signal's default action ends the process) */
         raise(sig);           /* delivered when this handler returns */
-    } else if (old->sa_handler != SIG_IGN) {
-        old->sa_handler(sig);
+        return;
     }
+    /* the application's handler runs with the mask it asked for: the interrupted code's
+     * mask, its sa_mask, and the signal itself unless SA_NODEFER (the kernel restores the
+     * interrupted mask when we return) */
+    sigset_t mask;
+    if (context) mask = ((const ucontext_t *)context)->uc_sigmask;
+    else pthread_sigmask(SIG_SETMASK, NULL, &mask);
+    for (int s = 1; s < NSIG; s++)
+        if (sigismember(&old->sa_mask, s) == 1) sigaddset(&mask, s);
+    if (!(old->sa_flags & SA_NODEFER)) sigaddset(&mask, sig);
+    pthread_sigmask(SIG_SETMASK, &mask, NULL);
+    struct sigaction handler = *old;
+    if (old->sa_flags & SA_RESETHAND) { /* once, then the default action */
+        memset(old, 0, sizeof *old);
+        old->sa_handler = SIG_DFL;
+    }
+    if (handler.sa_flags & SA_SIGINFO) handler.sa_sigaction(sig, info, context);
+    else handler.sa_handler(sig);
 }
 
 /* The request signal: a real-time signal pathscope uses for nothing else (the kernel-time
@@ -155,6 +174,9 @@ int ps_peers_accept_requests(void)
     struct sigaction cur, sa;
     if (sigaction(sig, NULL, &cur)) return 0;
     if (cur.sa_flags & SA_SIGINFO && cur.sa_sigaction == on_peer_request) return 1;
+    /* ignored by the application: left so (an exec'd child inherits it ignored); the rank
+     * is then never asked (its SigCgt bit is clear) */
+    if (!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_IGN) return 0;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_peer_request;
     sigfillset(&sa.sa_mask); /* nothing of ours lands in the middle of the write */
@@ -162,7 +184,11 @@ int ps_peers_accept_requests(void)
     sigdelset(&sa.sa_mask, SIGBUS);
     sigdelset(&sa.sa_mask, SIGFPE);
     sigdelset(&sa.sa_mask, SIGILL);
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    /* an application handler's SA_RESTART and SA_ONSTACK are kept (its interrupted system
+     * calls fail with EINTR or not, as without us); ours alone restarts them */
+    int has_handler = cur.sa_flags & SA_SIGINFO ? cur.sa_sigaction != NULL
+                      : cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN;
+    sa.sa_flags = SA_SIGINFO | (has_handler ? cur.sa_flags & (SA_RESTART | SA_ONSTACK) : SA_RESTART);
     request_previous = cur;
     return sigaction(sig, &sa, NULL) == 0;
 }

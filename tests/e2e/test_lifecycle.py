@@ -104,8 +104,9 @@ def test_abort_and_crash_keep_every_rank(mpi, tmp_path, mode, culprit, status, l
 def test_abort_keeps_application_request_signal_handler(mpi, tmp_path):
     """An application that handles pathscope's request signal (SIGRTMAX-3) itself still
     gets its own deliveries of it (only a peer's request, from a peer's pid with the job's
-    cookie, is pathscope's); the requests still work; a stray one without a handler still
-    kills the process exactly as without pathscope."""
+    cookie, is pathscope's); the requests still work; an application that ignores it keeps
+    it ignored; a stray one without a handler still kills the process exactly as without
+    pathscope."""
     argv = [mpi.prog("lifecycle"), "abort_apphandler"]
     bare = mpi.run(3, argv, mode="none", check=False)
     out = tmp_path / "prof"
@@ -116,6 +117,19 @@ def test_abort_keeps_application_request_signal_handler(mpi, tmp_path):
             f"lifecycle: rank {r} handler saw 1 signal(s), value 42" for r in range(3)]
     assert [rank_lines(out, r, "status")[0][0] for r in range(3)] == [
         "ended-by-rank 1", "abort 7", "ended-by-rank 1"]
+
+    # ignored by the application: stays ignored, and those ranks are not asked
+    argv = [mpi.prog("lifecycle"), "ignored_rtsig"]
+    bare = mpi.run(3, argv, mode="none", check=False)
+    p = mpi.run(3, argv, tmp_path / "ignored", check=False)
+    assert bare.returncode == p.returncode == 7, p.stderr
+    for run in (bare, p):
+        assert sorted(l for l in run.stdout.splitlines() if l.startswith("lifecycle:")) == [
+            f"lifecycle: rank {r} ignored it" for r in range(3)]
+    assert rank_lines(tmp_path / "ignored", 1, "status") == [["abort 7"]]
+    for r in (0, 2):  # stopped by the launcher: SIGTERM (Open MPI) or SIGKILL (MPICH: no file)
+        f = tmp_path / "ignored" / "ranks" / f"rank-{r:06d}.tsv"
+        assert not f.exists() or rank_lines(tmp_path / "ignored", r, "status") == [["signal 15"]]
 
     argv = [mpi.prog("lifecycle"), "stray_rtsig"]
     bare = mpi.run(2, argv, mode="none", check=False)

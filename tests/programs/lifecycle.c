@@ -14,6 +14,8 @@
  *                 itself after the barrier (value 42) and prints what its handler saw
  *                 ("lifecycle: rank R handler saw N signal(s), value V"), then as abort
  *   stray_rtsig   rank 0 sends itself SIGRTMAX-3 with kill() (default action: it dies)
+ *   ignored_rtsig every rank ignores SIGRTMAX-3 before MPI_Init and sends it to itself after
+ *                 the barrier ("lifecycle: rank R ignored it"), then as abort
  */
 #define _GNU_SOURCE
 #include <mpi.h>
@@ -45,6 +47,7 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "normal";
     int rank, provided, v[4] = {1, 2, 3, 4};
     if (strcmp(mode, "atexit") == 0) atexit(late_finalize);
+    if (strcmp(mode, "ignored_rtsig") == 0) signal(SIGRTMAX - 3, SIG_IGN);
     if (strcmp(mode, "abort_apphandler") == 0) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
@@ -79,6 +82,14 @@ int main(int argc, char **argv)
         for (int i = 0; i < 5000 && !app_signals; i++) usleep(1000); /* (maybe another thread) */
         printf("lifecycle: rank %d handler saw %d signal(s), value %d\n", rank, (int)app_signals,
                (int)app_value);
+        fflush(stdout);
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 1) MPI_Abort(MPI_COMM_WORLD, 7);
+        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Finalize();
+    } else if (strcmp(mode, "ignored_rtsig") == 0) {
+        kill(getpid(), SIGRTMAX - 3);
+        printf("lifecycle: rank %d ignored it\n", rank);
         fflush(stdout);
         MPI_Barrier(MPI_COMM_WORLD);
         if (rank == 1) MPI_Abort(MPI_COMM_WORLD, 7);
