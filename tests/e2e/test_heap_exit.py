@@ -1,7 +1,7 @@
 """The --heap exit crash (issue 10): short collective programs of 5-8 ranks crashed with
 SIGSEGV at the end, after MPI_Finalize.  The cause: MPI_Finalize unloads the MPI library's
 components (dlclose); the next stack walk of another thread that allocates (Open MPI's PMIx
-progress thread, UCX's async thread) rebuilds the unwinder's module table from
+progress thread, or any other) rebuilt the unwinder's module table from
 /proc/self/maps and read the ELF header of a library that was unmapped in between.  The
 headers are now copied with process_vm_readv, which fails instead of faulting."""
 import subprocess
