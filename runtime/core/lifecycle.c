@@ -218,34 +218,76 @@ static const int fatal_signals[] = {SIGTERM, SIGINT, SIGSEGV, SIGBUS, SIGFPE, SI
 #define N_FATAL (sizeof fatal_signals / sizeof fatal_signals[0])
 static struct sigaction previous_action[N_FATAL];
 
+/* One writer of a final rank file at a time, whichever ending runs it (MPI_Finalize,
+ * MPI_Abort, a fatal signal, a peer's request, the destructor): they share the writer's
+ * static buffers.  0 idle, 1 writing. */
+static atomic_int final_writer;
+
+/* Claims the writer; when it is busy, waits (at most 3 s) if wait is set.  1: claimed.
+ * [signal-safe] */
+int ps_final_writer_claim(int wait)
+{
+    struct timespec ms = {0, 1000000};
+    for (int i = 0;; i++) {
+        int idle = 0;
+        if (atomic_compare_exchange_strong(&final_writer, &idle, 1)) return 1;
+        if (!wait || i >= 3000) return 0;
+        nanosleep(&ms, NULL);
+    }
+}
+
+void ps_final_writer_release(void) { atomic_store(&final_writer, 0); }
+
+static volatile sig_atomic_t fatal_written; /* by a fatal signal: later ones do not rewrite */
+static volatile sig_atomic_t peer_written;  /* on a peer's request (output/peers.c) */
+
+/* Another rank of this node is ending the job (MPI_Abort or a crash) and asks for our file
+ * before the launcher kills us: written with status "ended-by-rank R", and the process goes
+ * on (until the launcher stops it, or to MPI_Finalize, which writes the file again).  A file
+ * already written, or being written, is left alone. [signal-safe: the request handler] */
+void ps_write_for_peer(int from_rank)
+{
+    if (!ps_final_writer_claim(0)) return;
+    if (ps_state == PS_RUN_MPI && !rank_file_written_final && !fatal_written && !peer_written) {
+        static char status[40] = "ended-by-rank ";
+        ps_fmt_t f = {status + 14, 0, 20, -1, 0};
+        ps_fmt_u64(&f, (uint64_t)from_rank);
+        status[14 + f.len] = 0;
+        ps_write_rank_file(status);
+        peer_written = 1;
+    }
+    ps_final_writer_release();
+}
+
 static void on_fatal_signal(int sig, siginfo_t *info, void *context)
 {
     /* One thread writes; a second fatal signal (another thread, or the launcher repeating
      * itself) waits for that write to finish instead of killing the process half-way. */
-    static atomic_int writer; /* 0 idle, 1 writing, 2 written */
     static volatile sig_atomic_t passes[65];
-    int idle = 0;
-    if (atomic_compare_exchange_strong(&writer, &idle, 1)) {
+    if (ps_final_writer_claim(0)) {
         int nompi = ps_state == PS_RUN_STARTED && nompi_target && launcher_rank < 0;
         int before_init = ps_state == PS_RUN_STARTED && launcher_rank >= 0 && ps_outdir[0];
         if (nompi) nompi_prepare();
-        if ((ps_state == PS_RUN_MPI || before_init || nompi) && !rank_file_written_final) {
+        if ((ps_state == PS_RUN_MPI || before_init || nompi) && !rank_file_written_final &&
+            !fatal_written && !peer_written) {
             static char status[64] = "signal ";
             ps_fmt_t f = {status + 7, 0, 40, -1, 0};
             ps_fmt_u64(&f, (uint64_t)sig);
             if (before_init) {
-                ps_fmt_str(&f, " before-init"); /* MPI_Init had not returned: no data yet */
+                ps_fmt_str(&f, " before-init"); /* MPI_Init had not returned: no MPI data */
                 ps_world_rank = launcher_rank;
             }
             status[7 + f.len] = 0;
             ps_write_rank_file(status);
             ps_outfile_report(reported_rank());
+            fatal_written = 1;
+            /* a crash here: the others on this node write theirs now (the launcher is about
+             * to kill them); a launch signal stops them too, so they write on their own */
             ps_notify_peers(sig != SIGTERM && sig != SIGINT && sig != SIGQUIT);
         }
-        atomic_store(&writer, 2);
+        ps_final_writer_release();
     } else {
-        struct timespec ms = {0, 1000000};
-        for (int i = 0; i < 3000 && atomic_load(&writer) == 1; i++) nanosleep(&ms, NULL);
+        if (ps_final_writer_claim(1)) ps_final_writer_release(); /* waits for the write */
     }
     /* Hand the signal on to the handler that was there before us (the application's or the
      * MPI library's).  If it returns we return too (a graceful-shutdown handler), except for
@@ -280,6 +322,7 @@ void ps_signals_install(void)
         sa.sa_sigaction = on_fatal_signal;
         sigemptyset(&sa.sa_mask);
         for (size_t j = 0; j < N_FATAL; j++) sigaddset(&sa.sa_mask, fatal_signals[j]);
+        ps_peer_signal_block(&sa.sa_mask);
         sa.sa_flags = SA_SIGINFO; /* stays installed: a second signal in another thread waits */
         previous_action[i] = cur;
         sigaction(fatal_signals[i], &sa, NULL);
@@ -295,7 +338,9 @@ __attribute__((destructor)) static void pathscope_fini(void)
         sigset_t saved;
         ps_block_async_signals(&saved);
         ps_heap_stop();
+        int claimed = ps_final_writer_claim(1);
         ps_write_rank_file("complete");
+        if (claimed) ps_final_writer_release();
         pthread_sigmask(SIG_SETMASK, &saved, NULL);
         ps_outfile_report(reported_rank());
         return;
@@ -307,8 +352,10 @@ __attribute__((destructor)) static void pathscope_fini(void)
         sigset_t saved;
         ps_block_async_signals(&saved); /* a SIGTERM now waits until the file is complete */
         ps_heap_stop();
+        int claimed = ps_final_writer_claim(1);
         ps_write_rank_file("complete");
         rank_file_written_final = 1;
+        if (claimed) ps_final_writer_release();
         pthread_sigmask(SIG_SETMASK, &saved, NULL);
         ps_outfile_report(reported_rank());
         if (launcher_rank <= 0) {
@@ -320,10 +367,18 @@ __attribute__((destructor)) static void pathscope_fini(void)
     }
     if (ps_state == PS_RUN_MPI && !rank_file_written_final) {
         ps_threads_close_all();
+        sigset_t saved;
+        ps_block_async_signals(&saved);
+        int claimed = ps_final_writer_claim(1);
         ps_write_rank_file("exit-without-finalize");
         ps_outfile_report(reported_rank());
         /* a rank leaving without MPI_Finalize makes some launchers kill the others */
+        rank_file_written_final = 1;
+        /* a rank leaving without MPI_Finalize makes some launchers kill the others: they
+         * write when their own ending comes, we wait for them */
         ps_notify_peers(0);
+        if (claimed) ps_final_writer_release();
+        pthread_sigmask(SIG_SETMASK, &saved, NULL);
     }
 }
 
@@ -476,6 +531,7 @@ void ps_block_async_signals(sigset_t *saved)
     sigaddset(&block, SIGTERM);
     sigaddset(&block, SIGINT);
     sigaddset(&block, SIGQUIT);
+    ps_peer_signal_block(&block); /* a peer's request finds the file written */
     pthread_sigmask(SIG_BLOCK, &block, saved);
 }
 

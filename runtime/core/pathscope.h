@@ -9,6 +9,7 @@
 #ifndef PATHSCOPE_H
 #define PATHSCOPE_H
 
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -90,13 +91,20 @@ extern __thread int ps_in_wrapper __attribute__((tls_model("initial-exec")));
 void ps_lifecycle_ensure_init(void);
 const char *ps_program_name(void);
 /* Writes this rank's file; status is "complete", "abort N", "signal N", "signal N before-init",
- * "exit-without-finalize".
+ * "exit-without-finalize", "ended-by-rank R".  Callers hold the final writer.
  * [signal-safe] */
 void ps_write_rank_file(const char *status);
-/* Before this rank dies: wait (at most 3 s) until the other ranks on this node have written
- * their files, so that our death does not make the launcher SIGKILL them half-way; with
- * send_signal (a crash or MPI_Abort here) first ask them with SIGTERM. [signal-safe] */
-void ps_notify_peers(int send_signal);
+/* One writer of a final rank file at a time (MPI_Finalize, MPI_Abort, fatal signals, a peer's
+ * request, the destructor): claim (waiting at most 3 s if wait) and release. [signal-safe] */
+int ps_final_writer_claim(int wait);
+void ps_final_writer_release(void);
+/* Before this rank ends the job (output/peers.c): wait (at most 3 s) until the other ranks on
+ * this node have written their files, so that our end does not make the launcher SIGKILL
+ * them half-way; with ask (a crash or MPI_Abort here) first ask them, with a signal that
+ * does not kill them (their handler writes the file and returns). [signal-safe] */
+void ps_notify_peers(int ask);
+void ps_peer_signal_block(sigset_t *set); /* adds the peers' request signal to set */
+int ps_peer_signal(void);                 /* that signal (SIGRTMAX-3) */
 void ps_signals_install(void); /* (re)install the fatal-signal handlers in front */
 void ps_set_outdir(const char *dir); /* choose the profile directory (not signal-safe) */
 

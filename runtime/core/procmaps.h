@@ -1,14 +1,18 @@
 /* Reading our own process image: lines of /proc/self/maps and ELF images in memory.
  * Shared by the unwinder (module table, .eh_frame_hdr) and the rank-file writer (modules,
- * load bias, build ids).  Everything here is async-signal-safe: string parsing and reads of
- * ELF headers that are mapped. */
+ * load bias, build ids).  Everything here is async-signal-safe: string parsing, and copies of
+ * ELF headers that cannot fault even when another thread unmaps the image meanwhile. */
 #ifndef PS_PROCMAPS_H
 #define PS_PROCMAPS_H
 #include <elf.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <link.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "pathscope.h"
 
@@ -46,19 +50,68 @@ static inline int ps_maps_parse_line(const char *line, ps_maps_line_t *m)
     return 1;
 }
 
-/* The ELF image whose header is mapped at base: its load bias (run-time address minus ELF
- * virtual address) and program headers.  0 if there is no valid ELF header. */
-static inline int ps_elf_image(uintptr_t base, uintptr_t *bias, const ElfW(Phdr) **ph, int *phnum)
+/* Copies n bytes of our own memory at addr into dst without ever faulting; 1 if all of them
+ * were readable.  Another thread may unmap a library (dlclose, e.g. the MPI library unloading
+ * its components in MPI_Finalize) between our reading /proc/self/maps and our reading its
+ * ELF headers: a plain load would then crash the application (issue 10, the --heap exit
+ * crash).  process_vm_readv on our own process (always permitted for oneself) fails with
+ * EFAULT instead; where a seccomp filter refuses it, pread of /proc/self/mem; where both are
+ * refused, a plain copy (the old behaviour, racy).  [signal-safe; errno is preserved] */
+static int ps_peek_method; /* 0 not chosen yet, 1 process_vm_readv, 2 /proc/self/mem, 3 plain */
+static inline int ps_peek(void *dst, uintptr_t addr, size_t n)
 {
-    const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)base;
-    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_phoff > 4096) return 0;
-    *ph = (const ElfW(Phdr) *)(base + eh->e_phoff);
-    *phnum = eh->e_phnum;
+    int saved_errno = errno, ok = 0;
+    if (ps_peek_method <= 1) {
+        struct iovec local = {dst, n}, remote = {(void *)addr, n};
+        long r = syscall(SYS_process_vm_readv, syscall(SYS_getpid), &local, 1UL, &remote, 1UL, 0UL);
+        if (r == (long)n) ok = 1;
+        if (r >= 0 || errno == EFAULT) ps_peek_method = 1;
+        else if (ps_peek_method == 0) ps_peek_method = 2; /* ENOSYS, EPERM: refused */
+        if (ps_peek_method == 1) {
+            errno = saved_errno;
+            return ok;
+        }
+    }
+    if (ps_peek_method == 2) {
+        int fd = ps_sys_open("/proc/self/mem", O_RDONLY | O_CLOEXEC, 0);
+        if (fd >= 0) {
+            ok = syscall(SYS_pread64, fd, dst, n, (off_t)addr) == (long)n;
+            ps_sys_close(fd);
+        } else {
+            ps_peek_method = 3;
+        }
+    }
+    if (ps_peek_method == 3) {
+        memcpy(dst, (const void *)addr, n);
+        ok = 1;
+    }
+    errno = saved_errno;
+    return ok;
+}
+
+/* A copy of an ELF image's program headers, read with ps_peek. */
+#define PS_ELF_MAX_PHDRS 48
+typedef struct {
+    uintptr_t bias; /* load bias: run-time address minus ELF virtual address */
+    int phnum;      /* program headers copied (at most PS_ELF_MAX_PHDRS) */
+    ElfW(Phdr) ph[PS_ELF_MAX_PHDRS];
+} ps_elf_image_t;
+
+/* The ELF image whose header is mapped at base: its load bias and a copy of its program
+ * headers.  0 if there is no valid ELF header there (or it was unmapped meanwhile). */
+static inline int ps_elf_image(uintptr_t base, ps_elf_image_t *img)
+{
+    ElfW(Ehdr) eh;
+    if (!ps_peek(&eh, base, sizeof eh) || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh.e_phoff > 4096 || eh.e_phentsize != sizeof(ElfW(Phdr)))
+        return 0;
+    img->phnum = eh.e_phnum < PS_ELF_MAX_PHDRS ? eh.e_phnum : PS_ELF_MAX_PHDRS;
+    if (!ps_peek(img->ph, base + eh.e_phoff, sizeof(ElfW(Phdr)) * (size_t)img->phnum)) return 0;
     uintptr_t min_vaddr = UINTPTR_MAX;
-    for (int i = 0; i < *phnum; i++)
-        if ((*ph)[i].p_type == PT_LOAD && (*ph)[i].p_vaddr < min_vaddr) min_vaddr = (*ph)[i].p_vaddr;
+    for (int i = 0; i < img->phnum; i++)
+        if (img->ph[i].p_type == PT_LOAD && img->ph[i].p_vaddr < min_vaddr) min_vaddr = img->ph[i].p_vaddr;
     if (min_vaddr == UINTPTR_MAX) return 0;
-    *bias = eh->e_type == ET_DYN ? base - (min_vaddr & ~(uintptr_t)4095) : 0;
+    img->bias = eh.e_type == ET_DYN ? base - (min_vaddr & ~(uintptr_t)4095) : 0;
     return 1;
 }
 /* The memory map, opened for reading [signal-safe].  /proc/thread-self (Linux 3.17+) first:

@@ -125,6 +125,10 @@ static void mpi_start(int provided, int agree_over_world)
     ps_kernel_at_mpi_init(); /* a rank that was not pathscope's first process (a script's child) */
     ps_in_wrapper = outer;
     ps_state = PS_RUN_MPI;
+    if (agree_over_world) {
+        int ps_peers_accept_requests(void);
+        ps_peers_accept_requests(); /* (last: a request is answered from now on) */
+    }
 }
 
 void ps_mpi_after_init(int provided) { mpi_start(provided, 1); }
@@ -194,9 +198,11 @@ void ps_mpi_finalize_begin(void)
         ps_threads_close_all();
         sigset_t saved;
         ps_block_async_signals(&saved);
+        int claimed = ps_final_writer_claim(1); /* (a peer's request being answered) */
         ps_write_rank_file("complete");
         ps_mark_final_written();
         ps_heap_after_final_write();
+        if (claimed) ps_final_writer_release();
         pthread_sigmask(SIG_SETMASK, &saved, NULL);
         ps_reduce_and_write();
         ps_outfile_report(ps_world_rank); /* (a rank whose reduction failed early) */
@@ -211,17 +217,24 @@ int MPI_Finalize(void)
     return PMPI_Finalize();
 }
 
-/* Before PMPI_Abort: shared by MPI_Abort and the Fortran mpi_abort_ wrapper. */
+/* Before PMPI_Abort: shared by MPI_Abort and the Fortran mpi_abort_ wrapper.  The other
+ * ranks of this node are asked to write their files, without being stopped: PMPI_Abort then
+ * ends the job exactly as without pathscope (the launcher reports errorcode). */
 void ps_mpi_abort_begin(int errorcode)
 {
     if (ps_state == PS_RUN_MPI) {
         char status[48];
         snprintf(status, sizeof status, "abort %d", errorcode);
+        sigset_t saved;
+        ps_block_async_signals(&saved);
+        int claimed = ps_final_writer_claim(1);
         ps_state = PS_RUN_FINISHED;
         ps_write_rank_file(status);
         ps_mark_final_written();
         ps_outfile_report(ps_world_rank);
         ps_notify_peers(1);
+        if (claimed) ps_final_writer_release();
+        pthread_sigmask(SIG_SETMASK, &saved, NULL);
     }
 }
 

@@ -48,18 +48,21 @@ static void read_image(module_t *m, int readable)
 {
     m->bias = 0;
     m->build_id[0] = 0;
-    const ElfW(Phdr) *ph;
-    int phnum;
-    if (!readable || !ps_elf_image(m->base, &m->bias, &ph, &phnum)) return;
-    for (int i = 0; i < phnum; i++) {
-        if (ph[i].p_type != PT_NOTE) continue;
-        const char *p = (const char *)(m->bias + ph[i].p_vaddr), *end = p + ph[i].p_memsz;
+    static ps_elf_image_t img; /* copies (ps_peek): another thread may unmap the image meanwhile */
+    static char notes[1024];
+    if (!readable || !ps_elf_image(m->base, &img)) return;
+    m->bias = img.bias;
+    for (int i = 0; i < img.phnum; i++) {
+        if (img.ph[i].p_type != PT_NOTE) continue;
+        size_t size = img.ph[i].p_memsz < sizeof notes ? img.ph[i].p_memsz : sizeof notes;
+        if (!ps_peek(notes, m->bias + img.ph[i].p_vaddr, size)) continue;
+        const char *p = notes, *end = notes + size;
         while (p + sizeof(ElfW(Nhdr)) <= end) {
             const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
             const char *name = p + sizeof *nh;
             const unsigned char *desc = (const unsigned char *)name + ((nh->n_namesz + 3) & ~3u);
-            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && memcmp(name, "GNU", 4) == 0 &&
-                nh->n_descsz <= 20) {
+            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && nh->n_descsz <= 20 &&
+                (const char *)desc + nh->n_descsz <= end && memcmp(name, "GNU", 4) == 0) {
                 static const char hex[] = "0123456789abcdef";
                 for (unsigned j = 0; j < nh->n_descsz; j++) {
                     m->build_id[2 * j] = hex[desc[j] >> 4];
@@ -68,6 +71,7 @@ static void read_image(module_t *m, int readable)
                 m->build_id[2 * nh->n_descsz] = 0;
                 return;
             }
+            if (nh->n_namesz > size || nh->n_descsz > size) break;
             p = (const char *)desc + ((nh->n_descsz + 3) & ~3u);
         }
     }

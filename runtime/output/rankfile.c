@@ -153,65 +153,15 @@ void ps_write_rank_file(const char *status)
     ps_outfile_end(&out, f.failed);
 }
 
-/* ---- peers on this node ------------------------------------------------------------------ */
-static int *peer_pid;          /* world rank -> pid, for ranks on this host; 0 elsewhere */
-
-static uint64_t host_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-/* Collective over MPI_COMM_WORLD (called inside MPI_Init): the pids of the ranks on this
- * node, and rank 0's run id, which every rank adopts (the ids derived at load time differ
- * between nodes under launchers that give no job id, MPICH's hydra). */
-void ps_peers_init(void)
-{
-    uint64_t mine[4] = {(uint64_t)getpid(), host_hash(host_name), 0, 0};
-    ps_run_id_words(&mine[2], &mine[3]);
-    uint64_t *all = malloc(sizeof(uint64_t) * 4 * (size_t)ps_world_size);
-    peer_pid = calloc((size_t)ps_world_size, sizeof(int));
-    if (!all || !peer_pid) {
-        free(all);
-        free(peer_pid);
-        peer_pid = NULL;
-        return;
-    }
-    PMPI_Allgather(mine, 4, MPI_UINT64_T, all, 4, MPI_UINT64_T, MPI_COMM_WORLD);
-    ps_run_id_adopt(all[2], all[3]);
-    for (int r = 0; r < ps_world_size; r++)
-        if (r != ps_world_rank && all[4 * r + 1] == mine[1]) peer_pid[r] = (int)all[4 * r];
-    free(all);
-}
-
-void ps_notify_peers(int send_signal)
+/* Whether world rank `rank` has written its file since this run started (output/peers.c
+ * waits for the other ranks of the node with it). [signal-safe] */
+int ps_rank_file_written_this_run(int rank)
 {
     static char name[32];
-    static int waiting[1 << 12];
-    if (!peer_pid || !ps_outdir[0]) return;
-    int n = 0;
-    for (int r = 0; r < ps_world_size && n < (int)(sizeof waiting / sizeof *waiting); r++)
-        if (peer_pid[r] > 0) {
-            waiting[n++] = r;
-            if (send_signal) kill(peer_pid[r], SIGTERM);
-        }
-    /* wait (at most 3 s) until every peer has written its file since this run started, or
-     * is gone: a rank that dies early makes the launcher SIGKILL the others */
+    struct stat st;
+    rank_file_name(name, sizeof name, rank);
+    int ranks = ps_outdir_ranks_fd();
     time_t start_s = (time_t)(ps_start_realtime_ns / 1000000000ull);
-    struct timespec ms = {0, 2000000};
-    for (int iter = 0; iter < 1500 && n > 0; iter++) {
-        for (int i = 0; i < n;) {
-            int r = waiting[i];
-            struct stat st;
-            rank_file_name(name, sizeof name, r);
-            int ranks = ps_outdir_ranks_fd();
-            if ((ranks >= 0 && syscall(SYS_newfstatat, ranks, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                 st.st_mtim.tv_sec >= start_s) || kill(peer_pid[r], 0) != 0)
-                waiting[i] = waiting[--n];
-            else
-                i++;
-        }
-        if (n) nanosleep(&ms, NULL);
-    }
+    return ranks >= 0 && syscall(SYS_newfstatat, ranks, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+           st.st_mtim.tv_sec >= start_s;
 }

@@ -62,12 +62,10 @@ static uintptr_t self_start, self_end; /* pathscope's own code */
 /* The .eh_frame_hdr of the image whose ELF header is mapped at base. */
 static const uint8_t *image_eh_frame_hdr(uintptr_t base)
 {
-    uintptr_t bias;
-    const ElfW(Phdr) *ph;
-    int phnum;
-    if (!ps_elf_image(base, &bias, &ph, &phnum)) return NULL;
-    for (int i = 0; i < phnum; i++)
-        if (ph[i].p_type == PT_GNU_EH_FRAME) return (const uint8_t *)(bias + ph[i].p_vaddr);
+    ps_elf_image_t img; /* (a copy: the image may be unmapped by another thread meanwhile) */
+    if (!ps_elf_image(base, &img)) return NULL;
+    for (int i = 0; i < img.phnum; i++)
+        if (img.ph[i].p_type == PT_GNU_EH_FRAME) return (const uint8_t *)(img.bias + img.ph[i].p_vaddr);
     return NULL;
 }
 

@@ -148,9 +148,12 @@ def test_fortran_abort(mpi, tmp_path):
         pytest.skip("fortran_abort not built")
     out = tmp_path / "prof"
     p = mpi.run(2, [mpi.prog("fortran_abort")], out, check=False, timeout=60)
-    assert p.returncode != 0
+    assert p.returncode == 7  # the application's error code, as without pathscope
     prof = load_profile(out)
     assert prof.source == "ranks"
-    rank0 = next(r for r in prof.ranks if r.rank == 0)
-    assert rank0.status == "abort 7"
+    status = {r.rank: r.status for r in prof.ranks}
+    assert status[0] == "abort 7"
+    # rank 1 was asked to write its file, unless it was still inside MPI_Init (rank 0 does not
+    # wait for it to receive): then the launcher's SIGTERM got it written
+    assert status[1] in ("ended-by-rank 0", "signal 15"), status
     assert (prof.ops[("W", "MPI_Send")].calls, prof.ops[("W", "MPI_Send")].bytes) == (1, 40)

@@ -59,16 +59,28 @@ def test_exit_without_finalize(mpi, tmp_path):
     check_traffic(prof, complete=False)
 
 
+# What each launcher returns when a rank calls MPI_Abort(MPI_COMM_WORLD, 7) or dies of
+# SIGSEGV, measured without pathscope (Open MPI 4.1 reports 128 + the signal, MPICH's hydra
+# the signal number); pathscope must not change it.
+EXIT_STATUS = {("openmpi", "abort"): 7, ("mpich", "abort"): 7,
+               ("openmpi", "segv"): 139, ("mpich", "segv"): 11}
+
+
 @pytest.mark.parametrize("mode,culprit,status,line", [
     ("abort", 1, "abort 7", "rank 1: called MPI_Abort (error code 7)"),
     ("segv", 2, "signal 11", "rank 2: killed by signal 11 (SIGSEGV)")])
 def test_abort_and_crash_keep_every_rank(mpi, tmp_path, mode, culprit, status, line):
+    """The culprit asks the other ranks of its node to write their files with a signal that
+    does not stop them (status ended-by-rank R), waits for them, then ends the job as it
+    would without pathscope: the launcher's exit status is the same with and without it."""
+    bare = mpi.run(4, [mpi.prog("lifecycle"), mode], mode="none", check=False)
+    assert bare.returncode == EXIT_STATUS[(mpi.name, mode)], bare.stderr
     out = tmp_path / "prof"
     p = mpi.run(4, [mpi.prog("lifecycle"), mode], out, check=False)
-    assert p.returncode != 0
+    assert p.returncode == bare.returncode, p.stderr
     st = statuses(out)
     assert st[culprit] == status
-    assert all(s == "signal 15" for r, s in enumerate(st) if r != culprit), st
+    assert all(s == f"ended-by-rank {culprit}" for r, s in enumerate(st) if r != culprit), st
     prof = load_profile(out)
     check_traffic(prof, complete=False)
     assert dict(prof.incomplete_ranks)[culprit] == status
@@ -76,6 +88,56 @@ def test_abort_and_crash_keep_every_rank(mpi, tmp_path, mode, culprit, status, l
                             capture_output=True, text=True)
     assert report.returncode == 0
     assert line in report.stdout
+
+    # --no-signals: no fatal-signal handlers (a crashing rank writes nothing), but MPI_Abort
+    # is a call, not a signal: it still gets every rank's file, and the same exit status
+    quiet = tmp_path / "nosig"
+    p = mpi.run(4, [mpi.prog("lifecycle"), mode], quiet, check=False,
+                pathscope_args=["--no-signals"])
+    assert p.returncode == bare.returncode, p.stderr
+    if mode == "abort":
+        assert statuses(quiet) == st
+    else:
+        assert list((quiet / "ranks").iterdir()) == []
+
+
+def test_abort_keeps_application_request_signal_handler(mpi, tmp_path):
+    """An application that handles pathscope's request signal (SIGRTMAX-3) itself still
+    gets its own deliveries of it (only a peer's request, from a peer's pid with the job's
+    cookie, is pathscope's); the requests still work; an application that ignores it keeps
+    it ignored; a stray one without a handler still kills the process exactly as without
+    pathscope."""
+    argv = [mpi.prog("lifecycle"), "abort_apphandler"]
+    bare = mpi.run(3, argv, mode="none", check=False)
+    out = tmp_path / "prof"
+    p = mpi.run(3, argv, out, check=False)
+    assert bare.returncode == p.returncode == 7, p.stderr
+    for run in (bare, p):
+        assert sorted(l for l in run.stdout.splitlines() if l.startswith("lifecycle:")) == [
+            f"lifecycle: rank {r} handler saw 1 signal(s), value 42" for r in range(3)]
+    assert [rank_lines(out, r, "status")[0][0] for r in range(3)] == [
+        "ended-by-rank 1", "abort 7", "ended-by-rank 1"]
+
+    # ignored by the application: stays ignored, and those ranks are not asked
+    argv = [mpi.prog("lifecycle"), "ignored_rtsig"]
+    bare = mpi.run(3, argv, mode="none", check=False)
+    p = mpi.run(3, argv, tmp_path / "ignored", check=False)
+    assert bare.returncode == p.returncode == 7, p.stderr
+    for run in (bare, p):
+        assert sorted(l for l in run.stdout.splitlines() if l.startswith("lifecycle:")) == [
+            f"lifecycle: rank {r} ignored it" for r in range(3)]
+    assert rank_lines(tmp_path / "ignored", 1, "status") == [["abort 7"]]
+    for r in (0, 2):  # stopped by the launcher: SIGTERM (Open MPI) or SIGKILL (MPICH: no file)
+        f = tmp_path / "ignored" / "ranks" / f"rank-{r:06d}.tsv"
+        assert not f.exists() or rank_lines(tmp_path / "ignored", r, "status") == [["signal 15"]]
+
+    argv = [mpi.prog("lifecycle"), "stray_rtsig"]
+    bare = mpi.run(2, argv, mode="none", check=False)
+    p = mpi.run(2, argv, tmp_path / "stray", check=False)
+    # 128 + SIGRTMAX-3 from Open MPI, the signal number from MPICH
+    assert bare.returncode == {"openmpi": 128 + signal.SIGRTMAX - 3,
+                               "mpich": signal.SIGRTMAX - 3}[mpi.name], bare.stderr
+    assert p.returncode == bare.returncode, p.stderr
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

@@ -10,13 +10,31 @@
  *   segv          rank 2 dereferences a null pointer, the others wait in a barrier
  *   hang          every rank sleeps (the test sends SIGTERM/SIGINT to the launcher)
  *   preinit       returns from main before MPI_Init (e.g. a bad argument): no MPI at all
+ *   abort_apphandler  every rank installs its own handler for SIGRTMAX-3 (pathscope's request
+ *                 signal between the ranks of a node) before MPI_Init, queues that signal to
+ *                 itself after the barrier (value 42) and prints what its handler saw
+ *                 ("lifecycle: rank R handler saw N signal(s), value V"), then as abort
+ *   stray_rtsig   rank 0 sends itself SIGRTMAX-3 with kill() (default action: it dies)
+ *   ignored_rtsig every rank ignores SIGRTMAX-3 before MPI_Init and sends it to itself after
+ *                 the barrier ("lifecycle: rank R ignored it"), then as abort
  */
+#define _GNU_SOURCE
 #include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+static volatile sig_atomic_t app_signals, app_value = -1;
+
+static void app_handler(int sig, siginfo_t *info, void *context)
+{
+    (void)sig;
+    (void)context;
+    app_signals++;
+    app_value = info->si_value.sival_int;
+}
 
 static void late_finalize(void)
 {
@@ -31,6 +49,14 @@ int main(int argc, char **argv)
     int rank, provided, v[4] = {1, 2, 3, 4};
     if (strcmp(mode, "preinit") == 0) return 0;
     if (strcmp(mode, "atexit") == 0) atexit(late_finalize);
+    if (strcmp(mode, "ignored_rtsig") == 0) signal(SIGRTMAX - 3, SIG_IGN);
+    if (strcmp(mode, "abort_apphandler") == 0) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = app_handler;
+        sa.sa_flags = SA_SIGINFO;
+        sigaction(SIGRTMAX - 3, &sa, NULL);
+    }
     if (strcmp(mode, "init_thread") == 0) {
         MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
         if (provided != MPI_THREAD_MULTIPLE) fprintf(stderr, "lifecycle: provided %d\n", provided);
@@ -50,6 +76,29 @@ int main(int argc, char **argv)
         return 0;
     } else if (strcmp(mode, "abort") == 0) {
         if (rank == 1) MPI_Abort(MPI_COMM_WORLD, 7);
+        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Finalize();
+    } else if (strcmp(mode, "abort_apphandler") == 0) {
+        union sigval v = {.sival_int = 42};
+        sigqueue(getpid(), SIGRTMAX - 3, v);
+        for (int i = 0; i < 5000 && !app_signals; i++) usleep(1000); /* (maybe another thread) */
+        printf("lifecycle: rank %d handler saw %d signal(s), value %d\n", rank, (int)app_signals,
+               (int)app_value);
+        fflush(stdout);
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 1) MPI_Abort(MPI_COMM_WORLD, 7);
+        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Finalize();
+    } else if (strcmp(mode, "ignored_rtsig") == 0) {
+        kill(getpid(), SIGRTMAX - 3);
+        printf("lifecycle: rank %d ignored it\n", rank);
+        fflush(stdout);
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 1) MPI_Abort(MPI_COMM_WORLD, 7);
+        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Finalize();
+    } else if (strcmp(mode, "stray_rtsig") == 0) {
+        if (rank == 0) kill(getpid(), SIGRTMAX - 3);
         MPI_Barrier(MPI_COMM_WORLD);
         MPI_Finalize();
     } else if (strcmp(mode, "segv") == 0) {

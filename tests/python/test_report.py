@@ -169,3 +169,12 @@ def test_time_split_warns_when_the_tree_does_not_add_up(tmp_path):
         "  WARNING: rank 0 thread 1: 9 nodes declared, 7 read",
         "  per rank: over the 2 ranks with call paths; a rank without a value counts as 0; "
         "(rank) is the lowest on ties"]
+
+
+def test_status_words_for_every_ending():
+    from pathscope.report.text import describe_status
+    assert describe_status("abort 3") == "called MPI_Abort (error code 3)"
+    assert describe_status("ended-by-rank 1") == (
+        "stopped when rank 1 ended the job (its data up to then was written)")
+    assert describe_status("signal 11") == "killed by signal 11 (SIGSEGV)"
+    assert describe_status("exit-without-finalize") == "exited without calling MPI_Finalize"

@@ -86,6 +86,8 @@ def describe_status(status: str, with_profile: bool = False) -> str:
         return f"unreadable, left out: {status[len(UNREADABLE_PREFIX):]}"
     if kind == "abort":
         return f"called MPI_Abort (error code {arg})"
+    if kind == "ended-by-rank" and arg.isdigit():
+        return f"stopped when rank {arg} ended the job (its data up to then was written)"
     number, _, detail = arg.partition(" ")
     if kind == "signal" and number.isdigit() and len(number) < 4:
         text = f"killed by signal {number} ({_signal_name(int(number))})"
