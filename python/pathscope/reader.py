@@ -79,6 +79,12 @@ class Comm:
     sent_bytes: int
     recv_msgs: int
     recv_bytes: int
+    # (2.3) requests freed by MPI_Request_free while outstanding: the sends are in sent_*
+    # already; the receives' messages arrived unseen (not in recv_*), with at most
+    # freed_recv_capacity bytes
+    freed_sends: int = 0
+    freed_recvs: int = 0
+    freed_recv_capacity: int = 0
 
     @property
     def is_inter(self) -> bool:
@@ -188,7 +194,7 @@ def _read_profile_tsv(path: Path) -> _ProfileTsv:
             raise ProfileError(f"{record.where}: communicator {name} described twice")
         result.comms[name] = Comm(name, record.number(1), record.number(2), c(3), c(4), record.number(5),
                                   c(6), members_list, c(7), record.number(8), record.number(9),
-                                  record.number(10), record.number(11))
+                                  record.number(10), record.number(11), *_freed_fields(record, 12))
 
     def op(record: Record) -> None:
         record.need(11)
@@ -280,7 +286,7 @@ def _read_rank_file(path: Path, rank_from_name: int) -> _RankFile:
         result.comms.append(_RankComm(
             Comm(c(0), record.number(1), record.number(2), c(4), c(5), record.number(6), c(7),
                  members_list, c(8), record.number(9), record.number(10), record.number(11),
-                 record.number(12)),
+                 record.number(12), *_freed_fields(record, 13)),
             record.number(3)))
 
     def op(record: Record) -> None:
@@ -308,6 +314,14 @@ def _read_rank_file(path: Path, rank_from_name: int) -> _RankFile:
         info.status = "unknown"
     result.callpaths = callpaths.finish(result.rank, file.has_end)
     return result
+
+
+def _freed_fields(record: Record, first: int) -> tuple[int, int, int]:
+    """The (2.3) trailing fields of a `comm` line: freed sends, freed receives, their posted
+    capacity; 0 0 0 in files written before 2.3."""
+    if len(record.fields) < first + 3:
+        return 0, 0, 0
+    return record.number(first), record.number(first + 1), record.number(first + 2)
 
 
 def _add_hist(a: dict[int, int], b: dict[int, int]) -> dict[int, int]:
@@ -386,13 +400,17 @@ def merge_rank_files(rank_files: Iterable[_RankFile]) -> tuple[dict[str, Comm],
             if c.name not in comms:
                 comms[c.name] = Comm(c.name, c.size, c.remote_size, c.parent, c.creator, c.freed,
                                      c.members, list(c.members_list), c.topology, c.sent_msgs,
-                                     c.sent_bytes, c.recv_msgs, c.recv_bytes)
+                                     c.sent_bytes, c.recv_msgs, c.recv_bytes, c.freed_sends,
+                                     c.freed_recvs, c.freed_recv_capacity)
                 continue
             into = comms[c.name]
             into.sent_msgs += c.sent_msgs
             into.sent_bytes += c.sent_bytes
             into.recv_msgs += c.recv_msgs
             into.recv_bytes += c.recv_bytes
+            into.freed_sends += c.freed_sends
+            into.freed_recvs += c.freed_recvs
+            into.freed_recv_capacity += c.freed_recv_capacity
             into.freed = int(bool(into.freed and c.freed))
     for comm in comms.values():
         _lowest_group_first(comm)

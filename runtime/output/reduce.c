@@ -27,6 +27,7 @@ typedef struct {
     char name[PS_NAME_MAX], parent[PS_NAME_MAX], topo[PS_TOPO_MAX], members[MEMBERS_MAX];
     int32_t size, remote_size, creator_op, freed_all;
     uint64_t sent_msgs, sent_bytes, recv_msgs, recv_bytes;
+    uint64_t freed_sends, freed_recvs, freed_recv_capacity;
 } comm_rec_t;
 
 typedef struct { op_rec_t *ops; int nops; comm_rec_t *comms; int ncomms; } set_t;
@@ -66,6 +67,9 @@ static void merge_comm(comm_rec_t *into, const comm_rec_t *r)
     into->sent_bytes += r->sent_bytes;
     into->recv_msgs += r->recv_msgs;
     into->recv_bytes += r->recv_bytes;
+    into->freed_sends += r->freed_sends;
+    into->freed_recvs += r->freed_recvs;
+    into->freed_recv_capacity += r->freed_recv_capacity;
     into->freed_all = into->freed_all && r->freed_all;
 }
 
@@ -145,6 +149,9 @@ static set_t collect_local(void)
         cr->sent_bytes = cm->sent_bytes;
         cr->recv_msgs = cm->recv_msgs;
         cr->recv_bytes = cm->recv_bytes;
+        cr->freed_sends = cm->freed_sends;
+        cr->freed_recvs = cm->freed_recvs;
+        cr->freed_recv_capacity = cm->freed_recv_capacity;
         for (int op = 0; op < PS_NUM_OPS; op++) {
             ps_stat_t *st = cm->ops[op];
             if (!st) continue;
@@ -256,9 +263,10 @@ static void write_profile(const set_t *s, const char *hosts, const uint64_t *tim
         fprintf(f, "\t%s\t%d\t%s\t", c->creator_op >= 0 ? ps_op_names[c->creator_op] : "-", c->freed_all,
                 c->members);
         tsv(f, c->topo);
-        fprintf(f, "\t%llu\t%llu\t%llu\t%llu\n", (unsigned long long)c->sent_msgs,
+        fprintf(f, "\t%llu\t%llu\t%llu\t%llu\t%llu\t%llu\t%llu\n", (unsigned long long)c->sent_msgs,
                 (unsigned long long)c->sent_bytes, (unsigned long long)c->recv_msgs,
-                (unsigned long long)c->recv_bytes);
+                (unsigned long long)c->recv_bytes, (unsigned long long)c->freed_sends,
+                (unsigned long long)c->freed_recvs, (unsigned long long)c->freed_recv_capacity);
     }
     for (int i = 0; i < s->nops; i++) {
         const op_rec_t *r = &s->ops[i];
