@@ -210,7 +210,7 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
     int timed = ps_poll_timed(); /* a poll: sampled timing (wrap.h) */
     uint64_t t0 = timed ? ps_now() : 0;
     int rc = PMPI_Test(request, flag, status);
-    uint64_t dt = timed ? (ps_now() - t0) * (uint64_t)ps_poll_sample : 0;
+    uint64_t dt = timed ? ps_poll_estimate(t0, ps_now()) : 0;
     if (rc == MPI_SUCCESS) {
         if (*flag) ps_complete_one(before, status, NULL);
     } else {
@@ -258,7 +258,7 @@ int MPI_Testall(int count, MPI_Request array_of_requests[], int *flag,
     int timed = ps_poll_timed(); /* a poll: sampled timing (wrap.h) */
     uint64_t t0 = timed ? ps_now() : 0;
     int rc = PMPI_Testall(count, array_of_requests, flag, array_of_statuses);
-    uint64_t dt = timed ? (ps_now() - t0) * (uint64_t)ps_poll_sample : 0;
+    uint64_t dt = timed ? ps_poll_estimate(t0, ps_now()) : 0;
     if (rc == MPI_SUCCESS && *flag)
         for (int i = 0; i < count; i++) ps_complete_one(b.before[i], &array_of_statuses[i], NULL);
     else if (rc == MPI_ERR_IN_STATUS)
@@ -312,7 +312,7 @@ int MPI_Testany(int count, MPI_Request array_of_requests[], int *index, int *fla
     int timed = ps_poll_timed(); /* a poll: sampled timing (wrap.h) */
     uint64_t t0 = timed ? ps_now() : 0;
     int rc = PMPI_Testany(count, array_of_requests, index, flag, status);
-    uint64_t dt = timed ? (ps_now() - t0) * (uint64_t)ps_poll_sample : 0;
+    uint64_t dt = timed ? ps_poll_estimate(t0, ps_now()) : 0;
     if (*index != MPI_UNDEFINED && *index >= 0 && *index < count) {
         if (rc == MPI_SUCCESS) {
             if (*flag) ps_complete_one(b.before[*index], status, NULL);
@@ -340,7 +340,7 @@ static int some(int test, int incount, MPI_Request reqs[], int *outcount, int in
     uint64_t t0 = timed ? ps_now() : 0;
     int rc = test ? PMPI_Testsome(incount, reqs, outcount, indices, statuses)
                   : PMPI_Waitsome(incount, reqs, outcount, indices, statuses);
-    uint64_t dt = timed ? (ps_now() - t0) * (uint64_t)((test) ? ps_poll_sample : 1) : 0;
+    uint64_t dt = !timed ? 0 : test ? ps_poll_estimate(t0, ps_now()) : ps_now() - t0;
     if (rc == MPI_SUCCESS && *outcount != MPI_UNDEFINED)
         for (int k = 0; k < *outcount; k++) ps_complete_one(b.before[indices[k]], &statuses[k], NULL);
     else if (rc == MPI_ERR_IN_STATUS && *outcount != MPI_UNDEFINED)

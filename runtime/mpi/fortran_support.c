@@ -418,7 +418,7 @@ static void body_test(ft_test fn, int f08, MPI_Fint *request, MPI_Fint *flag, MP
     int timed = ps_poll_timed(); /* a poll: sampled timing (wrap.h) */
     uint64_t t0 = timed ? ps_now() : 0;
     fn(request, flag, status, ierr);
-    uint64_t dt = timed ? (ps_now() - t0) * (uint64_t)ps_poll_sample : 0;
+    uint64_t dt = timed ? ps_poll_estimate(t0, ps_now()) : 0;
     if (!PS_F_OK(ierr)) complete_failed_f(before, request);
     else if (*flag) complete_f(before, status);
     ps_record(comm, PS_OP_MPI_Test, dt, 0, 0);
@@ -473,7 +473,7 @@ static void body_testall(ft_testall fn, int f08, MPI_Fint *count, MPI_Fint *reqs
     int timed = ps_poll_timed(); /* a poll: sampled timing (wrap.h) */
     uint64_t t0 = timed ? ps_now() : 0;
     fn(count, reqs, flag, statuses, ierr);
-    uint64_t dt = timed ? (ps_now() - t0) * (uint64_t)ps_poll_sample : 0;
+    uint64_t dt = timed ? ps_poll_estimate(t0, ps_now()) : 0;
     if (PS_F_OK(ierr) && *flag)
         for (int i = 0; i < n; i++) complete_f(b.before[i], statuses + (size_t)i * PS_F_STATUS_SIZE);
     else if (!PS_F_OK(ierr) && *ierr == MPI_ERR_IN_STATUS)
@@ -544,7 +544,7 @@ static void body_testany(ft_testany fn, int f08, MPI_Fint *count, MPI_Fint *reqs
     int timed = ps_poll_timed(); /* a poll: sampled timing (wrap.h) */
     uint64_t t0 = timed ? ps_now() : 0;
     fn(count, reqs, index, flag, status, ierr);
-    uint64_t dt = timed ? (ps_now() - t0) * (uint64_t)ps_poll_sample : 0;
+    uint64_t dt = timed ? ps_poll_estimate(t0, ps_now()) : 0;
     if (!PS_F_OK(ierr) || *flag) any_done(&b, n, index, status, ibase(f08), reqs, PS_F_OK(ierr));
     ps_record(comm, PS_OP_MPI_Testany, dt, 0, 0);
     fbatch_close(&b);
