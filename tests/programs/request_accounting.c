@@ -31,6 +31,16 @@ static const char *kind_of(int code)
     return cls == MPI_ERR_TRUNCATE ? "truncate" : "other-error";
 }
 
+static int handler_calls;
+
+/* the error handler of section E: counts its calls (it must run exactly as without pathscope) */
+static void on_error(MPI_Comm *comm, int *code, ...)
+{
+    (void)comm;
+    (void)code;
+    handler_calls++;
+}
+
 static void show_status(const char *what, const MPI_Status *st, int with_error)
 {
     if (rank != 1) return;
@@ -234,22 +244,29 @@ int main(int argc, char **argv)
     MPI_Barrier(MPI_COMM_WORLD);
 #endif
 
-    /* E: failures, on a duplicate of MPI_COMM_WORLD that returns errors.  Rank 0 sends 10
-     * ints (tag 90), 3 ints (tag 91), 10 ints (tag 92): 3 msgs 92 B.  Rank 1 receives the
-     * first into 1 int (truncated) and the second into 10 ints with one MPI_Waitall
-     * (MPI_ERR_IN_STATUS; MPICH leaves the second pending, Open MPI completes it), the third
-     * into 1 int with MPI_Wait (an error): 1 msg 12 B received, 2 failed requests */
+    /* E: failures, on a duplicate of MPI_COMM_WORLD whose error handler counts its calls and
+     * returns.  Rank 0 sends 10 ints (tag 90), 3 ints (tag 91), 10 ints (tag 92), then 10 and
+     * 3 ints again (tags 93, 94): 5 msgs 144 B.  Rank 1 receives the first into 1 int
+     * (truncated) and the second into 10 ints with one MPI_Waitall (MPI_ERR_IN_STATUS; MPICH
+     * leaves the second pending, Open MPI completes it), the third into 1 int with MPI_Wait
+     * (an error), the last two like the first two but with MPI_STATUSES_IGNORE: 2 msgs 24 B
+     * received, 3 failed requests */
     MPI_Comm dup;
+    MPI_Errhandler counting;
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-    MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+    MPI_Comm_create_errhandler(on_error, &counting);
+    MPI_Comm_set_errhandler(dup, counting);
     /* MPICH raises the errors of MPI_Waitall on MPI_COMM_WORLD */
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, counting);
     if (rank == 0) {
         /* Ssend: both messages are matched (and the first truncated) before MPI_Waitall */
         MPI_Ssend(big, 10, MPI_INT, 1, 90, dup);
         MPI_Ssend(big, 3, MPI_INT, 1, 91, dup);
         MPI_Barrier(dup);
         MPI_Send(big, 10, MPI_INT, 1, 92, dup);
+        MPI_Ssend(big, 10, MPI_INT, 1, 93, dup);
+        MPI_Ssend(big, 3, MPI_INT, 1, 94, dup);
+        MPI_Barrier(dup);
     } else {
         int one, ten[10], count = -1;
         MPI_Irecv(&one, 1, MPI_INT, 0, 90, dup, &rs[0]);
@@ -271,6 +288,18 @@ int main(int argc, char **argv)
         MPI_Irecv(&one, 1, MPI_INT, 0, 92, dup, &r);
         rc = MPI_Wait(&r, MPI_STATUS_IGNORE);
         printf("E wait: %s, request %s\n", kind_of(rc), r == MPI_REQUEST_NULL ? "null" : "live");
+        /* the same failure with MPI_STATUSES_IGNORE (pathscope passes its own statuses) */
+        MPI_Irecv(&one, 1, MPI_INT, 0, 93, dup, &rs[0]);
+        MPI_Irecv(ten, 10, MPI_INT, 0, 94, dup, &rs[1]);
+        MPI_Barrier(dup);
+        rc = MPI_Waitall(2, rs, MPI_STATUSES_IGNORE);
+        printf("E waitall ignoring statuses: %s, requests %s %s\n", kind_of(rc),
+               rs[0] == MPI_REQUEST_NULL ? "null" : "live", rs[1] == MPI_REQUEST_NULL ? "null" : "live");
+        if (rs[1] != MPI_REQUEST_NULL) {
+            rc = MPI_Wait(&rs[1], MPI_STATUS_IGNORE);
+            printf("E wait pending: %s\n", kind_of(rc));
+        }
+        printf("E error handler calls: %d\n", handler_calls);
     }
     MPI_Comm_free(&dup);
     MPI_Finalize();
