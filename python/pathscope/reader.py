@@ -85,6 +85,9 @@ class Comm:
     freed_sends: int = 0
     freed_recvs: int = 0
     freed_recv_capacity: int = 0
+    # (2.3) requests of the application that ended with an error (a truncated receive, ...):
+    # no message counted for them
+    failed_requests: int = 0
 
     @property
     def is_inter(self) -> bool:
@@ -316,12 +319,12 @@ def _read_rank_file(path: Path, rank_from_name: int) -> _RankFile:
     return result
 
 
-def _freed_fields(record: Record, first: int) -> tuple[int, int, int]:
+def _freed_fields(record: Record, first: int) -> tuple[int, ...]:
     """The (2.3) trailing fields of a `comm` line: freed sends, freed receives, their posted
-    capacity; 0 0 0 in files written before 2.3."""
-    if len(record.fields) < first + 3:
-        return 0, 0, 0
-    return record.number(first), record.number(first + 1), record.number(first + 2)
+    capacity, failed requests; all 0 in files written before 2.3."""
+    if len(record.fields) < first + 4:
+        return 0, 0, 0, 0
+    return tuple(record.number(first + i) for i in range(4))
 
 
 def _add_hist(a: dict[int, int], b: dict[int, int]) -> dict[int, int]:
@@ -401,7 +404,7 @@ def merge_rank_files(rank_files: Iterable[_RankFile]) -> tuple[dict[str, Comm],
                 comms[c.name] = Comm(c.name, c.size, c.remote_size, c.parent, c.creator, c.freed,
                                      c.members, list(c.members_list), c.topology, c.sent_msgs,
                                      c.sent_bytes, c.recv_msgs, c.recv_bytes, c.freed_sends,
-                                     c.freed_recvs, c.freed_recv_capacity)
+                                     c.freed_recvs, c.freed_recv_capacity, c.failed_requests)
                 continue
             into = comms[c.name]
             into.sent_msgs += c.sent_msgs
@@ -411,6 +414,7 @@ def merge_rank_files(rank_files: Iterable[_RankFile]) -> tuple[dict[str, Comm],
             into.freed_sends += c.freed_sends
             into.freed_recvs += c.freed_recvs
             into.freed_recv_capacity += c.freed_recv_capacity
+            into.failed_requests += c.failed_requests
             into.freed = int(bool(into.freed and c.freed))
     for comm in comms.values():
         _lowest_group_first(comm)

@@ -69,8 +69,6 @@ uint64_t ps_wall_ns(void); /* library load to MPI_Finalize entry (or now) [signa
 /* Problems counted instead of printed; the writer reports them. */
 typedef struct {
     _Atomic uint64_t unknown_requests;   /* completion of a request we never saw created */
-    _Atomic uint64_t failed_requests;    /* requests that ended with an error (a truncated
-                                          * receive ...): no message counted for them */
     _Atomic uint64_t request_table_full; /* a request could not be tracked */
     _Atomic uint64_t comm_table_full;    /* a communicator could not be registered */
     _Atomic uint64_t unknown_comms;      /* a call on a communicator we never saw created */

@@ -21,7 +21,8 @@
  *    received (ps_req_freed).  Seen by MPI_Request_get_status first, it is counted exactly.
  *  - A call that fails (e.g. a truncated receive, MPI_ERR_IN_STATUS) may still complete some
  *    of its requests: those that ended with MPI_SUCCESS are counted as usual, those that ended
- *    with an error are dropped and counted in counter_failed_requests (no message counted).
+ *    with an error are dropped and counted in their communicator's failed_requests (no
+ *    message counted).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -125,17 +126,19 @@ void ps_complete_failed(MPI_Request before, MPI_Request after)
     if (before == MPI_REQUEST_NULL) return;
     ps_lock();
     ps_req_t *r = ps_req_find(before);
-    int ended = 0;
+    int ended = 0, comm = PS_COMM_NONE;
     if (r && ps_req_persistent(r->kind)) {
         ended = r->started;
+        comm = r->comm_id;
         r->started = 0;
         r->status_seen = 0;
     } else if (r && after == MPI_REQUEST_NULL) {
         ended = 1;
+        comm = r->comm_id;
         ps_req_remove(before);
     }
+    if (ended && !ps_paused) ps_comms[comm]->failed_requests++;
     ps_unlock();
-    if (ended) atomic_fetch_add(&ps_counters.failed_requests, 1);
 }
 
 void ps_complete_in_status(const MPI_Request *before, const MPI_Status *statuses,

@@ -40,6 +40,9 @@ typedef struct {
      * sends are counted in sent_* already (at their post or start); the receives' messages
      * arrive unseen, so they are counted here, with their posted capacity as a bound */
     uint64_t freed_sends, freed_recvs, freed_recv_capacity;
+    /* requests of the application that ended with an error (a truncated receive, a
+     * generalized request whose query function failed): no message counted for them */
+    uint64_t failed_requests;
     ps_stat_t *ops[PS_NUM_OPS];
 } ps_comm_t;
 

@@ -76,7 +76,6 @@ void ps_write_rank_body(ps_fmt_t *f, const char *status)
     kv(f, "mpi_ns", ps_ticks_to_ns(ps_rank_mpi_ticks()));
     kv(f, "thread_multiple", (uint64_t)ps_threaded);
     kv(f, "counter_unknown_requests", atomic_load(&ps_counters.unknown_requests));
-    kv(f, "counter_failed_requests", atomic_load(&ps_counters.failed_requests));
     kv(f, "counter_request_table_full", atomic_load(&ps_counters.request_table_full));
     kv(f, "counter_comm_table_full", atomic_load(&ps_counters.comm_table_full));
     kv(f, "counter_unknown_comms", atomic_load(&ps_counters.unknown_comms));
@@ -109,10 +108,11 @@ void ps_write_rank_body(ps_fmt_t *f, const char *status)
         ps_fmt_u64(f, cm->sent_bytes); ps_fmt_char(f, '\t');
         ps_fmt_u64(f, cm->recv_msgs); ps_fmt_char(f, '\t');
         ps_fmt_u64(f, cm->recv_bytes); ps_fmt_char(f, '\t');
-        /* (2.3) requests freed while outstanding */
+        /* (2.3) requests freed while outstanding, requests that ended with an error */
         ps_fmt_u64(f, cm->freed_sends); ps_fmt_char(f, '\t');
         ps_fmt_u64(f, cm->freed_recvs); ps_fmt_char(f, '\t');
-        ps_fmt_u64(f, cm->freed_recv_capacity); ps_fmt_char(f, '\n');
+        ps_fmt_u64(f, cm->freed_recv_capacity); ps_fmt_char(f, '\t');
+        ps_fmt_u64(f, cm->failed_requests); ps_fmt_char(f, '\n');
     }
     for (int c = 0; c < ps_ncomms; c++) {
         ps_comm_t *cm = ps_comms[c];

@@ -27,7 +27,7 @@ typedef struct {
     char name[PS_NAME_MAX], parent[PS_NAME_MAX], topo[PS_TOPO_MAX], members[MEMBERS_MAX];
     int32_t size, remote_size, creator_op, freed_all;
     uint64_t sent_msgs, sent_bytes, recv_msgs, recv_bytes;
-    uint64_t freed_sends, freed_recvs, freed_recv_capacity;
+    uint64_t freed_sends, freed_recvs, freed_recv_capacity, failed_requests;
 } comm_rec_t;
 
 typedef struct { op_rec_t *ops; int nops; comm_rec_t *comms; int ncomms; } set_t;
@@ -70,6 +70,7 @@ static void merge_comm(comm_rec_t *into, const comm_rec_t *r)
     into->freed_sends += r->freed_sends;
     into->freed_recvs += r->freed_recvs;
     into->freed_recv_capacity += r->freed_recv_capacity;
+    into->failed_requests += r->failed_requests;
     into->freed_all = into->freed_all && r->freed_all;
 }
 
@@ -152,6 +153,7 @@ static set_t collect_local(void)
         cr->freed_sends = cm->freed_sends;
         cr->freed_recvs = cm->freed_recvs;
         cr->freed_recv_capacity = cm->freed_recv_capacity;
+        cr->failed_requests = cm->failed_requests;
         for (int op = 0; op < PS_NUM_OPS; op++) {
             ps_stat_t *st = cm->ops[op];
             if (!st) continue;
@@ -263,10 +265,12 @@ static void write_profile(const set_t *s, const char *hosts, const uint64_t *tim
         fprintf(f, "\t%s\t%d\t%s\t", c->creator_op >= 0 ? ps_op_names[c->creator_op] : "-", c->freed_all,
                 c->members);
         tsv(f, c->topo);
-        fprintf(f, "\t%llu\t%llu\t%llu\t%llu\t%llu\t%llu\t%llu\n", (unsigned long long)c->sent_msgs,
-                (unsigned long long)c->sent_bytes, (unsigned long long)c->recv_msgs,
-                (unsigned long long)c->recv_bytes, (unsigned long long)c->freed_sends,
-                (unsigned long long)c->freed_recvs, (unsigned long long)c->freed_recv_capacity);
+        fprintf(f, "\t%llu\t%llu\t%llu\t%llu\t%llu\t%llu\t%llu\t%llu\n",
+                (unsigned long long)c->sent_msgs, (unsigned long long)c->sent_bytes,
+                (unsigned long long)c->recv_msgs, (unsigned long long)c->recv_bytes,
+                (unsigned long long)c->freed_sends, (unsigned long long)c->freed_recvs,
+                (unsigned long long)c->freed_recv_capacity,
+                (unsigned long long)c->failed_requests);
     }
     for (int i = 0; i < s->nops; i++) {
         const op_rec_t *r = &s->ops[i];

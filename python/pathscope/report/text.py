@@ -317,9 +317,9 @@ def _consistency(profile: Profile) -> str:
     if bad and (profile.missing_ranks or profile.incomplete_ranks):
         lines.append(f"{INDENT}note: some ranks did not complete (see Ranks); their messages "
                      f"in flight can explain a mismatch")
-    failed = sum(info.counters.get("failed_requests", 0) for info in profile.ranks)
-    if bad and failed:
-        lines.append(f"{INDENT}note: {_plural(failed, 'request')} ended with an error (e.g. a "
-                     f"truncated receive; counter failed_requests): no message is counted "
-                     f"for them")
+    for comm in bad:
+        if comm.failed_requests:
+            lines.append(f"{INDENT}note: on {comm.name}, "
+                         f"{_plural(comm.failed_requests, 'request')} of the program ended with "
+                         f"an error (e.g. a truncated receive): no message is counted for them")
     return "\n".join(lines)
