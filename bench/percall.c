@@ -7,6 +7,8 @@
  *   pingpong   8-byte MPI_Send/MPI_Recv between ranks 0 and 1 (needs 2 ranks); one iteration
  *              is one round trip = 2 calls per rank, so ns/call = round-trip time / 2
  *   allreduce  8-byte MPI_Allreduce (MPI_DOUBLE, MPI_SUM) on MPI_COMM_WORLD
+ *   exchange   8-byte MPI_Irecv + MPI_Isend + MPI_Waitall(2) between ranks 0 and 1 (needs 2
+ *              ranks): the nonblocking pattern; one iteration = 3 calls per rank
  *   test       MPI_Test on a receive that stays pending (a polling loop; run on 1 rank)
  *   test_gups  MPI_Test as above, then one random read-modify-write in a 512 MiB table: the
  *              loop of HPCC's MPIRandomAccess (poll, update, poll, ...)
@@ -75,6 +77,20 @@ static void loop_allreduce(long n)
     double in = 1.0, out = 0.0;
     for (long i = 0; i < n; i++) MPI_Allreduce(&in, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     sink_double = out;
+}
+
+static void loop_exchange(long n, int rank)
+{
+    double in = 0.0, out = 1.0;
+    MPI_Request r[2];
+    int partner = rank ^ 1;
+    if (rank > 1) return;
+    for (long i = 0; i < n; i++) {
+        MPI_Irecv(&in, 1, MPI_DOUBLE, partner, 8, MPI_COMM_WORLD, &r[0]);
+        MPI_Isend(&out, 1, MPI_DOUBLE, partner, 8, MPI_COMM_WORLD, &r[1]);
+        MPI_Waitall(2, r, MPI_STATUSES_IGNORE);
+    }
+    sink_double = in;
 }
 
 /* A pending receive for the polling loops: posted on MPI_COMM_SELF with a tag nobody sends
@@ -156,6 +172,7 @@ static void run(const char *op, long n, int rank)
     if (!strcmp(op, "comm_rank")) loop_comm_rank(n);
     else if (!strcmp(op, "pingpong")) loop_pingpong(n, rank);
     else if (!strcmp(op, "allreduce")) loop_allreduce(n);
+    else if (!strcmp(op, "exchange")) loop_exchange(n, rank);
     else if (!strcmp(op, "test")) loop_test(n);
     else if (!strcmp(op, "test_gups")) loop_gups(n, 1, 0);
     else if (!strcmp(op, "testany_gups")) loop_gups(n, 2, 0);
@@ -177,16 +194,16 @@ int main(int argc, char **argv)
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    const char *ops[] = {"comm_rank", "pingpong", "allreduce", "test", "test_gups",
+    const char *ops[] = {"comm_rank", "pingpong", "allreduce", "exchange", "test", "test_gups",
                          "testany_gups", "rdtsc", "clock", "gups", "gups_rdtsc"};
     int known = 0;
     if (argc >= 3)
         for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) known |= !strcmp(argv[1], ops[i]);
-    if (!known || (!strcmp(argv[1], "pingpong") && size < 2)) {
+    if (!known || ((!strcmp(argv[1], "pingpong") || !strcmp(argv[1], "exchange")) && size < 2)) {
         if (rank == 0)
-            fprintf(stderr, "usage: percall comm_rank|pingpong|allreduce|test|test_gups|"
+            fprintf(stderr, "usage: percall comm_rank|pingpong|allreduce|exchange|test|test_gups|"
                             "testany_gups|rdtsc|clock|gups|gups_rdtsc ITERATIONS [WARMUP] "
-                            "(pingpong needs 2 ranks)\n");
+                            "(pingpong and exchange need 2 ranks)\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     const char *op = argv[1];
@@ -196,7 +213,7 @@ int main(int argc, char **argv)
     if (n < CHUNKS) n = CHUNKS;
     long chunk = n / CHUNKS;
     n = chunk * CHUNKS;
-    double calls_per_iter = !strcmp(op, "pingpong") ? 2.0 : 1.0;
+    double calls_per_iter = !strcmp(op, "pingpong") ? 2.0 : !strcmp(op, "exchange") ? 3.0 : 1.0;
     if (!strncmp(op, "test", 4))
         MPI_Irecv(&pending_buf, 1, MPI_DOUBLE, 0, 99, MPI_COMM_SELF, &pending);
     if (strstr(op, "gups")) {

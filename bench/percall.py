@@ -37,12 +37,14 @@ OPERATIONS = {
     "comm_rank": (1, 20_000_000, "MPI_Comm_rank", 1),
     "pingpong": (2, 300_000, "MPI_Send", 2),
     "allreduce": (2, 300_000, "MPI_Allreduce", 2),
+    "exchange": (2, 300_000, "MPI_Irecv", 2),
     "test": (1, 5_000_000, "MPI_Test", 1),
     "test_gups": (1, 1_000_000, "MPI_Test", 1),
     "testany_gups": (1, 1_000_000, "MPI_Testany", 1),
 }
 LABELS = {"comm_rank": "MPI_Comm_rank", "pingpong": "MPI_Send/MPI_Recv 8 B ping-pong (2 ranks)",
           "allreduce": "MPI_Allreduce 8 B (2 ranks)",
+          "exchange": "MPI_Irecv + MPI_Isend + MPI_Waitall 8 B (2 ranks)",
           "test": "MPI_Test, pending request (poll)",
           "test_gups": "MPI_Test + 1 random update in 512 MiB",
           "testany_gups": "MPI_Testany(1) + 1 random update in 512 MiB (HPCC RandomAccess)"}
@@ -106,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         raise bl.BenchError(f"--ops must be among {', '.join(OPERATIONS)}")
     iterations = {op: spec[1] for op, spec in OPERATIONS.items()}
     iterations.update({"comm_rank": args.iterations_rank, "pingpong": args.iterations_2rank,
-                       "allreduce": args.iterations_2rank})
+                       "allreduce": args.iterations_2rank, "exchange": args.iterations_2rank})
     if args.iterations_rank != OPERATIONS["comm_rank"][1]:  # --quick: scale the polls too
         scale = args.iterations_rank / OPERATIONS["comm_rank"][1]
         iterations["test"] = max(10_000, int(OPERATIONS["test"][1] * scale))

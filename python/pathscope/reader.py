@@ -145,6 +145,15 @@ class Comm:
     sent_bytes: int
     recv_msgs: int
     recv_bytes: int
+    # (2.3) requests freed by MPI_Request_free while outstanding: the sends are in sent_*
+    # already; the receives' messages arrived unseen (not in recv_*), with at most
+    # freed_recv_capacity bytes
+    freed_sends: int = 0
+    freed_recvs: int = 0
+    freed_recv_capacity: int = 0
+    # (2.3) requests of the application that ended with an error (a truncated receive, ...):
+    # no message counted for them
+    failed_requests: int = 0
 
     @property
     def is_inter(self) -> bool:
@@ -352,7 +361,8 @@ def _read_profile_tsv(directory_fd: int, name: str) -> _ProfileTsv:
         _check_members(record, 6, size, remote, result.nranks)
         result.comms[name_] = Comm(name_, size, remote, c(3), c(4), record.number(5, 1), c(6),
                                    [], c(7), record.number(8), record.number(9),
-                                   record.number(10), record.number(11))
+                                   record.number(10), record.number(11),
+                                   *_freed_fields(record, 12))
 
     def op(record: Record) -> None:
         record.need(11)
@@ -571,7 +581,8 @@ def _read_rank_file(directory_fd: int, entry: str, name: str, rank_from_name: in
         seen_comms.add(name_)
         result.comms.append(_RankComm(
             Comm(name_, size_, remote, c(4), c(5), record.number(6, 1), c(7), [], c(8),
-                 record.number(9), record.number(10), record.number(11), record.number(12)),
+                 record.number(9), record.number(10), record.number(11), record.number(12),
+                 *_freed_fields(record, 13)),
             record.number(3, MAX_WORLD_SIZE)))
 
     def op(record: Record) -> None:
@@ -612,6 +623,14 @@ def _read_rank_file(directory_fd: int, entry: str, name: str, rank_from_name: in
         info.status = "unknown"
     result.callpaths = callpaths.finish(result.rank, file.has_end)
     return result
+
+
+def _freed_fields(record: Record, first: int) -> tuple[int, ...]:
+    """The (2.3) trailing fields of a `comm` line: freed sends, freed receives, their posted
+    capacity, failed requests; all 0 in files written before 2.3."""
+    if len(record.fields) < first + 4:
+        return 0, 0, 0, 0
+    return tuple(record.number(first + i) for i in range(4))
 
 
 def _add_hist(a: dict[int, int], b: dict[int, int]) -> dict[int, int]:
@@ -668,13 +687,18 @@ def merge_rank_files(rank_files: Iterable[_RankFile]) -> tuple[dict[str, Comm],
             if c.name not in comms:
                 comms[c.name] = Comm(c.name, c.size, c.remote_size, c.parent, c.creator, c.freed,
                                      c.members, [], c.topology, c.sent_msgs,
-                                     c.sent_bytes, c.recv_msgs, c.recv_bytes)
+                                     c.sent_bytes, c.recv_msgs, c.recv_bytes, c.freed_sends,
+                                     c.freed_recvs, c.freed_recv_capacity, c.failed_requests)
                 continue
             into = comms[c.name]
             into.sent_msgs += c.sent_msgs
             into.sent_bytes += c.sent_bytes
             into.recv_msgs += c.recv_msgs
             into.recv_bytes += c.recv_bytes
+            into.freed_sends += c.freed_sends
+            into.freed_recvs += c.freed_recvs
+            into.freed_recv_capacity += c.freed_recv_capacity
+            into.failed_requests += c.failed_requests
             into.freed = int(bool(into.freed and c.freed))
     for comm in comms.values():
         _lowest_group_first(comm)

@@ -1,11 +1,28 @@
 /* Hand-written wrappers of the request completion family (Wait*, Test*, Start*, Request_free):
  * they need the request handles as they were before the call (MPI overwrites completed ones
  * with MPI_REQUEST_NULL) and real statuses even when the caller passes MPI_STATUS(ES)_IGNORE,
- * so that received bytes come from the completed status.
+ * so that received bytes come from the completed status.  The caller's arguments reach MPI
+ * unchanged otherwise, and its return value is MPI's.
  *
  * Time of a completion call goes to the communicator of the first request in the list that
  * pathscope knows (docs/format.md); bytes of completed receives go to the (communicator,
  * operation that created the request) pair, e.g. (cart, MPI_Irecv).
+ *
+ * What counts as a completion, exactly:
+ *  - a nonblocking request completes once, when a wait or test returns it completed (its
+ *    handle becomes MPI_REQUEST_NULL); a persistent one each time it was started and a wait or
+ *    test returns it completed.  A wait or test on an inactive persistent request (never
+ *    started, or completed and not started again) returns at once with an empty status: it
+ *    moved nothing and is not counted (ps_req_t.started).
+ *  - MPI_Request_free of a request that is still outstanding releases the handle while the
+ *    operation goes on: MPI never reports its completion.  A send was counted when it was
+ *    posted (or started); a receive's message will arrive unseen, with at most the posted
+ *    capacity: it is counted in the communicator's freed_recvs and freed_recv_capacity, not as
+ *    received (ps_req_freed).  Seen by MPI_Request_get_status first, it is counted exactly.
+ *  - A call that fails (e.g. a truncated receive, MPI_ERR_IN_STATUS) may still complete some
+ *    of its requests: those that ended with MPI_SUCCESS are counted as usual, those that ended
+ *    with an error are dropped and counted in their communicator's failed_requests (no
+ *    message counted).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -84,16 +101,89 @@ void ps_complete_one(MPI_Request before, const MPI_Status *status, int *unused)
         atomic_fetch_add(&ps_counters.unknown_requests, 1);
         return;
     }
+    if (ps_req_persistent(r->kind)) {
+        if (!r->started) { /* inactive: MPI returned an empty status, nothing moved */
+            ps_unlock();
+            return;
+        }
+        r->started = 0;
+        r->status_seen = 0;
+    }
     ps_req_t copy = *r;
-    int persistent = r->kind == PS_REQ_PSEND || r->kind == PS_REQ_PRECV || r->kind == PS_REQ_PCOLL;
-    if (!persistent) ps_req_remove(before);
+    if (!ps_req_persistent(r->kind)) ps_req_remove(before);
     ps_unlock();
-    if (copy.kind == PS_REQ_RECV || copy.kind == PS_REQ_PRECV) {
+    if (copy.kind == PS_REQ_RECV || copy.kind == PS_REQ_SENDRECV || copy.kind == PS_REQ_PRECV) {
         uint64_t bytes = ps_received(copy.comm_id, status);
         ps_add_bytes(copy.comm_id, copy.op, bytes);
     } else if (copy.kind == PS_REQ_IDUP) {
         ps_idup_complete(&copy);
     }
+}
+
+/* A request whose operation ended with an error: no message is counted for it. */
+void ps_complete_failed(MPI_Request before, MPI_Request after)
+{
+    if (before == MPI_REQUEST_NULL) return;
+    ps_lock();
+    ps_req_t *r = ps_req_find(before);
+    int ended = 0, comm = PS_COMM_NONE;
+    if (r && ps_req_persistent(r->kind)) {
+        ended = r->started;
+        comm = r->comm_id;
+        r->started = 0;
+        r->status_seen = 0;
+    } else if (r && after == MPI_REQUEST_NULL) {
+        ended = 1;
+        comm = r->comm_id;
+        ps_req_remove(before);
+    }
+    if (ended && !ps_paused) ps_comms[comm]->failed_requests++;
+    ps_unlock();
+}
+
+void ps_complete_in_status(const MPI_Request *before, const MPI_Status *statuses,
+                           const int *indices, int n)
+{
+    for (int k = 0; k < n; k++) {
+        int i = indices ? indices[k] : k;
+        int err = statuses[k].MPI_ERROR;
+        if (err == MPI_SUCCESS) ps_complete_one(before[i], &statuses[k], NULL);
+        else if (err != MPI_ERR_PENDING) ps_complete_failed(before[i], MPI_REQUEST_NULL);
+    }
+}
+
+/* MPI_Request_free succeeded on a request: see the top of the file. */
+void ps_req_freed(MPI_Request before)
+{
+    if (before == MPI_REQUEST_NULL) return;
+    ps_lock();
+    ps_req_t *r = ps_req_find(before);
+    if (!r) {
+        ps_unlock();
+        return;
+    }
+    ps_req_t copy = *r;
+    ps_req_remove(before);
+    ps_unlock();
+    int outstanding = ps_req_persistent(copy.kind) ? copy.started : 1;
+    if (!outstanding || ps_paused) return;
+    int sends = copy.kind == PS_REQ_SEND || copy.kind == PS_REQ_PSEND || copy.kind == PS_REQ_SENDRECV;
+    int recvs = copy.kind == PS_REQ_RECV || copy.kind == PS_REQ_PRECV || copy.kind == PS_REQ_SENDRECV;
+    if (recvs && copy.status_seen) { /* complete, as MPI_Request_get_status said: exact */
+        if (copy.status_seen == 1) {
+            ps_count_received(copy.comm_id, copy.seen_bytes);
+            ps_add_bytes(copy.comm_id, copy.op, copy.seen_bytes);
+        }
+        recvs = 0;
+    }
+    ps_comm_t *c = ps_comms[copy.comm_id];
+    ps_lock();
+    if (sends && !(copy.peerless & PS_REQ_NO_SEND)) c->freed_sends++;
+    if (recvs && !(copy.peerless & PS_REQ_NO_RECV)) {
+        c->freed_recvs++;
+        c->freed_recv_capacity += copy.bytes;
+    }
+    ps_unlock();
 }
 
 int MPI_Wait(MPI_Request *request, MPI_Status *status)
@@ -107,6 +197,7 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status)
     int rc = PMPI_Wait(request, status);
     uint64_t dt = ps_now() - t0;
     if (rc == MPI_SUCCESS) ps_complete_one(before, status, NULL);
+    else ps_complete_failed(before, *request);
     ps_record(comm, PS_OP_MPI_Wait, dt, 0, 0);
     ps_wrap_leave();
     return rc;
@@ -122,8 +213,12 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
     int timed = ps_poll_timed(); /* a poll: sampled timing (wrap.h) */
     uint64_t t0 = timed ? ps_now() : 0;
     int rc = PMPI_Test(request, flag, status);
-    uint64_t dt = timed ? (ps_now() - t0) * (uint64_t)ps_poll_sample : 0;
-    if (rc == MPI_SUCCESS && *flag) ps_complete_one(before, status, NULL);
+    uint64_t dt = timed ? ps_poll_estimate(t0, ps_now()) : 0;
+    if (rc == MPI_SUCCESS) {
+        if (*flag) ps_complete_one(before, status, NULL);
+    } else {
+        ps_complete_failed(before, *request);
+    }
     ps_record(comm, PS_OP_MPI_Test, dt, 0, 0);
     ps_wrap_leave();
     return rc;
@@ -144,6 +239,8 @@ int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_
     uint64_t dt = ps_now() - t0;
     if (rc == MPI_SUCCESS)
         for (int i = 0; i < count; i++) ps_complete_one(b.before[i], &array_of_statuses[i], NULL);
+    else if (rc == MPI_ERR_IN_STATUS)
+        ps_complete_in_status(b.before, array_of_statuses, NULL, count);
     ps_record(comm, PS_OP_MPI_Waitall, dt, 0, 0);
     batch_close(&b);
     ps_wrap_leave();
@@ -164,9 +261,11 @@ int MPI_Testall(int count, MPI_Request array_of_requests[], int *flag,
     int timed = ps_poll_timed(); /* a poll: sampled timing (wrap.h) */
     uint64_t t0 = timed ? ps_now() : 0;
     int rc = PMPI_Testall(count, array_of_requests, flag, array_of_statuses);
-    uint64_t dt = timed ? (ps_now() - t0) * (uint64_t)ps_poll_sample : 0;
+    uint64_t dt = timed ? ps_poll_estimate(t0, ps_now()) : 0;
     if (rc == MPI_SUCCESS && *flag)
         for (int i = 0; i < count; i++) ps_complete_one(b.before[i], &array_of_statuses[i], NULL);
+    else if (rc == MPI_ERR_IN_STATUS)
+        ps_complete_in_status(b.before, array_of_statuses, NULL, count);
     ps_record(comm, PS_OP_MPI_Testall, dt, 0, 0);
     batch_close(&b);
     ps_wrap_leave();
@@ -189,7 +288,10 @@ int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index, MPI_Stat
     uint64_t t0 = ps_now();
     int rc = PMPI_Waitany(count, array_of_requests, index, status);
     uint64_t dt = ps_now() - t0;
-    if (rc == MPI_SUCCESS && *index != MPI_UNDEFINED) ps_complete_one(b.before[*index], status, NULL);
+    if (*index != MPI_UNDEFINED && *index >= 0 && *index < count) {
+        if (rc == MPI_SUCCESS) ps_complete_one(b.before[*index], status, NULL);
+        else ps_complete_failed(b.before[*index], array_of_requests[*index]);
+    }
     ps_record(comm, PS_OP_MPI_Waitany, dt, 0, 0);
     batch_close(&b);
     ps_wrap_leave();
@@ -213,9 +315,14 @@ int MPI_Testany(int count, MPI_Request array_of_requests[], int *index, int *fla
     int timed = ps_poll_timed(); /* a poll: sampled timing (wrap.h) */
     uint64_t t0 = timed ? ps_now() : 0;
     int rc = PMPI_Testany(count, array_of_requests, index, flag, status);
-    uint64_t dt = timed ? (ps_now() - t0) * (uint64_t)ps_poll_sample : 0;
-    if (rc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED)
-        ps_complete_one(b.before[*index], status, NULL);
+    uint64_t dt = timed ? ps_poll_estimate(t0, ps_now()) : 0;
+    if (*index != MPI_UNDEFINED && *index >= 0 && *index < count) {
+        if (rc == MPI_SUCCESS) {
+            if (*flag) ps_complete_one(b.before[*index], status, NULL);
+        } else {
+            ps_complete_failed(b.before[*index], array_of_requests[*index]);
+        }
+    }
     ps_record(comm, PS_OP_MPI_Testany, dt, 0, 0);
     batch_close(&b);
     ps_wrap_leave();
@@ -236,9 +343,11 @@ static int some(int test, int incount, MPI_Request reqs[], int *outcount, int in
     uint64_t t0 = timed ? ps_now() : 0;
     int rc = test ? PMPI_Testsome(incount, reqs, outcount, indices, statuses)
                   : PMPI_Waitsome(incount, reqs, outcount, indices, statuses);
-    uint64_t dt = timed ? (ps_now() - t0) * (uint64_t)((test) ? ps_poll_sample : 1) : 0;
+    uint64_t dt = !timed ? 0 : test ? ps_poll_estimate(t0, ps_now()) : ps_now() - t0;
     if (rc == MPI_SUCCESS && *outcount != MPI_UNDEFINED)
         for (int k = 0; k < *outcount; k++) ps_complete_one(b.before[indices[k]], &statuses[k], NULL);
+    else if (rc == MPI_ERR_IN_STATUS && *outcount != MPI_UNDEFINED)
+        ps_complete_in_status(b.before, statuses, indices, *outcount);
     ps_record(comm, test ? PS_OP_MPI_Testsome : PS_OP_MPI_Waitsome, dt, 0, 0);
     batch_close(&b);
     return rc;
@@ -271,15 +380,19 @@ static void started(MPI_Request req, int op)
     ps_lock();
     ps_req_t *r = ps_req_find(req);
     ps_req_t copy = r ? *r : (ps_req_t){0};
+    if (r && ps_req_persistent(r->kind)) {
+        r->started = 1;
+        r->status_seen = 0;
+    }
     ps_unlock();
     if (!r) {
         atomic_fetch_add(&ps_counters.unknown_requests, 1);
         return;
     }
     if (copy.kind == PS_REQ_PSEND) {
-        uint64_t bytes = copy.bytes == UINT64_MAX ? 0 : copy.bytes;
-        ps_add_bytes(copy.comm_id, op, bytes);
-        ps_sent(copy.comm_id, copy.bytes == UINT64_MAX ? MPI_PROC_NULL : 0, bytes);
+        int none = copy.peerless & PS_REQ_NO_SEND;
+        ps_add_bytes(copy.comm_id, op, none ? 0 : copy.bytes);
+        ps_sent(copy.comm_id, none ? MPI_PROC_NULL : 0, none ? 0 : copy.bytes);
     } else if (copy.kind == PS_REQ_PCOLL) {
         ps_add_bytes(copy.comm_id, op, copy.bytes);
     }
@@ -326,11 +439,7 @@ int MPI_Request_free(MPI_Request *request)
     int rc = PMPI_Request_free(request);
     uint64_t dt = ps_now() - t0;
     ps_record(comm, PS_OP_MPI_Request_free, dt, 0, 0);
-    if (rc == MPI_SUCCESS && before != MPI_REQUEST_NULL) {
-        ps_lock();
-        ps_req_remove(before);
-        ps_unlock();
-    }
+    if (rc == MPI_SUCCESS) ps_req_freed(before);
     ps_wrap_leave();
     return rc;
 }

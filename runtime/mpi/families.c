@@ -93,18 +93,37 @@ static void count_received(int comm_id, uint64_t bytes)
     ps_unlock();
 }
 
-/* A completed receive: the status tells the source and the byte count. */
-uint64_t ps_received(int comm_id, const MPI_Status *status)
+/* 1 if the status is of a message received (not from MPI_PROC_NULL, not cancelled) */
+static inline int status_message(const MPI_Status *status, uint64_t *bytes)
 {
+    *bytes = 0;
     if (status->MPI_SOURCE == MPI_PROC_NULL) return 0;
     if (cancel_seen) {
         int cancelled = 0;
         PMPI_Test_cancelled(status, &cancelled);
         if (cancelled) return 0;
     }
-    uint64_t bytes = status_bytes(status);
+    *bytes = status_bytes(status);
+    return 1;
+}
+
+/* A completed receive: the status tells the source and the byte count. */
+uint64_t ps_received(int comm_id, const MPI_Status *status)
+{
+    uint64_t bytes;
+    if (!status_message(status, &bytes)) return 0;
     if (!ps_paused) count_received(comm_id, bytes);
     return bytes;
+}
+
+int ps_status_message(const MPI_Status *status, uint64_t *bytes)
+{
+    return status_message(status, bytes);
+}
+
+void ps_count_received(int comm_id, uint64_t bytes)
+{
+    if (!ps_paused) count_received(comm_id, bytes);
 }
 
 void ps_sent(int comm_id, int dest, uint64_t bytes)
@@ -148,7 +167,8 @@ void ps_on_isend(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, int de
                  MPI_Request req)
 {
     ps_on_send(op, dt, count, type, dest, comm);
-    ps_req_add(req, ps_comm_lookup(comm), op, PS_REQ_SEND, 0, NULL);
+    ps_req_add_p2p(req, ps_comm_lookup(comm), op, PS_REQ_SEND, 0,
+                   dest == MPI_PROC_NULL ? PS_REQ_NO_SEND : 0);
 }
 
 void ps_on_send_init(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, int dest,
@@ -157,8 +177,7 @@ void ps_on_send_init(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, in
     int id = ps_comm_lookup(comm);
     uint64_t bytes = dest == MPI_PROC_NULL ? 0 : ps_type_bytes(type, count);
     ps_record(id, op, dt, 0, 0);
-    /* a persistent send to MPI_PROC_NULL is marked with bytes = UINT64_MAX: no message */
-    ps_req_add(req, id, op, PS_REQ_PSEND, dest == MPI_PROC_NULL ? UINT64_MAX : bytes, NULL);
+    ps_req_add_p2p(req, id, op, PS_REQ_PSEND, bytes, dest == MPI_PROC_NULL ? PS_REQ_NO_SEND : 0);
 }
 
 void ps_on_recv(int op, uint64_t dt, MPI_Comm comm, const MPI_Status *status)
@@ -194,19 +213,34 @@ void ps_on_mrecv(int op, uint64_t dt, MPI_Message msg_before, const MPI_Status *
     ps_record(id, op, dt, ps_received(id, status), 1);
 }
 
-void ps_on_irecv(int op, uint64_t dt, MPI_Comm comm, MPI_Request req)
+/* Nonblocking and persistent receives remember what they can receive at most (the posted
+ * capacity): if the request is freed before a completion call sees it complete, that bound is
+ * all that is known of its message (completion.c: ps_req_freed). */
+static void track_receive(int id, int op, uint64_t dt, MPI_Count count, MPI_Datatype type,
+                          int source, MPI_Request req, int kind)
 {
-    record_and_track(ps_comm_lookup(comm), op, dt, req, PS_REQ_RECV);
+    ps_record(id, op, dt, 0, 0);
+    int peerless = source == MPI_PROC_NULL ? PS_REQ_NO_RECV : 0;
+    ps_req_add_p2p(req, id, op, kind, peerless ? 0 : ps_type_bytes(type, count), peerless);
 }
 
-void ps_on_imrecv(int op, uint64_t dt, MPI_Message msg_before, MPI_Request req)
+void ps_on_irecv(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, int source, MPI_Comm comm,
+                 MPI_Request req)
 {
-    record_and_track(message_comm(msg_before), op, dt, req, PS_REQ_RECV);
+    track_receive(ps_comm_lookup(comm), op, dt, count, type, source, req, PS_REQ_RECV);
 }
 
-void ps_on_recv_init(int op, uint64_t dt, MPI_Comm comm, MPI_Request req)
+void ps_on_imrecv(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, MPI_Message msg_before,
+                  MPI_Request req)
 {
-    record_and_track(ps_comm_lookup(comm), op, dt, req, PS_REQ_PRECV);
+    int source = msg_before == MPI_MESSAGE_NO_PROC ? MPI_PROC_NULL : 0;
+    track_receive(message_comm(msg_before), op, dt, count, type, source, req, PS_REQ_RECV);
+}
+
+void ps_on_recv_init(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, int source,
+                     MPI_Comm comm, MPI_Request req)
+{
+    track_receive(ps_comm_lookup(comm), op, dt, count, type, source, req, PS_REQ_PRECV);
 }
 
 void ps_on_sendrecv(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, int dest,
@@ -220,13 +254,18 @@ void ps_on_sendrecv(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, int
 }
 
 void ps_on_isendrecv(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, int dest,
-                     MPI_Comm comm, MPI_Request req)
+                     MPI_Count recvcount, MPI_Datatype recvtype, int source, MPI_Comm comm,
+                     MPI_Request req)
 {
     int id = ps_comm_lookup(comm);
     uint64_t out = dest == MPI_PROC_NULL ? 0 : ps_type_bytes(type, count);
     ps_sent(id, dest, out);
     ps_record(id, op, dt, out, 1);
-    ps_req_add(req, id, op, PS_REQ_RECV, 0, NULL); /* received part counted at completion */
+    /* the received part is counted at completion */
+    int peerless = (dest == MPI_PROC_NULL ? PS_REQ_NO_SEND : 0) |
+                   (source == MPI_PROC_NULL ? PS_REQ_NO_RECV : 0);
+    ps_req_add_p2p(req, id, op, PS_REQ_SENDRECV,
+                   source == MPI_PROC_NULL ? 0 : ps_type_bytes(recvtype, recvcount), peerless);
 }
 
 void ps_on_coll(int op, uint64_t dt, MPI_Comm comm, uint64_t bytes)
@@ -313,4 +352,36 @@ void ps_on_file_req(int op, uint64_t dt, MPI_File file, MPI_Request req)
 void ps_on_none_req(int op, uint64_t dt, MPI_Request req)
 {
     record_and_track(PS_COMM_NONE, op, dt, req, PS_REQ_OTHER);
+}
+
+/* MPI_Request_get_status: the call goes to the request's communicator; a receive it sees
+ * complete is not counted yet (the request stays; a wait or test will report it again), but
+ * what it received is remembered, so that freeing the request afterwards counts it exactly. */
+void ps_on_request_get_status(int op, uint64_t dt, MPI_Request req, int flag,
+                              const MPI_Status *status)
+{
+    int id = PS_COMM_NONE;
+    if (req != MPI_REQUEST_NULL) {
+        ps_lock();
+        ps_req_t *r = ps_req_find(req);
+        int recv = 0, seen = 0;
+        if (r) {
+            id = r->comm_id;
+            recv = r->kind == PS_REQ_RECV || r->kind == PS_REQ_SENDRECV || r->kind == PS_REQ_PRECV;
+            seen = r->status_seen || (ps_req_persistent(r->kind) && !r->started);
+        }
+        ps_unlock();
+        if (r && flag && recv && !seen) {
+            uint64_t bytes;
+            int message = ps_status_message(status, &bytes); /* may ask MPI: not under the lock */
+            ps_lock();
+            r = ps_req_find(req);
+            if (r) {
+                r->status_seen = message ? 1 : 2;
+                r->seen_bytes = bytes;
+            }
+            ps_unlock();
+        }
+    }
+    ps_record(id, op, dt, 0, 0);
 }

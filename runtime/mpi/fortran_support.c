@@ -367,6 +367,26 @@ static void complete_f(MPI_Request before, const MPI_Fint *fstatus)
     ps_complete_one(before, &st, NULL);
 }
 
+/* A call that returned MPI_ERR_IN_STATUS: statuses[k] belongs to request indices[k] - base
+ * (k when indices is NULL); as ps_complete_in_status (completion.c). */
+static void complete_in_status_f(const MPI_Request *before, int n, const MPI_Fint *statuses,
+                                 const MPI_Fint *indices, int base, int count)
+{
+    for (int k = 0; k < count; k++) {
+        int i = indices ? indices[k] - base : k;
+        if (i < 0 || i >= n) continue;
+        MPI_Status st;
+        PMPI_Status_f2c((MPI_Fint *)statuses + (size_t)k * PS_F_STATUS_SIZE, &st);
+        ps_complete_in_status(&before[i], &st, NULL, 1);
+    }
+}
+
+/* The request a failed MPI_WAIT, MPI_TEST, MPI_WAITANY or MPI_TESTANY was about. */
+static void complete_failed_f(MPI_Request before, const MPI_Fint *after)
+{
+    ps_complete_failed(before, PMPI_Request_f2c(*after));
+}
+
 typedef void (*ft_wait)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
 static void body_wait(ft_wait fn, int f08, MPI_Fint *request, MPI_Fint *status, MPI_Fint *ierr)
 {
@@ -379,6 +399,7 @@ static void body_wait(ft_wait fn, int f08, MPI_Fint *request, MPI_Fint *status, 
     fn(request, status, ierr);
     uint64_t dt = ps_now() - t0;
     if (PS_F_OK(ierr)) complete_f(before, status);
+    else complete_failed_f(before, request);
     ps_record(comm, PS_OP_MPI_Wait, dt, 0, 0);
     ps_wrap_leave();
 }
@@ -397,8 +418,9 @@ static void body_test(ft_test fn, int f08, MPI_Fint *request, MPI_Fint *flag, MP
     int timed = ps_poll_timed(); /* a poll: sampled timing (wrap.h) */
     uint64_t t0 = timed ? ps_now() : 0;
     fn(request, flag, status, ierr);
-    uint64_t dt = timed ? (ps_now() - t0) * (uint64_t)ps_poll_sample : 0;
-    if (PS_F_OK(ierr) && *flag) complete_f(before, status);
+    uint64_t dt = timed ? ps_poll_estimate(t0, ps_now()) : 0;
+    if (!PS_F_OK(ierr)) complete_failed_f(before, request);
+    else if (*flag) complete_f(before, status);
     ps_record(comm, PS_OP_MPI_Test, dt, 0, 0);
     ps_wrap_leave();
 }
@@ -424,6 +446,8 @@ static void body_waitall(ft_waitall fn, int f08, MPI_Fint *count, MPI_Fint *reqs
     uint64_t dt = ps_now() - t0;
     if (PS_F_OK(ierr))
         for (int i = 0; i < n; i++) complete_f(b.before[i], statuses + (size_t)i * PS_F_STATUS_SIZE);
+    else if (*ierr == MPI_ERR_IN_STATUS)
+        complete_in_status_f(b.before, n, statuses, NULL, 0, n);
     ps_record(comm, PS_OP_MPI_Waitall, dt, 0, 0);
     fbatch_close(&b);
     ps_wrap_leave();
@@ -449,9 +473,11 @@ static void body_testall(ft_testall fn, int f08, MPI_Fint *count, MPI_Fint *reqs
     int timed = ps_poll_timed(); /* a poll: sampled timing (wrap.h) */
     uint64_t t0 = timed ? ps_now() : 0;
     fn(count, reqs, flag, statuses, ierr);
-    uint64_t dt = timed ? (ps_now() - t0) * (uint64_t)ps_poll_sample : 0;
+    uint64_t dt = timed ? ps_poll_estimate(t0, ps_now()) : 0;
     if (PS_F_OK(ierr) && *flag)
         for (int i = 0; i < n; i++) complete_f(b.before[i], statuses + (size_t)i * PS_F_STATUS_SIZE);
+    else if (!PS_F_OK(ierr) && *ierr == MPI_ERR_IN_STATUS)
+        complete_in_status_f(b.before, n, statuses, NULL, 0, n);
     ps_record(comm, PS_OP_MPI_Testall, dt, 0, 0);
     fbatch_close(&b);
     ps_wrap_leave();
@@ -460,12 +486,14 @@ PS_F_ENTRIES(testall, ft_testall,
              (MPI_Fint *count, MPI_Fint *reqs, MPI_Fint *flag, MPI_Fint *statuses, MPI_Fint *ierr),
              (fn, f08, count, reqs, flag, statuses, ierr), ierr, "MPI_TESTALL")
 
-/* Waitany / Testany: index is 1-based, MPI_UNDEFINED when no request was active. */
+/* Waitany / Testany: index is 1-based, MPI_UNDEFINED when no request was active.  After an
+ * error, the index names the request that failed. */
 static void any_done(const fbatch_t *b, int n, const MPI_Fint *index, const MPI_Fint *status,
-                     int base)
+                     int base, const MPI_Fint *reqs, int ok)
 {
-    if (*index != MPI_UNDEFINED && *index >= base && *index < n + base)
-        complete_f(b->before[*index - base], status);
+    if (*index == MPI_UNDEFINED || *index < base || *index >= n + base) return;
+    if (ok) complete_f(b->before[*index - base], status);
+    else complete_failed_f(b->before[*index - base], &reqs[*index - base]);
 }
 
 typedef void (*ft_waitany)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
@@ -487,7 +515,7 @@ static void body_waitany(ft_waitany fn, int f08, MPI_Fint *count, MPI_Fint *reqs
     uint64_t t0 = ps_now();
     fn(count, reqs, index, status, ierr);
     uint64_t dt = ps_now() - t0;
-    if (PS_F_OK(ierr)) any_done(&b, n, index, status, ibase(f08));
+    any_done(&b, n, index, status, ibase(f08), reqs, PS_F_OK(ierr));
     ps_record(comm, PS_OP_MPI_Waitany, dt, 0, 0);
     fbatch_close(&b);
     ps_wrap_leave();
@@ -516,8 +544,8 @@ static void body_testany(ft_testany fn, int f08, MPI_Fint *count, MPI_Fint *reqs
     int timed = ps_poll_timed(); /* a poll: sampled timing (wrap.h) */
     uint64_t t0 = timed ? ps_now() : 0;
     fn(count, reqs, index, flag, status, ierr);
-    uint64_t dt = timed ? (ps_now() - t0) * (uint64_t)ps_poll_sample : 0;
-    if (PS_F_OK(ierr) && *flag) any_done(&b, n, index, status, ibase(f08));
+    uint64_t dt = timed ? ps_poll_estimate(t0, ps_now()) : 0;
+    if (!PS_F_OK(ierr) || *flag) any_done(&b, n, index, status, ibase(f08), reqs, PS_F_OK(ierr));
     ps_record(comm, PS_OP_MPI_Testany, dt, 0, 0);
     fbatch_close(&b);
     ps_wrap_leave();
@@ -545,10 +573,12 @@ static void some(ft_some fn, int f08, int op, MPI_Fint *incount, MPI_Fint *reqs,
     uint64_t t0 = ps_now();
     fn(incount, reqs, outcount, indices, statuses, ierr);
     uint64_t dt = ps_now() - t0;
-    if (PS_F_OK(ierr) && *outcount != MPI_UNDEFINED)
+    if (PS_F_OK(ierr) && *outcount != MPI_UNDEFINED) {
         for (int k = 0, base = ibase(f08); k < *outcount; k++)
             if (indices[k] >= base && indices[k] < n + base)
                 complete_f(b.before[indices[k] - base], statuses + (size_t)k * PS_F_STATUS_SIZE);
+    } else if (!PS_F_OK(ierr) && *ierr == MPI_ERR_IN_STATUS && *outcount != MPI_UNDEFINED)
+        complete_in_status_f(b.before, n, statuses, indices, ibase(f08), *outcount);
     ps_record(comm, op, dt, 0, 0);
     fbatch_close(&b);
     ps_wrap_leave();
@@ -626,11 +656,7 @@ static void body_request_free(ft_request_free fn, int f08, MPI_Fint *request, MP
     fn(request, ierr);
     uint64_t dt = ps_now() - t0;
     ps_record(comm, PS_OP_MPI_Request_free, dt, 0, 0);
-    if (PS_F_OK(ierr) && before != MPI_REQUEST_NULL) {
-        ps_lock();
-        ps_req_remove(before);
-        ps_unlock();
-    }
+    if (PS_F_OK(ierr)) ps_req_freed(before);
     ps_wrap_leave();
 }
 PS_F_ENTRIES(request_free, ft_request_free, (MPI_Fint *request, MPI_Fint *ierr),

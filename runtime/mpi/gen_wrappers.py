@@ -199,7 +199,7 @@ def emit_c_wrapper(name, ret, params, names, fam):
         out.append(f"    ps_in_wrapper = PS_IN_UNTIMED + PS_OP_{name}; /* samples in here are its time */")
     out.append(f"    {ret} ps_rc = P{name}({args});")
     if poll:
-        out.append("    uint64_t ps_dt = ps_timed ? (ps_now() - ps_t0) * (uint64_t)ps_poll_sample : 0;")
+        out.append("    uint64_t ps_dt = ps_timed ? ps_poll_estimate(ps_t0, ps_now()) : 0;")
     else:
         out.append("    uint64_t ps_dt = ps_now() - ps_t0;" if timed else
                    "    const uint64_t ps_dt = 0; /* count only: a local query */")

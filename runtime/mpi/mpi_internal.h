@@ -36,6 +36,13 @@ typedef struct {
     int *members;           /* world ranks: local group, then remote group for intercomms */
     int freed;
     uint64_t sent_msgs, sent_bytes, recv_msgs, recv_bytes; /* point-to-point, for the check */
+    /* requests released by MPI_Request_free before a completion call saw them complete: the
+     * sends are counted in sent_* already (at their post or start); the receives' messages
+     * arrive unseen, so they are counted here, with their posted capacity as a bound */
+    uint64_t freed_sends, freed_recvs, freed_recv_capacity;
+    /* requests of the application that ended with an error (a truncated receive, a
+     * generalized request whose query function failed): no message counted for them */
+    uint64_t failed_requests;
     ps_stat_t *ops[PS_NUM_OPS];
 } ps_comm_t;
 
@@ -104,10 +111,12 @@ static inline void ps_record(int comm_id, int op, uint64_t dt, uint64_t bytes, i
     if (ps_paths_on) ps_path_record(comm_id, op, dt, bytes, count_bytes);
 }
 
-/* ---- requests (requests.c) ------------------------------------------------------------- */
+/* ---- requests (registry.c: the table; completion.c: what completing or freeing one adds) */
 typedef enum {
     PS_REQ_SEND = 1,   /* bytes counted at post */
     PS_REQ_RECV,       /* bytes counted at completion from the status */
+    PS_REQ_SENDRECV,   /* MPI_Isendrecv(_replace): sent part counted at post, received part at
+                        * completion, as PS_REQ_RECV */
     PS_REQ_COLL,       /* nonblocking collective: bytes counted at post */
     PS_REQ_PSEND,      /* persistent send: bytes counted at each start */
     PS_REQ_PRECV,      /* persistent receive: bytes at each completion */
@@ -116,18 +125,35 @@ typedef enum {
     PS_REQ_OTHER,      /* anything else on a communicator (e.g. Ibarrier-like, RMA R*) */
 } ps_req_kind;
 
+static inline int ps_req_persistent(int kind)
+{
+    return kind == PS_REQ_PSEND || kind == PS_REQ_PRECV || kind == PS_REQ_PCOLL;
+}
+
+/* ps_req_t.peerless: which side of the request has MPI_PROC_NULL as its peer (no message) */
+#define PS_REQ_NO_SEND 1
+#define PS_REQ_NO_RECV 2
+
 typedef struct {
     uintptr_t key;
     int comm_id, op, kind, active;
     int refs; /* MPI libraries hand out one shared handle for operations that completed at
                * once (Open MPI's ompi_request_empty, MPICH's lightweight requests): several
                * live operations can share a key, each completion drops one reference */
-    uint64_t bytes; /* persistent send/collective: bytes per start */
-    void *idup;     /* PS_REQ_IDUP: naming state (naming.c) */
+    unsigned char peerless;    /* PS_REQ_NO_SEND | PS_REQ_NO_RECV */
+    unsigned char started;     /* persistent: started and not completed since (active) */
+    unsigned char status_seen; /* MPI_Request_get_status saw it complete: 1 with a message of
+                                * seen_bytes, 2 without one (MPI_PROC_NULL, cancelled) */
+    uint64_t bytes;   /* persistent send or collective: bytes moved by each start; receives:
+                       * the posted capacity (count x type size), what can arrive at most */
+    uint64_t seen_bytes;
+    void *idup;       /* PS_REQ_IDUP: naming state (naming.c) */
 } ps_req_t;
 
 extern uint64_t ps_req_generation; /* changes whenever the request table does */
 void ps_req_add(MPI_Request req, int comm_id, int op, int kind, uint64_t bytes, void *idup);
+/* the same for point-to-point requests: peerless = PS_REQ_NO_SEND | PS_REQ_NO_RECV */
+void ps_req_add_p2p(MPI_Request req, int comm_id, int op, int kind, uint64_t bytes, int peerless);
 ps_req_t *ps_req_find(MPI_Request req);
 void ps_req_remove(MPI_Request req);
 
@@ -150,13 +176,17 @@ void ps_on_send_init(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, in
                      MPI_Comm comm, MPI_Request req);
 void ps_on_recv(int op, uint64_t dt, MPI_Comm comm, const MPI_Status *status);
 void ps_on_mrecv(int op, uint64_t dt, MPI_Message msg_before, const MPI_Status *status);
-void ps_on_irecv(int op, uint64_t dt, MPI_Comm comm, MPI_Request req);
-void ps_on_imrecv(int op, uint64_t dt, MPI_Message msg_before, MPI_Request req);
-void ps_on_recv_init(int op, uint64_t dt, MPI_Comm comm, MPI_Request req);
+void ps_on_irecv(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, int source, MPI_Comm comm,
+                 MPI_Request req);
+void ps_on_imrecv(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, MPI_Message msg_before,
+                  MPI_Request req);
+void ps_on_recv_init(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, int source,
+                     MPI_Comm comm, MPI_Request req);
 void ps_on_sendrecv(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, int dest,
                     MPI_Comm comm, const MPI_Status *status);
 void ps_on_isendrecv(int op, uint64_t dt, MPI_Count count, MPI_Datatype type, int dest,
-                     MPI_Comm comm, MPI_Request req);
+                     MPI_Count recvcount, MPI_Datatype recvtype, int source, MPI_Comm comm,
+                     MPI_Request req);
 void ps_on_mprobe(int op, uint64_t dt, MPI_Comm comm, MPI_Message msg);
 void ps_on_coll(int op, uint64_t dt, MPI_Comm comm, uint64_t bytes);
 void ps_on_icoll(int op, uint64_t dt, MPI_Comm comm, uint64_t bytes, MPI_Request req);
@@ -169,7 +199,8 @@ void ps_on_win_free(int op, uint64_t dt, MPI_Win win_before);
 void ps_on_file_open(int op, uint64_t dt, MPI_Comm comm, MPI_File file);
 void ps_on_file_close(int op, uint64_t dt, MPI_File file_before);
 void ps_on_comm_free(int op, uint64_t dt, MPI_Comm comm_before);
-void ps_on_request_free(int op, uint64_t dt, MPI_Request req_before);
+void ps_on_request_get_status(int op, uint64_t dt, MPI_Request req, int flag,
+                              const MPI_Status *status);
 
 /* Collective volume rules (volume.c): this rank's contribution to the lower-bound volume.
  * 'large' selects MPI_Count/MPI_Aint arrays (the MPI-4 _c functions) over int arrays. */
@@ -225,6 +256,9 @@ void ps_on_comm_dpm(int op, uint64_t dt, MPI_Comm parent, MPI_Comm newcomm, char
 void ps_idup_complete(ps_req_t *r); /* called by the completion wrappers */
 
 uint64_t ps_received(int comm_id, const MPI_Status *status); /* also counts the message */
+/* 1 if the status is of a received message (not MPI_PROC_NULL, not cancelled); its bytes */
+int ps_status_message(const MPI_Status *status, uint64_t *bytes);
+void ps_count_received(int comm_id, uint64_t bytes); /* one more message received */
 void ps_sent(int comm_id, int dest, uint64_t bytes);
 void ps_add_bytes(int comm_id, int op, uint64_t bytes); /* bytes + histogram, no call */
 
@@ -232,6 +266,16 @@ void ps_add_bytes(int comm_id, int op, uint64_t bytes); /* bytes + histogram, no
 void ps_complete_one(MPI_Request before, const MPI_Status *status, int *first_comm);
 int ps_first_comm(const MPI_Request *reqs, int n); /* comm id of the first known request */
 void ps_req_started(MPI_Request req, int op);      /* a persistent request was started */
+void ps_req_freed(MPI_Request before);             /* MPI_Request_free succeeded on it */
+/* A completion call returned an error.  ps_complete_failed: the request the call was about
+ * (MPI_Wait, MPI_Test, the index of MPI_Waitany/Testany) ended with an error if MPI released
+ * its handle (after == MPI_REQUEST_NULL) or it is persistent.  ps_complete_in_status
+ * (MPI_ERR_IN_STATUS of Waitall, Testall, Waitsome, Testsome): status k belongs to request
+ * indices[k] (k when indices is NULL); MPI_SUCCESS in its error field is a normal completion,
+ * MPI_ERR_PENDING none, anything else an operation that ended with an error. */
+void ps_complete_failed(MPI_Request before, MPI_Request after);
+void ps_complete_in_status(const MPI_Request *before, const MPI_Status *statuses,
+                           const int *indices, int n);
 
 /* Fortran sentinel addresses (fortran.c), resolved at init */
 extern void *ps_f_in_place;

@@ -90,16 +90,18 @@ def _build_families():
         fam[name] = ("", "ps_on_send_init(OP, DT, count, datatype, dest, comm, *request)")
     fam["MPI_Recv"] = (STATUS, "ps_on_recv(OP, DT, comm, status)")
     fam["MPI_Mrecv"] = (MSG_BEFORE + " " + STATUS, "ps_on_mrecv(OP, DT, ps_msg_before, status)")
-    fam["MPI_Irecv"] = ("", "ps_on_irecv(OP, DT, comm, *request)")
-    fam["MPI_Imrecv"] = (MSG_BEFORE, "ps_on_imrecv(OP, DT, ps_msg_before, *request)")
-    fam["MPI_Recv_init"] = ("", "ps_on_recv_init(OP, DT, comm, *request)")
+    # nonblocking and persistent receives keep their posted capacity (count x type size): a
+    # request freed before its completion is seen is counted with it (completion.c)
+    fam["MPI_Irecv"] = ("", "ps_on_irecv(OP, DT, count, datatype, source, comm, *request)")
+    fam["MPI_Imrecv"] = (MSG_BEFORE, "ps_on_imrecv(OP, DT, count, datatype, ps_msg_before, *request)")
+    fam["MPI_Recv_init"] = ("", "ps_on_recv_init(OP, DT, count, datatype, source, comm, *request)")
     # MPI-4 partitioned communication: persistent requests moving partitions x count elements
     fam["MPI_Psend_init"] = ("", "ps_on_send_init(OP, DT, (MPI_Count)partitions * count, datatype, dest, comm, *request)")
-    fam["MPI_Precv_init"] = ("", "ps_on_recv_init(OP, DT, comm, *request)")
+    fam["MPI_Precv_init"] = ("", "ps_on_recv_init(OP, DT, (MPI_Count)partitions * count, datatype, source, comm, *request)")
     fam["MPI_Sendrecv"] = (STATUS, "ps_on_sendrecv(OP, DT, sendcount, sendtype, dest, comm, status)")
     fam["MPI_Sendrecv_replace"] = (STATUS, "ps_on_sendrecv(OP, DT, count, datatype, dest, comm, status)")
-    fam["MPI_Isendrecv"] = ("", "ps_on_isendrecv(OP, DT, sendcount, sendtype, dest, comm, *request)")
-    fam["MPI_Isendrecv_replace"] = ("", "ps_on_isendrecv(OP, DT, count, datatype, dest, comm, *request)")
+    fam["MPI_Isendrecv"] = ("", "ps_on_isendrecv(OP, DT, sendcount, sendtype, dest, recvcount, recvtype, source, comm, *request)")
+    fam["MPI_Isendrecv_replace"] = ("", "ps_on_isendrecv(OP, DT, count, datatype, dest, count, datatype, source, comm, *request)")
     fam["MPI_Mprobe"] = ("", "ps_on_mprobe(OP, DT, comm, *message)")
     fam["MPI_Improbe"] = ("", "ps_on_mprobe(OP, DT, comm, *flag ? *message : MPI_MESSAGE_NULL)")
 
@@ -149,6 +151,8 @@ def _build_families():
 
     # Datatype sizes are cached (families.c): a freed handle must leave the cache.
     fam["MPI_Type_free"] = ("MPI_Datatype ps_before = *datatype;", "ps_on_type_free(OP, DT, ps_before)")
+    # a completed receive seen here and freed afterwards is counted exactly (completion.c)
+    fam["MPI_Request_get_status"] = (STATUS, "ps_on_request_get_status(OP, DT, request, *flag, status)")
     fam["MPI_Cancel"] = ("", "ps_on_cancel(OP, DT)")
 
     # MPI-IO: files remember their communicator.

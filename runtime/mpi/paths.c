@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "mpi_internal.h"
+#include "wrap.h"
 #include "../core/cct.h"
 #include "../unwind/unwind.h"
 
@@ -114,9 +115,29 @@ static void charge_gap_before_call(ps_thread_t *t, int n)
     t->carry = 0;
 }
 
+/* wrap.h.  Called inside the wrapper (ps_in_wrapper set), so no sample of this thread
+ * changes the accounting fields meanwhile.  Keeps the invariant of ps_sample_weight: the MPI
+ * time measured since the last kept sample never exceeds the time since then (plus the carry),
+ * so no weight goes negative and the tree holds exactly the elapsed time. */
+uint64_t ps_poll_estimate(uint64_t t0, uint64_t t1)
+{
+    uint64_t dt = t1 - t0, estimate = dt * (uint64_t)ps_poll_sample;
+    ps_thread_t *t = ps_self;
+    if (ps_poll_sample == 1 || !t || t->end_ticks) return estimate;
+    int64_t room = (int64_t)(t1 - t->last_ticks) - (int64_t)t->mpi_ticks_since + t->carry;
+    if (room < (int64_t)dt) return dt; /* the measured poll itself always counts */
+    return estimate < (uint64_t)room ? estimate : (uint64_t)room;
+}
+
 void ps_path_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_bytes)
 {
-    ps_thread_t *t = ps_thread_get();
+    ps_thread_t *t = ps_self;
+    if (!t) {
+        /* a thread pathscope did not start (not through pthread_create): its tree starts
+         * with this call, which began dt ago */
+        t = ps_thread_register();
+        if (t) t->start_ticks = t->last_ticks = t->start_ticks - dt;
+    }
     if (!t || t->busy) return; /* an MPI call from a handler that interrupted our own update */
     if (t->index == 0 && !ps_threaded && group_counted[ps_op_unwind_group[op]]) {
         /* A counted call of the main thread (the common case: MPI_Comm_rank, polls) touches

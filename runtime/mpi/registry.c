@@ -289,7 +289,8 @@ uint64_t ps_req_generation;
 
 static inline unsigned req_hash(uintptr_t k) { return map_hash(k) & (REQ_SIZE - 1); }
 
-void ps_req_add(MPI_Request req, int comm_id, int op, int kind, uint64_t bytes, void *idup)
+static void req_add(MPI_Request req, int comm_id, int op, int kind, uint64_t bytes, void *idup,
+                    int peerless)
 {
     if (req == MPI_REQUEST_NULL) return;
     uintptr_t key = HKEY(req);
@@ -310,8 +311,20 @@ void ps_req_add(MPI_Request req, int comm_id, int op, int kind, uint64_t bytes, 
         return;
     }
     req_count++;
-    req_table[i] = (ps_req_t){key, comm_id, op, kind, 1, 1, bytes, idup};
+    req_table[i] = (ps_req_t){.key = key, .comm_id = comm_id, .op = op, .kind = kind,
+                              .active = 1, .refs = 1, .peerless = (unsigned char)peerless,
+                              .bytes = bytes, .idup = idup};
     ps_unlock();
+}
+
+void ps_req_add(MPI_Request req, int comm_id, int op, int kind, uint64_t bytes, void *idup)
+{
+    req_add(req, comm_id, op, kind, bytes, idup, 0);
+}
+
+void ps_req_add_p2p(MPI_Request req, int comm_id, int op, int kind, uint64_t bytes, int peerless)
+{
+    req_add(req, comm_id, op, kind, bytes, NULL, peerless);
 }
 
 /* Lookups run under the caller's ps_lock() when threaded. */

@@ -21,6 +21,13 @@ __attribute__((always_inline)) static inline void ps_wrap_leave(void) { ps_in_wr
  * cache-missing work, and a TSC read waits for those misses (docs/benchmarks.md), so timing
  * every poll can double such a loop.  PATHSCOPE_POLL_TIMING=every times them all. */
 extern int ps_poll_sample; /* 1 or PS_POLL_SAMPLE */
+/* The time of a timed poll [t0, t1] scaled to the polls it stands for, but never more than
+ * the thread's time since its last sample that no measured MPI call holds yet (paths.c): the
+ * polls it stands for ran in that time.  The scaled estimate is unbiased, but poll durations
+ * are heavy-tailed (a poll that progresses a large one-sided operation, or is descheduled on
+ * a loaded node, takes milliseconds among polls of 100 ns): unbounded, one such poll times 16
+ * could hold more MPI time than the thread's elapsed time. */
+uint64_t ps_poll_estimate(uint64_t t0, uint64_t t1);
 #define PS_POLL_SAMPLE 16
 extern __thread uint32_t ps_poll_rng __attribute__((tls_model("initial-exec")));
 

@@ -108,7 +108,12 @@ void ps_write_rank_body(ps_fmt_t *f, const char *status)
         ps_fmt_u64(f, cm->sent_msgs); ps_fmt_char(f, '\t');
         ps_fmt_u64(f, cm->sent_bytes); ps_fmt_char(f, '\t');
         ps_fmt_u64(f, cm->recv_msgs); ps_fmt_char(f, '\t');
-        ps_fmt_u64(f, cm->recv_bytes); ps_fmt_char(f, '\n');
+        ps_fmt_u64(f, cm->recv_bytes); ps_fmt_char(f, '\t');
+        /* (2.3) requests freed while outstanding, requests that ended with an error */
+        ps_fmt_u64(f, cm->freed_sends); ps_fmt_char(f, '\t');
+        ps_fmt_u64(f, cm->freed_recvs); ps_fmt_char(f, '\t');
+        ps_fmt_u64(f, cm->freed_recv_capacity); ps_fmt_char(f, '\t');
+        ps_fmt_u64(f, cm->failed_requests); ps_fmt_char(f, '\n');
     }
     for (int c = 0; c < ps_ncomms; c++) {
         ps_comm_t *cm = ps_comms[c];

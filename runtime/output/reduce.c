@@ -29,6 +29,7 @@ typedef struct {
     char name[PS_NAME_MAX], parent[PS_NAME_MAX], topo[PS_TOPO_MAX], members[MEMBERS_MAX];
     int32_t size, remote_size, creator_op, freed_all;
     uint64_t sent_msgs, sent_bytes, recv_msgs, recv_bytes;
+    uint64_t freed_sends, freed_recvs, freed_recv_capacity, failed_requests;
 } comm_rec_t;
 
 typedef struct { op_rec_t *ops; int nops; comm_rec_t *comms; int ncomms; } set_t;
@@ -68,6 +69,10 @@ static void merge_comm(comm_rec_t *into, const comm_rec_t *r)
     into->sent_bytes += r->sent_bytes;
     into->recv_msgs += r->recv_msgs;
     into->recv_bytes += r->recv_bytes;
+    into->freed_sends += r->freed_sends;
+    into->freed_recvs += r->freed_recvs;
+    into->freed_recv_capacity += r->freed_recv_capacity;
+    into->failed_requests += r->failed_requests;
     into->freed_all = into->freed_all && r->freed_all;
 }
 
@@ -147,6 +152,10 @@ static set_t collect_local(void)
         cr->sent_bytes = cm->sent_bytes;
         cr->recv_msgs = cm->recv_msgs;
         cr->recv_bytes = cm->recv_bytes;
+        cr->freed_sends = cm->freed_sends;
+        cr->freed_recvs = cm->freed_recvs;
+        cr->freed_recv_capacity = cm->freed_recv_capacity;
+        cr->failed_requests = cm->failed_requests;
         for (int op = 0; op < PS_NUM_OPS; op++) {
             ps_stat_t *st = cm->ops[op];
             if (!st) continue;
@@ -292,6 +301,10 @@ static int write_profile(const set_t *s, const char *hosts, const uint64_t *per_
         field_u64(f, c->sent_bytes);
         field_u64(f, c->recv_msgs);
         field_u64(f, c->recv_bytes);
+        field_u64(f, c->freed_sends);
+        field_u64(f, c->freed_recvs);
+        field_u64(f, c->freed_recv_capacity);
+        field_u64(f, c->failed_requests);
         ps_fmt_char(f, '\n');
     }
     for (int i = 0; i < s->nops; i++) {

@@ -3,6 +3,7 @@ writes follows a link or lands in someone else's directory, a directory holding 
 profile is refused (or cleared with --force), and a write that fails is reported per rank
 without changing the program's exit status."""
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -26,7 +27,10 @@ def run_id(path):
 
 
 def pathscope_lines(stderr):
-    return sorted(l for l in stderr.splitlines() if l.startswith("pathscope:"))
+    # (Open MPI's mpirun may glue its own "-----" banner to the last line a rank wrote just
+    # before exiting: that banner is not ours)
+    return sorted(re.sub(r"-{20,}$", "", l) for l in stderr.splitlines()
+                  if l.startswith("pathscope:"))
 
 
 def refused_everywhere(mpi, outdir, message, tmp_path):

@@ -105,6 +105,52 @@ def test_consistency_mismatch(tmp_path):
         "  not checked: 1 intercommunicator (W_n5.0)"]
 
 
+def _consistency_lines(tmp_path, w_comm, name="prof"):
+    comms = [c if c[0] != "W" else w_comm for c in SAMPLE_COMMS]
+    d = write_profile(tmp_path / name, profile_rows(comms=comms, version="2.3"),
+                      {0: RANK0, 1: RANK1, 2: RANK2})
+    return render(load_profile(d)).split("Consistency")[1].splitlines()[1:]
+
+
+def test_consistency_with_freed_receives(tmp_path):
+    """Format 2.3: receives freed by MPI_Request_free while outstanding are messages that
+    arrived unseen, of at most their posted capacity; sent = received + freed is consistent."""
+    w = ("W", 3, 0, "-", "-", 0, "0-2", "-", 5, 3100, 3, 3072, 1, 2, 64, 0)
+    assert _consistency_lines(tmp_path, w) == [
+        "  OK: comm W: sent 5 msgs/3100 B = received 3 msgs/3072 B + 2 receives freed by "
+        "MPI_Request_free before completing (64 B posted), whose 28 B arrived unseen",
+        "  OK: all 6 intracommunicators"]
+    # one message unaccounted for
+    w = ("W", 3, 0, "-", "-", 0, "0-2", "-", 6, 3100, 3, 3072, 0, 2, 64, 1)
+    lines = _consistency_lines(tmp_path, w, "b")
+    assert lines[0] == (
+        "  MISMATCH comm W: sent 6 msgs/3100 B, received 3 msgs/3072 B + 2 receives freed by "
+        "MPI_Request_free before completing (64 B posted)")
+    assert lines[-1] == ("  note: on W, 1 request of the program ended with an error (e.g. a "
+                         "truncated receive): no message is counted for them")
+    # more bytes missing than the freed receives could hold
+    w = ("W", 3, 0, "-", "-", 0, "0-2", "-", 5, 3200, 3, 3072, 0, 2, 64, 0)
+    assert _consistency_lines(tmp_path, w, "c")[0].startswith("  MISMATCH comm W: sent 5 msgs/3200 B")
+    # more received than sent
+    w = ("W", 3, 0, "-", "-", 0, "0-2", "-", 5, 3000, 3, 3072, 0, 2, 64, 0)
+    assert _consistency_lines(tmp_path, w, "d")[0].startswith("  MISMATCH comm W: sent 5 msgs/3000 B")
+
+
+def test_freed_fields_read_and_merged(tmp_path):
+    """The four 2.3 fields of `comm` lines: 0 when absent (older files), summed over rank
+    files."""
+    prof = load_profile(write_sample(tmp_path / "old"))
+    w = prof.comms["W"]
+    assert (w.freed_sends, w.freed_recvs, w.freed_recv_capacity, w.failed_requests) == (0, 0, 0, 0)
+    ranks = {}
+    for r, rows in ((0, RANK0), (1, RANK1), (2, RANK2)):
+        ranks[r] = [row + (r, r + 1, 10 * r, 1) if row[0] == "comm" and row[1] == "W" else row
+                    for row in rows]
+    merged = load_profile(write_profile(tmp_path / "new", None, ranks))
+    w = merged.comms["W"]
+    assert (w.freed_sends, w.freed_recvs, w.freed_recv_capacity, w.failed_requests) == (3, 6, 30, 3)
+
+
 def test_ranks_section_lists_every_problem(tmp_path):
     ranks = {0: [("size", 7) if row[0] == "size" else row for row in RANK0],
              1: rank_rows(1, 7, "signal 15", "node02", 10, 5),

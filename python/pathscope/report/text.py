@@ -338,18 +338,40 @@ def _communicators(profile: Profile) -> str:
     return "\n".join(lines)
 
 
+def p2p_consistent(comm: Comm) -> bool:
+    """Every message sent on an intracommunicator was received.  Receives released by
+    MPI_Request_free while outstanding (format 2.3) received their messages unseen: they count
+    as messages, and their bytes (not known) are at most their posted capacity."""
+    if not comm.freed_recvs:
+        return (comm.sent_msgs, comm.sent_bytes) == (comm.recv_msgs, comm.recv_bytes)
+    return (comm.sent_msgs == comm.recv_msgs + comm.freed_recvs
+            and comm.recv_bytes <= comm.sent_bytes <= comm.recv_bytes + comm.freed_recv_capacity)
+
+
+def _freed_receives(comm: Comm) -> str:
+    return (f"{_plural(comm.freed_recvs, 'receive')} freed by MPI_Request_free before "
+            f"completing ({comm.freed_recv_capacity} B posted)")
+
+
 def mismatch_line(comm: Comm) -> str:
+    freed = f" + {_freed_receives(comm)}" if comm.freed_recvs else ""
     return (f"MISMATCH comm {comm.name}: sent {comm.sent_msgs} msgs/{comm.sent_bytes} B, "
-            f"received {comm.recv_msgs} msgs/{comm.recv_bytes} B")
+            f"received {comm.recv_msgs} msgs/{comm.recv_bytes} B{freed}")
 
 
 def _consistency(profile: Profile) -> str:
     lines = ["Consistency (point-to-point: sent == received on each intracommunicator)"]
     intra = [c for c in profile.comms.values()
              if not c.is_inter and c.name not in (NO_COMM, TOTAL_COMM) and c.size > 0]
-    bad = [c for c in intra if (c.sent_msgs, c.sent_bytes) != (c.recv_msgs, c.recv_bytes)]
+    bad = [c for c in intra if not p2p_consistent(c)]
     for comm in bad:
         lines.append(f"{INDENT}{mismatch_line(comm)}")
+    for comm in intra:
+        if comm.freed_recvs and comm not in bad:
+            lines.append(f"{INDENT}OK: comm {comm.name}: sent {comm.sent_msgs} msgs/"
+                         f"{comm.sent_bytes} B = received {comm.recv_msgs} msgs/"
+                         f"{comm.recv_bytes} B + {_freed_receives(comm)}, whose "
+                         f"{comm.sent_bytes - comm.recv_bytes} B arrived unseen")
     good = len(intra) - len(bad)
     if not bad:
         lines.append(f"{INDENT}OK: all {_plural(good, 'intracommunicator')}")
@@ -362,4 +384,9 @@ def _consistency(profile: Profile) -> str:
     if bad and (profile.missing_ranks or profile.incomplete_ranks):
         lines.append(f"{INDENT}note: some ranks did not complete (see Ranks); their messages "
                      f"in flight can explain a mismatch")
+    for comm in bad:
+        if comm.failed_requests:
+            lines.append(f"{INDENT}note: on {comm.name}, "
+                         f"{_plural(comm.failed_requests, 'request')} of the program ended with "
+                         f"an error (e.g. a truncated receive): no message is counted for them")
     return "\n".join(lines)
