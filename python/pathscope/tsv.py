@@ -49,21 +49,23 @@ _SIGNED = re.compile(r"^-?[0-9]{1,19}$")
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-def unescape(text: str) -> str:
-    """Undoes the writer's escaping of TAB, newline and backslash (\\t, \\n, \\\\).  Lenient:
-    any other backslash stays as it is (the reader's fields use unescape_strict)."""
+def unescape(text: str, strict: bool = False) -> str:
+    """Undoes the writer's escaping of TAB, newline and backslash (\\t, \\n, \\\\).  Any other
+    backslash stays as it is, or with strict (the reader's fields) is a ValueError."""
     if "\\" not in text:
         return text
     out = []
     i = 0
     while i < len(text):
         c = text[i]
-        if c == "\\" and i + 1 < len(text):
-            nxt = text[i + 1]
-            if nxt in _ESCAPES:
-                out.append(_ESCAPES[nxt])
-                i += 2
-                continue
+        nxt = text[i + 1] if c == "\\" and i + 1 < len(text) else ""
+        if c == "\\" and nxt in _ESCAPES and nxt:
+            out.append(_ESCAPES[nxt])
+            i += 2
+            continue
+        if c == "\\" and strict:
+            shown = "\\" + nxt if nxt else "\\ at the end"
+            raise ValueError(f"invalid escape '{shown}'" if nxt else f"invalid escape ({shown})")
         out.append(c)
         i += 1
     return "".join(out)
@@ -71,23 +73,7 @@ def unescape(text: str) -> str:
 
 def unescape_strict(text: str) -> str:
     """As unescape, but ValueError for a backslash not followed by `t`, `n` or `\\`."""
-    if "\\" not in text:
-        return text
-    out = []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c != "\\":
-            out.append(c)
-            i += 1
-            continue
-        nxt = text[i + 1] if i + 1 < len(text) else ""
-        if nxt not in _ESCAPES:
-            shown = "\\" + nxt if nxt else "\\ at the end"
-            raise ValueError(f"invalid escape '{shown}'" if nxt else f"invalid escape ({shown})")
-        out.append(_ESCAPES[nxt])
-        i += 2
-    return "".join(out)
+    return unescape(text, strict=True)
 
 
 def escape(text: str) -> str:

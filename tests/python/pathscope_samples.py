@@ -100,6 +100,13 @@ SAMPLE_COMMS = [
 ]
 
 
+def with_run(rows, run, version="2.3"):
+    """Format 2.3 rows: the version, and the run line as line 2."""
+    rows = [(rows[0][0], version)] + [("run", run)] + list(rows[1:]) if run else \
+        [(rows[0][0], version)] + list(rows[1:])
+    return rows
+
+
 def profile_rows(comms=SAMPLE_COMMS, ops=SAMPLE_OPS, version="1.0", nranks=3, extra=(),
                  end=True):
     rows = [("pathscope-profile", version), ("tool_version", "0.1.0"),

@@ -17,7 +17,7 @@ from pathscope.errors import ProfileError
 from pathscope.export import export
 from pathscope.reader import MAX_WORLD_SIZE, load_profile
 from pathscope.report import render
-from pathscope_samples import (HYBRID, RANK0, RANK1, RANK2, copy_hybrid, profile_rows,
+from pathscope_samples import (with_run, HYBRID, RANK0, RANK1, RANK2, copy_hybrid, profile_rows,
                                rank_rows, read_rows, write_profile, write_rows, write_sample)
 
 RUN_A = "0123456789abcdef0123456789abcdef"
@@ -32,13 +32,6 @@ def ranks_section(profile) -> list[str]:
 def header_line(profile, key: str) -> str:
     head = render(profile).split("\n\n")[0].splitlines()
     return next(line for line in head if line.startswith(f"  {key} "))[len(f"  {key} "):].strip()
-
-
-def with_run(rows, run, version="2.3"):
-    """Format 2.3 rows: the version, and the run line as line 2."""
-    rows = [(rows[0][0], version)] + [("run", run)] + list(rows[1:]) if run else \
-        [(rows[0][0], version)] + list(rows[1:])
-    return rows
 
 
 def rank23(rank, size=3, run=RUN_A, status="complete", start=None, warnings=(), **kw):

@@ -6,7 +6,7 @@ from pathlib import Path
 from pathscope.cli import main
 from pathscope.reader import load_profile
 from pathscope.report import render
-from pathscope_samples import (HYBRID, RANK0, RANK1, RANK2, SAMPLE_COMMS, copy_hybrid,
+from pathscope_samples import (with_run, HYBRID, RANK0, RANK1, RANK2, SAMPLE_COMMS, copy_hybrid,
                                profile_rows, rank_rows, write_profile, write_sample)
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -107,8 +107,9 @@ def test_consistency_mismatch(tmp_path):
 
 def _consistency_lines(tmp_path, w_comm, name="prof"):
     comms = [c if c[0] != "W" else w_comm for c in SAMPLE_COMMS]
-    d = write_profile(tmp_path / name, profile_rows(comms=comms, version="2.3"),
-                      {0: RANK0, 1: RANK1, 2: RANK2})
+    run = "0123456789abcdef0123456789abcdef"
+    d = write_profile(tmp_path / name, with_run(profile_rows(comms=comms), run),
+                      {r: with_run(rows, run) for r, rows in ((0, RANK0), (1, RANK1), (2, RANK2))})
     return render(load_profile(d)).split("Consistency")[1].splitlines()[1:]
 
 
