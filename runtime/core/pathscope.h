@@ -164,6 +164,13 @@ int ps_fd_adopt(int fd, ps_ownfd_t *own);
 int ps_fd_owned(const ps_ownfd_t *own);   /* still the object we opened? [signal-safe] */
 int ps_fd_release(ps_ownfd_t *own);       /* close if still ours (returns 1), forget [signal-safe] */
 
+/* ---- /proc (core/proc.c) --------------------------------------------------------------- */
+/* Reads a small file NUL-terminated into buf ("" and -1 if unreadable). [signal-safe] */
+long ps_read_small(const char *path, char *buf, size_t cap);
+/* Start time of process pid in clock ticks since boot (/proc/PID/stat field 22): with the pid
+ * and the boot it names one process for ever.  0: gone, a zombie, or unreadable. [signal-safe] */
+uint64_t ps_proc_start_time(int pid);
+
 /* ---- run identity (core/runid.c) -------------------------------------------------------- */
 /* 32 lowercase hex digits, the same in every rank of one job: derived at load time from the
  * launcher's job identity, replaced by rank 0's inside MPI_Init (docs/format.md, "Run

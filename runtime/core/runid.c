@@ -81,32 +81,12 @@ void ps_run_id_words(uint64_t *hi, uint64_t *lo)
     *lo = w[1];
 }
 
-/* A small /proc file, NUL-terminated ("" if unreadable). */
-static void read_small(const char *path, char *buf, size_t cap)
-{
-    buf[0] = 0;
-    int fd = ps_sys_open(path, O_RDONLY | O_CLOEXEC, 0);
-    if (fd < 0) return;
-    long n = ps_sys_read(fd, buf, cap - 1);
-    ps_sys_close(fd);
-    buf[n > 0 ? n : 0] = 0;
-}
-
-/* Field 22 of /proc/PID/stat: the process's start time in clock ticks since boot (with the
- * pid and the boot id it names one process for ever). */
+/* A process for ever: its pid and start time (with the boot id). */
 static void hash_process(hash128_t *h, long pid)
 {
-    char path[64], stat[1024];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    read_small(path, stat, sizeof stat);
-    const char *p = strrchr(stat, ')');
-    for (int field = 2; p && field < 22; field++) p = strchr(p + 1, ' ');
-    char start[32] = "";
-    if (p) snprintf(start, sizeof start, "%.*s", (int)strcspn(p + 1, " "), p + 1);
     char who[64];
-    snprintf(who, sizeof who, "%ld", pid);
+    snprintf(who, sizeof who, "%ld %llu", pid, (unsigned long long)ps_proc_start_time((int)pid));
     hash_str(h, who);
-    hash_str(h, start);
 }
 
 static void hash_host(hash128_t *h)
@@ -164,7 +144,7 @@ void ps_run_id_init(int launched, long target_pid)
         hash_process(&h, (long)getppid());
     } else {
         char boot[64];
-        read_small("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
+        ps_read_small("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
         hash_str(&h, "first-process");
         hash_str(&h, boot);
         hash_host(&h);

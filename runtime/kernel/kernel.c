@@ -564,24 +564,14 @@ static void proc_rusage(ps_thread_t *t)
     size_t base = p.len;
     ps_fmt_str(&p, "/stat");
     path[p.len] = 0;
-    int fd = ps_sys_open(path, O_RDONLY | O_CLOEXEC, 0);
-    if (fd < 0) return;
-    long n = ps_sys_read(fd, buf, sizeof buf - 1);
-    ps_sys_close(fd);
-    if (n <= 0) return;
-    buf[n] = 0;
+    if (ps_read_small(path, buf, sizeof buf) <= 0) return;
     uint64_t tick_ns = 1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK);
     t->krusage = (struct ps_krusage){stat_field(buf, 14) * tick_ns, stat_field(buf, 15) * tick_ns,
                                      stat_field(buf, 10), stat_field(buf, 12), 0, 0, 1};
     p.len = base;
     ps_fmt_str(&p, "/status");
     path[p.len] = 0;
-    fd = ps_sys_open(path, O_RDONLY | O_CLOEXEC, 0);
-    if (fd < 0) return;
-    n = ps_sys_read(fd, buf, sizeof buf - 1);
-    ps_sys_close(fd);
-    if (n <= 0) return;
-    buf[n] = 0;
+    if (ps_read_small(path, buf, sizeof buf) <= 0) return;
     t->krusage.nvcsw = status_field(buf, "\nvoluntary_ctxt_switches:");
     t->krusage.nivcsw = status_field(buf, "\nnonvoluntary_ctxt_switches:");
 }
@@ -642,12 +632,7 @@ static void snapshot_prepare(void)
     static int done;
     if (done++) return;
     syscall_names_index();
-    char buf[1024];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    long n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-    if (fd >= 0) close(fd);
-    buf[n > 0 ? n : 0] = 0;
-    proc_start_boot_ns = stat_field(buf, 22) * (1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK));
+    proc_start_boot_ns = ps_proc_start_time(getpid()) * (1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK));
 }
 
 static uint64_t boottime_ns(void)

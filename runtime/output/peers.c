@@ -54,7 +54,7 @@ static int npeers;            /* world size when the table was made */
 static uint64_t job_cookie;   /* rank 0's random value: a request carries it */
 static struct sigaction request_previous;
 
-/* ---- /proc/PID/stat and /proc/PID/status, read with raw system calls -------------------- */
+/* ---- /proc/PID/status, read with raw system calls ---------------------------------------- */
 static long read_proc(int pid, const char *leaf, char *buf, size_t cap)
 {
     char path[64];
@@ -64,31 +64,7 @@ static long read_proc(int pid, const char *leaf, char *buf, size_t cap)
     ps_fmt_char(&f, '/');
     ps_fmt_str(&f, leaf);
     path[f.len] = 0;
-    int fd = ps_sys_open(path, O_RDONLY | O_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    long n = ps_sys_read(fd, buf, cap - 1);
-    ps_sys_close(fd);
-    if (n < 0) return -1;
-    buf[n] = 0;
-    return n;
-}
-
-/* Start time of process pid (0: gone, a zombie, or unreadable). */
-static uint64_t proc_start_time(int pid)
-{
-    static char buf[1024]; /* (one caller at a time: inside MPI_Init, or the final writer) */
-    if (read_proc(pid, "stat", buf, sizeof buf) <= 0) return 0;
-    const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
-    if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X') return 0;
-    p += 2; /* field 3, the state */
-    for (int field = 3; field < 22; field++) {
-        p = strchr(p, ' ');
-        if (!p) return 0;
-        p++;
-    }
-    uint64_t v = 0;
-    for (; *p >= '0' && *p <= '9'; p++) v = v * 10 + (uint64_t)(*p - '0');
-    return v;
+    return ps_read_small(path, buf, cap);
 }
 
 /* Whether process pid has a handler for sig (the SigCgt mask of /proc/PID/status). */
@@ -209,7 +185,7 @@ void ps_peers_init(void)
     enum { PID, HOST, START, SIGNAL, COOKIE, RUN0, RUN1, N };
     char host[256] = "";
     gethostname(host, sizeof host - 1);
-    uint64_t mine[N] = {(uint64_t)getpid(), host_hash(host), proc_start_time(getpid()), 0, 0};
+    uint64_t mine[N] = {(uint64_t)getpid(), host_hash(host), ps_proc_start_time(getpid()), 0, 0};
     mine[SIGNAL] = (uint64_t)ps_peer_signal(); /* (installed by ps_peers_accept_requests) */
     ps_run_id_words(&mine[RUN0], &mine[RUN1]); /* every rank adopts rank 0's run id */
     if (syscall(SYS_getrandom, &mine[COOKIE], sizeof mine[COOKIE], 0) != sizeof mine[COOKIE])
@@ -247,7 +223,7 @@ static int peer_ask(int r)
     int pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
     if (pidfd < 0 && errno != ENOSYS) return 0; /* gone */
     int sent = 0;
-    if (proc_start_time(p->pid) == p->start && proc_catches(p->pid, p->signal)) {
+    if (ps_proc_start_time(p->pid) == p->start && proc_catches(p->pid, p->signal)) {
         siginfo_t si;
         memset(&si, 0, sizeof si);
         si.si_signo = p->signal;
@@ -286,7 +262,7 @@ void ps_notify_peers(int ask)
     for (int iter = 0; iter < 1500 && n > 0; iter++) {
         for (int i = 0; i < n;) {
             int r = waiting[i];
-            if (ps_rank_file_written_this_run(r) || proc_start_time(peers[r].pid) != peers[r].start)
+            if (ps_rank_file_written_this_run(r) || ps_proc_start_time(peers[r].pid) != peers[r].start)
                 waiting[i] = waiting[--n];
             else
                 i++;
