@@ -282,6 +282,17 @@ class _ProfileTsv:
     has_end: bool
 
 
+def _rank_count(record: Record, seen: Optional[int]) -> int:
+    """A number of ranks (`nranks`, `size`): given once, 1 to MAX_WORLD_SIZE."""
+    record.need(1)
+    if seen is not None:
+        raise ProfileError(f"{record.where}: '{record.kind}' line given twice")
+    count = record.number(0, MAX_WORLD_SIZE)
+    if count == 0:
+        raise ProfileError(f"{record.where}: '{record.kind}' line: 0 ranks")
+    return count
+
+
 def _check_members(record: Record, index: int, size: int, remote_size: int,
                    world: Optional[int]) -> None:
     """A member list: well formed, size (+ remote_size) members unless `-` or cut (`...`),
@@ -332,12 +343,7 @@ def _read_profile_tsv(directory_fd: int, name: str) -> _ProfileTsv:
         result.meta[record.kind] = record.number(0)
 
     def nranks(record: Record) -> None:
-        record.need(1)
-        if result.nranks is not None:
-            raise ProfileError(f"{record.where}: 'nranks' line given twice")
-        result.nranks = record.number(0, MAX_WORLD_SIZE)
-        if result.nranks == 0:
-            raise ProfileError(f"{record.where}: 'nranks' line: 0 ranks")
+        result.nranks = _rank_count(record, result.nranks)
 
     def rank(record: Record) -> None:
         record.need(4)
@@ -427,12 +433,7 @@ def _read_head(directory_fd: int, entry: str, name: str, magic: str) -> _Head:
         head.run = record.word(0, RUN_ID, "a run id (32 lowercase hex digits)")
 
     def size(record: Record) -> None:
-        record.need(1)
-        if head.size is not None:
-            raise ProfileError(f"{record.where}: '{record.kind}' line given twice")
-        head.size = record.number(0, MAX_WORLD_SIZE)
-        if head.size == 0:
-            raise ProfileError(f"{record.where}: '{record.kind}' line: 0 ranks")
+        head.size = _rank_count(record, head.size)
 
     def rank(record: Record) -> None:
         record.need(1)
