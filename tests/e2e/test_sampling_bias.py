@@ -1,0 +1,106 @@
+"""The sampler on busy and oversubscribed nodes (issue 11): sampled on-CPU time against the
+CPU time the programs measure themselves, and off-CPU time on the path that was preempted.
+
+tests/programs/phases_mpi.c: compute phases of 0.2 ms (10x shorter than the default 5 ms
+sampling period) and 8 ms (more than a period), each followed by MPI calls from functions
+that compute nothing, on 4 ranks on 2 cores.  tests/programs/preempt.c: phase A computes alone
+on CPU 0, phase B on CPU 1 beside a busy process the test pins there."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import _mpi
+from test_paths import PATHSCOPE, PY_ENV, folded, total, truths
+
+# Each phase's sampled on-CPU time within 5% of its truth (issue 11), per rank.  The estimate
+# is statistical: a kept sample carries the CPU time since the previous sample, so its error
+# comes from where samples fall at the edges of stretches of one kind of phase -- about one
+# sampling interval per edge, independent from one iteration to the next.  phases_mpi runs
+# 25 iterations of one 40 ms stretch of each kind (1 s of each kind per rank): 50 edges per
+# kind and rank make a standard deviation of about 1% of the truth.
+PHASES_TOLERANCE = 0.05
+# The functions that only make MPI calls: self time under 1% of the rank's non-MPI time.
+MPI_CALLERS = ("sync_short", "sync_long", "exchange")
+CALLER_SHARE = 0.01
+
+
+@pytest.fixture(scope="module", params=["openmpi", "mpich"])
+def phases_run(request, tmp_path_factory):
+    mpi = _mpi(request.param)
+    out = tmp_path_factory.mktemp(f"phases-{request.param}") / "prof"
+    p = mpi.run(4, [mpi.prog("phases_mpi")], out, timeout=180)
+    return out, truths(p.stdout)
+
+
+def test_phases_oncpu_time_matches_cpu_clock(phases_run):
+    out, truth = phases_run
+    assert sorted(truth) == [0, 1, 2, 3]
+    report = []
+    for rank in range(4):
+        oncpu = folded(out, "oncpu_time", rank=rank)
+        for phase in ("short_phase", "long_phase"):
+            sampled, real = total(oncpu, f";{phase}$"), truth[rank][phase]
+            report.append(f"rank {rank} {phase}: profile {sampled / 1e3:.1f} ms, "
+                          f"truth {real / 1e3:.1f} ms ({(sampled - real) / real:+.1%})")
+            assert abs(sampled - real) <= PHASES_TOLERANCE * real, "\n".join(report)
+
+
+def test_mpi_callers_get_no_self_time(phases_run):
+    """The caller of an MPI call is not charged the compute time before the call (today's
+    profile gives sync_short and sync_long about 10% self time)."""
+    out, _ = phases_run
+    for rank in range(4):
+        time = folded(out, "time", rank=rank)
+        non_mpi = sum(time.values()) - sum(folded(out, "mpi_time", rank=rank).values())
+        assert non_mpi > 0
+        for caller in MPI_CALLERS:
+            self_time = total(time, f";{caller}$")
+            assert self_time < CALLER_SHARE * non_mpi, \
+                f"rank {rank} {caller}: self time {self_time / 1e3:.1f} ms of " \
+                f"{non_mpi / 1e3:.1f} ms non-MPI time"
+
+
+# A busy loop that pins itself to CPU 1, says so, and runs until killed.
+COMPETITOR = ("import os, sys\nos.sched_setaffinity(0, {1})\nprint('ready', flush=True)\n"
+              "while True:\n    pass\n")
+PREEMPT_TOLERANCE = 0.10
+
+
+def test_preemption_is_offcpu_time_on_the_preempted_path(openmpi, tmp_path):
+    """phase_b shares CPU 1 with a busy process (about half each): its path gets its CPU time
+    as on-CPU time and the time it waited for the CPU as off-CPU time; phase_a, alone on
+    CPU 0, gets its CPU time and only the off-CPU time it really had.  Within 10%.
+
+    Off-CPU time is seen at the next kept sample (wall minus CPU time since the previous
+    one), so a phase's first sample also carries the off-CPU time after the previous phase's
+    last sample, and phase_b's first sample the wait for CPU 1 after the move there: about
+    half a sampling interval and one scheduler slice per round, a few percent of phase_b's
+    off-CPU time over 6 rounds."""
+    if not {0, 1} <= os.sched_getaffinity(0):
+        pytest.skip("needs CPUs 0 and 1")
+    out = tmp_path / "prof"
+    competitor = subprocess.Popen([sys.executable, "-c", COMPETITOR], stdout=subprocess.PIPE,
+                                  text=True)
+    try:
+        assert competitor.stdout.readline().strip() == "ready"
+        p = subprocess.run(PATHSCOPE + ["run", "-o", str(out), "--", str(openmpi.prog("preempt"))],
+                           capture_output=True, text=True, env=PY_ENV, timeout=120)
+    finally:
+        competitor.kill()
+        competitor.wait()
+    assert p.returncode == 0, p.stderr
+    truth = truths(p.stdout)[0]
+    a_off, b_off = truth["a_wall"] - truth["a_cpu"], truth["b_wall"] - truth["b_cpu"]
+    # the competitor took a real share of CPU 1 (about half: b_off close to b_cpu)
+    assert b_off > 0.5 * truth["b_cpu"], truth
+    oncpu, offcpu = folded(out, "oncpu_time"), folded(out, "offcpu_time")
+    measured = {"a_cpu": total(oncpu, ";phase_a$"), "b_cpu": total(oncpu, ";phase_b$"),
+                "a_off": total(offcpu, ";phase_a$"), "b_off": total(offcpu, ";phase_b$")}
+    summary = f"profile {measured}, truth {truth} (us)"
+    assert abs(measured["a_cpu"] - truth["a_cpu"]) <= PREEMPT_TOLERANCE * truth["a_cpu"], summary
+    assert abs(measured["b_cpu"] - truth["b_cpu"]) <= PREEMPT_TOLERANCE * truth["b_cpu"], summary
+    assert abs(measured["b_off"] - b_off) <= PREEMPT_TOLERANCE * b_off, summary
+    # on a quiet machine a_off is about 0: phase_a gets under 10% of phase_b's off-CPU time
+    assert abs(measured["a_off"] - a_off) <= PREEMPT_TOLERANCE * b_off, summary
