@@ -14,12 +14,13 @@ import pytest
 from conftest import _mpi
 from test_paths import PATHSCOPE, PY_ENV, folded, total, truths
 
-# Each phase's sampled on-CPU time within 5% of its truth (issue 11), per rank.  The estimate
-# is statistical: a kept sample carries the CPU time since the previous sample, so its error
-# comes from where samples fall at the edges of stretches of one kind of phase -- about one
-# sampling interval per edge, independent from one iteration to the next.  phases_mpi runs
-# 25 iterations of one 40 ms stretch of each kind (1 s of each kind per rank): 50 edges per
-# kind and rank make a standard deviation of about 1% of the truth.
+# Each phase's sampled on-CPU time within 5% of its truth (issue 11), per rank, no slack.  The
+# estimate is statistical: a kept sample carries the CPU time since the previous sample, so
+# its error comes from where samples fall at the edges of the stretches of one kind of phase,
+# about one sampling interval per edge, independently from one iteration to the next.
+# phases_mpi runs 25 iterations of a 40 ms stretch of each kind (1 s of each kind per rank):
+# 50 edges per kind and rank.  With samples exactly every 5 ms of CPU time (the perf
+# task-clock sampler, MPICH) the errors of 16 rank-phases were all within 3%.
 PHASES_TOLERANCE = 0.05
 # The functions that only make MPI calls: self time under 1% of the rank's non-MPI time.
 MPI_CALLERS = ("sync_short", "sync_long", "exchange")
@@ -37,14 +38,17 @@ def phases_run(request, tmp_path_factory):
 def test_phases_oncpu_time_matches_cpu_clock(phases_run):
     out, truth = phases_run
     assert sorted(truth) == [0, 1, 2, 3]
-    report = []
+    report, wrong = [], []
     for rank in range(4):
         oncpu = folded(out, "oncpu_time", rank=rank)
         for phase in ("short_phase", "long_phase"):
             sampled, real = total(oncpu, f";{phase}$"), truth[rank][phase]
-            report.append(f"rank {rank} {phase}: profile {sampled / 1e3:.1f} ms, "
-                          f"truth {real / 1e3:.1f} ms ({(sampled - real) / real:+.1%})")
-            assert abs(sampled - real) <= PHASES_TOLERANCE * real, "\n".join(report)
+            line = (f"rank {rank} {phase}: profile {sampled / 1e3:.1f} ms, "
+                    f"truth {real / 1e3:.1f} ms ({(sampled - real) / real:+.1%})")
+            report.append(line)
+            if abs(sampled - real) > PHASES_TOLERANCE * real:
+                wrong.append(line)
+    assert not wrong, "\n".join(report)
 
 
 def test_mpi_callers_get_no_self_time(phases_run):

@@ -9,10 +9,20 @@
  *   that call's caller gives them self time.
  *
  * The work is sized by CPU time: calibrate() measures how many loop iterations take one
- * millisecond of this thread's CPU time, once per rank, and the phases use that rate.  The
- * program measures every phase with the thread CPU clock (CLOCK_THREAD_CPUTIME_ID) around
- * the call and prints the sums in seconds: "truth rank=R short_phase=S long_phase=L".
- * Ranks that share a CPU are preempted inside phases: that is wall time, not CPU time.
+ * millisecond of this thread's CPU time, once per rank, and the phases use that rate.
+ *
+ * The truth is each kind of phase's CPU time, summed, in seconds:
+ *   "truth rank=R short_phase=S long_phase=L"
+ * The thread CPU clock (CLOCK_THREAD_CPUTIME_ID) is read only where a run of phases of one
+ * kind starts and ends, never around each phase: reading it makes the kernel bring the
+ * thread's run time up to date, and the scheduler (EEVDF, Linux 6.6 on) then ends a used-up
+ * time slice at once instead of at the next tick, so a thread that read it every 0.1 ms was
+ * preempted between ticks and a tick-driven sampler saw that stretch 10-50% less often (4
+ * ranks on 2 cores, Linux 6.18).  From a run's CPU time the program subtracts the time of its
+ * MPI calls, measured with CLOCK_MONOTONIC (vDSO, no system call): a call of a few
+ * microseconds is wall time = CPU time, unless the thread was preempted inside it (longer
+ * than PREEMPTED_S): such a call counts as the mean of the others.  Ranks that share a CPU
+ * are preempted inside phases: that is wall time, not CPU time.
  *
  * Usage: phases_mpi [ITERATIONS [SHORTS [LONGS [SHORT_US [LONG_US]]]]]
  *        (default 25 200 5 200 8000: 1 s of each kind of phase per rank) */
@@ -22,6 +32,7 @@
 #include <time.h>
 
 #define MAX_POSTS 1024
+#define PREEMPTED_S 100e-6
 
 static volatile double sink;
 
@@ -29,6 +40,13 @@ static double cpu_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -74,13 +92,14 @@ static int left, right;
 static double one = 1, received[MAX_POSTS];
 static MPI_Request requests[2 * MAX_POSTS];
 
-__attribute__((noinline)) void sync_short(int tag)
+/* noipa: identical bodies, never merged into one function */
+__attribute__((noipa)) void sync_short(int tag)
 {
     MPI_Irecv(&received[tag], 1, MPI_DOUBLE, left, tag, MPI_COMM_WORLD, &requests[2 * tag]);
     MPI_Isend(&one, 1, MPI_DOUBLE, right, tag, MPI_COMM_WORLD, &requests[2 * tag + 1]);
 }
 
-__attribute__((noinline)) void sync_long(int tag)
+__attribute__((noipa)) void sync_long(int tag)
 {
     MPI_Irecv(&received[tag], 1, MPI_DOUBLE, left, tag, MPI_COMM_WORLD, &requests[2 * tag]);
     MPI_Isend(&one, 1, MPI_DOUBLE, right, tag, MPI_COMM_WORLD, &requests[2 * tag + 1]);
@@ -92,11 +111,30 @@ __attribute__((noinline)) void exchange(int posts, double *v)
     MPI_Allreduce(MPI_IN_PLACE, v, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 }
 
-static double wall_now(void)
+/* count phases of n loop iterations, each followed by sync(first_tag + i); returns their CPU
+ * time (see the top of the file) and counts the MPI calls found preempted. */
+static double run_phases(void (*phase)(long), void (*sync)(int), long n, int count,
+                         int first_tag, long *preempted)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
+    double in_sync = 0;
+    int timed = 0;
+    double cpu = cpu_now();
+    for (int i = 0; i < count; i++) {
+        phase(n);
+        double t = wall_now();
+        sync(first_tag + i);
+        t = wall_now() - t;
+        if (t < PREEMPTED_S) {
+            in_sync += t;
+            timed++;
+        }
+    }
+    cpu = cpu_now() - cpu;
+    if (timed < count) {
+        *preempted += count - timed;
+        if (timed) in_sync *= (double)count / timed;
+    }
+    return cpu - in_sync;
 }
 
 int main(int argc, char **argv)
@@ -119,26 +157,17 @@ int main(int argc, char **argv)
     double per_ms = calibrate();
     long n_short = (long)(per_ms * short_us / 1e3), n_long = (long)(per_ms * long_us / 1e3);
     double in_short = 0, in_long = 0, v = 1, t0 = wall_now();
+    long preempted = 0;
     for (int it = 0; it < iterations; it++) {
-        for (int s = 0; s < shorts; s++) {
-            double t = cpu_now();
-            short_phase(n_short);
-            in_short += cpu_now() - t;
-            sync_short(s);
-        }
-        for (int l = 0; l < longs; l++) {
-            double t = cpu_now();
-            long_phase(n_long);
-            in_long += cpu_now() - t;
-            sync_long(shorts + l);
-        }
+        in_short += run_phases(short_phase, sync_short, n_short, shorts, 0, &preempted);
+        in_long += run_phases(long_phase, sync_long, n_long, longs, shorts, &preempted);
         exchange(shorts + longs, &v);
     }
     double wall = wall_now() - t0;
     printf("truth rank=%d short_phase=%.6f long_phase=%.6f\n", rank, in_short, in_long);
-    printf("phases rank=%d mean_short_us=%.1f mean_long_us=%.1f loop_wall=%.3f\n", rank,
-           in_short / ((double)iterations * shorts) * 1e6,
-           in_long / ((double)iterations * longs) * 1e6, wall);
+    printf("phases rank=%d mean_short_us=%.1f mean_long_us=%.1f loop_wall=%.3f "
+           "preempted_calls=%ld\n", rank, in_short / ((double)iterations * shorts) * 1e6,
+           in_long / ((double)iterations * longs) * 1e6, wall, preempted);
     MPI_Finalize();
     return 0;
 }
