@@ -12,7 +12,8 @@ Rules kept here:
 - A merged node keeps its exclusive metrics per rank (summed over the rank's threads), so
   every value has a sum and per-rank min/mean/max with the ranks at min and max; a rank
   without the node counts as 0; on ties the lowest rank is named.
-- Time is sample_ns + mpi_ns; inclusive = the node plus its subtree.
+- Time is sample_ns + mpi_ns; inclusive = the node plus its subtree.  Off-CPU time is part
+  of sample_ns (format 2.4): on-CPU time = sample_ns - offcpu_ns.
 Nothing here prints or exits.
 """
 from __future__ import annotations
@@ -33,7 +34,8 @@ ALLOCS, ALLOC_BYTES, FREES, FREED_BYTES, PEAK_BYTES = range(5, 10)
 ENTRIES = 10                  # thunk mode: calls made at a call site, a lower bound
 # kernel time (cct.KernelSummary): calls of a system call (or libc function) and the time in it
 SYSCALLS, KERNEL_NS = 11, 12
-METRIC_COUNT = 13
+OFFCPU_NS = 13                # the part of SAMPLE_NS off the CPU (format 2.4; 0 before)
+METRIC_COUNT = 14
 
 
 def no_call_paths_message(profile: Profile) -> str:
@@ -50,6 +52,8 @@ class MergedNode:
     comms: dict[str, list[int]] = field(default_factory=dict)     # comm -> calls, ns, bytes
     incl_time: dict[int, int] = field(default_factory=dict)       # rank -> inclusive time
     incl_mpi: dict[int, int] = field(default_factory=dict)        # rank -> inclusive MPI time
+    incl_offcpu: dict[int, int] = field(default_factory=dict)     # rank -> inclusive off-CPU
+    incl_samples: int = 0         # samples of the subtree, all ranks (its sampled time's basis)
 
     def child(self, frame: Frame) -> "MergedNode":
         node = self.children.get(frame)
@@ -69,6 +73,7 @@ class MergedNode:
         values[MPI_NS] += node.mpi_ns
         values[BYTES] += node.bytes
         values[ENTRIES] += node.entries
+        values[OFFCPU_NS] += node.offcpu_ns
         if node.heap is not None:
             values[ALLOCS] += node.heap.allocs
             values[ALLOC_BYTES] += node.heap.alloc_bytes
@@ -97,6 +102,10 @@ class MergedNode:
     @property
     def incl_mpi_ns(self) -> int:
         return sum(self.incl_mpi.values())
+
+    @property
+    def incl_offcpu_ns(self) -> int:
+        return sum(self.incl_offcpu.values())
 
     def walk(self) -> Iterator["MergedNode"]:
         """This node and its subtree, parents before children."""
@@ -147,6 +156,7 @@ class CallTree:
     nodes: dict[int, int]         # rank -> number of CCT nodes merged (the 1 ns tolerances)
     runtime_threads: list[tuple[int, int]] = field(default_factory=list)  # left out
     runtime_elapsed: int = 0      # their summed elapsed time
+    knows_offcpu: bool = False    # every rank merged has off-CPU time (format 2.4 and later)
 
     def stats(self, values: Mapping[int, int]) -> RankStats:
         return rank_stats(values, self.ranks)
@@ -190,6 +200,7 @@ def build_tree(profile: Profile, rank: Optional[int] = None,
     ranks = check_selection(profile, rank, thread)
     root = MergedNode(ROOT_FRAME, None)
     tree = CallTree(root, ranks, [], {r: 0 for r in ranks}, {r: 0 for r in ranks})
+    tree.knows_offcpu = all(profile.callpaths[r].knows_offcpu() for r in ranks)
     for r in ranks:
         paths = profile.callpaths[r]
         for index, cct in paths.threads.items():
@@ -247,11 +258,16 @@ def _add_inclusive(root: MergedNode) -> None:
         for r, values in node.by_rank.items():
             node.incl_time[r] = node.incl_time.get(r, 0) + values[SAMPLE_NS] + values[MPI_NS]
             node.incl_mpi[r] = node.incl_mpi.get(r, 0) + values[MPI_NS]
-        if node.parent is not None:
-            for r, value in node.incl_time.items():
-                node.parent.incl_time[r] = node.parent.incl_time.get(r, 0) + value
-            for r, value in node.incl_mpi.items():
-                node.parent.incl_mpi[r] = node.parent.incl_mpi.get(r, 0) + value
+            node.incl_offcpu[r] = node.incl_offcpu.get(r, 0) + values[OFFCPU_NS]
+            node.incl_samples += values[SAMPLES]
+        parent = node.parent
+        if parent is not None:
+            for into, values_of in ((parent.incl_time, node.incl_time),
+                                    (parent.incl_mpi, node.incl_mpi),
+                                    (parent.incl_offcpu, node.incl_offcpu)):
+                for r, value in values_of.items():
+                    into[r] = into.get(r, 0) + value
+            parent.incl_samples += node.incl_samples
 
 
 @dataclass
@@ -265,6 +281,21 @@ class TimeSplit:
     execution: dict[int, int]     # everything else in the tree
     execution_mpi: dict[int, int]
     unaccounted: dict[int, int]   # time - tree time: within ±nodes ns for a correct run
+    execution_offcpu: dict[int, int] = field(default_factory=dict)  # outside MPI, off the
+                                  # CPU (run queue, blocked); all 0 before format 2.4
+    offcpu: dict[int, int] = field(default_factory=dict)   # the whole tree's off-CPU time
+    mpi: dict[int, int] = field(default_factory=dict)      # the whole tree's MPI time
+
+    def execution_oncpu(self, rank: int) -> int:
+        """The execution's time outside MPI that the thread spent running."""
+        return (self.execution[rank] - self.execution_mpi[rank]
+                - self.execution_offcpu.get(rank, 0))
+
+    def offcpu_share(self) -> Optional[float]:
+        """Off-CPU time over the time outside MPI, summed over ranks and threads (None when
+        there is no time outside MPI)."""
+        outside_mpi = sum(self.time.values()) - sum(self.mpi.values())
+        return sum(self.offcpu.values()) / outside_mpi if outside_mpi > 0 else None
 
 
 def time_split(tree: CallTree) -> TimeSplit:
@@ -274,6 +305,9 @@ def time_split(tree: CallTree) -> TimeSplit:
         values = (node.incl_mpi if mpi else node.incl_time) if node else {}
         return {r: values.get(r, 0) for r in tree.ranks}
 
+    def offcpu_of(node: Optional[MergedNode], rank: int) -> int:
+        return node.incl_offcpu.get(rank, 0) if node is not None else 0
+
     split = TimeSplit(dict(tree.elapsed), subtree(FAILED, False), subtree(FAILED, True),
                       subtree(NOT_UNWOUND, False), subtree(NOT_UNWOUND, True), {}, {}, {})
     for r in tree.ranks:
@@ -282,6 +316,10 @@ def time_split(tree: CallTree) -> TimeSplit:
         split.execution_mpi[r] = (tree.root.incl_mpi.get(r, 0) - split.failed_mpi[r]
                                   - split.not_unwound_mpi[r])
         split.unaccounted[r] = split.time[r] - tree_time
+        split.offcpu[r] = offcpu_of(tree.root, r)
+        split.mpi[r] = tree.root.incl_mpi.get(r, 0)
+        split.execution_offcpu[r] = (split.offcpu[r] - offcpu_of(tree.pseudo(FAILED), r)
+                                     - offcpu_of(tree.pseudo(NOT_UNWOUND), r))
     return split
 
 

@@ -9,7 +9,9 @@ Rules this module keeps (the reader-side duties of the contract):
 - Node ids are dense per thread, node 0 is the root, a parent's id is smaller than its
   child's; a node names a module listed in the file; a `pcomm` line names an `mpi` node;
   a `node` or `pcomm` line names a thread that has a `thread` line.  Anything else is a
-  ProfileError naming file and line.
+  ProfileError naming file and line.  A node's off-CPU time (format 2.4) is part of its
+  sampled time: offcpu_ns <= sample_ns; files older than 2.4 have neither offcpu_ns nor the
+  thread's cpu_ns (read as 0; RankCallPaths.knows_offcpu() tells them apart).
 - In a file cut short (no `end` line) the tree is kept up to the first node that breaks a rule
   (a missing id, an unknown parent): what was written before the cut is still data.
 - Metrics stay as written: exclusive, per node.  Merging across threads and ranks is
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from pathscope.errors import ProfileError
-from pathscope.tsv import Record
+from pathscope.tsv import Record, version_at_least
 
 ROOT = "root"
 CALL = "call"
@@ -36,6 +38,7 @@ NOT_UNWOUND = "not_unwound"
 HEAP = "heap"                       # an allocator function (malloc, calloc, ...): a leaf
 SYSCALL = "syscall"                 # a system call or libc function (kernel time): a leaf
 KERNEL_UNATTRIBUTED = "kernel_unattributed"  # (reader only) kernel time no call path got
+OFFCPU_FORMAT = (2, 4)              # node offcpu_ns and thread cpu_ns (docs/format.md)
 CODE_KINDS = (CALL, FN, PC)          # nodes with a module and an address
 PSEUDO_KINDS = (FAILED, NOT_UNWOUND)  # the pseudo frames, children of the root
 
@@ -193,11 +196,17 @@ class Node:
     heap: Optional[HeapStats] = None
     entries: int = 0              # call nodes, thunk mode: calls made here, a lower bound (2.1)
     kernel_ns: int = 0            # syscall nodes: time in the call (visits: calls) (2.2)
+    offcpu_ns: int = 0            # the part of sample_ns the thread was off the CPU (2.4)
 
     @property
     def time_ns(self) -> int:
         """The node's exclusive time: sampled time plus measured MPI time."""
         return self.sample_ns + self.mpi_ns
+
+    @property
+    def oncpu_ns(self) -> int:
+        """The part of sample_ns the thread was running (all of it before format 2.4)."""
+        return self.sample_ns - self.offcpu_ns
 
 
 @dataclass
@@ -215,6 +224,8 @@ class Thread:
     start_address: Optional[int] = None  # (None for the main thread and format 2.0 files
                                          # written before these fields existed)
     walks: Optional[Walks] = None        # format 2.1
+    cpu_ns: int = 0               # CPU time (user + system) from registration to the end,
+                                  # exact; 0 when unknown or written before format 2.4
 
     def runtime_thread(self, modules: "dict[int, Module]") -> bool:
         """True for a thread the MPI library or its runtime started (progress threads of
@@ -249,6 +260,12 @@ class RankCallPaths:
     traversal: Optional[tuple[str, int, str]] = None
     heap: Optional[HeapSummary] = None            # PATHSCOPE_HEAP=on (format 2.1)
     kernel: Optional[KernelSummary] = None        # PATHSCOPE_KERNEL (format 2.2)
+    version: str = ""             # the rank file's format version (set by the reader)
+
+    def knows_offcpu(self) -> bool:
+        """True from format 2.4: sample_ns is split into on-CPU and off-CPU time (before,
+        off-CPU time is somewhere in sample_ns, on no particular path)."""
+        return version_at_least(self.version, *OFFCPU_FORMAT)
 
     def has_paths(self) -> bool:
         """True when something was unwound: a node outside `[not unwound]` besides the root.
@@ -368,6 +385,8 @@ class CallPathParser:
                 raise ProfileError(f"{r.where}: 'thread' line: field 11 '{r.fields[9][:40]}' "
                                    f"is not a hexadecimal address")
             thread.start_address = int(r.fields[9], 16)
+        if len(r.fields) > 11:
+            thread.cpu_ns = n(11)
         self.threads[index] = thread
 
     def _node(self, r: Record) -> None:
@@ -387,6 +406,12 @@ class CallPathParser:
             node.entries = r.number(11)
         if len(r.fields) > 12:
             node.kernel_ns = r.number(12)
+        if len(r.fields) > 13:
+            node.offcpu_ns = r.number(13)
+            if node.offcpu_ns > node.sample_ns:
+                raise ProfileError(f"{r.where}: 'node' line: field 15 '{node.offcpu_ns}' "
+                                   f"(offcpu_ns) is larger than sample_ns (field 9, "
+                                   f"{node.sample_ns})")
         nodes = self.nodes.setdefault(thread, {})
         if node_id in nodes:
             raise ProfileError(f"{r.where}: node {node_id} of thread {thread} listed twice")

@@ -37,12 +37,12 @@ EXIT_PARTIAL = 3              # export refused: the profile is partial (see --al
 # options.def fields the CLI sets itself instead of offering a flag
 RUN_SETS_ITSELF = ("command", "pid")
 SHORT_FLAGS = {"output": "-o"}
-EXPORT_TABLES = ("comm-ops", "ops", "comms", "ranks", "warnings", "heap-timeline",
-                 "heap-ranks", "kernel-syscalls", "kernel-threads")
 TABLE_FORMATS = ("csv", "json")
 CALL_PATH_FORMATS = ("folded", "speedscope")
 EXPORT_FORMATS = TABLE_FORMATS + CALL_PATH_FORMATS
-from pathscope.export import CALL_PATH_METRICS  # noqa: E402 (one list: export/__init__.py)
+# one list each: export/stacks.py's METRICS and export/tables.py's TABLES
+from pathscope.export import CALL_PATH_METRICS, TABLES  # noqa: E402
+EXPORT_TABLES = tuple(TABLES)
 DEFAULT_TABLE = "comm-ops"
 DEFAULT_METRIC = "time"
 
@@ -293,7 +293,10 @@ def _command_export(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         from pathscope.calltree import check_selection
         from pathscope.symbolize import resolve_symbols
 
-        check_selection(profile, args.rank, args.thread)
+        from pathscope.export.stacks import check_metric
+
+        ranks = check_selection(profile, args.rank, args.thread)
+        check_metric(profile, args.metric or DEFAULT_METRIC, ranks)
         symbols = resolve_symbols(profile)
         _print_notes(symbols.notes)
         text = io.StringIO()        # complete before anything is written (no partial file)
@@ -357,7 +360,8 @@ def build_parser(options: Optional[Sequence[Option]]) -> tuple[
                     "stacks or a speedscope file (stdout unless -o).  Tables: comm-ops (per "
                     "communicator and operation), ops (per operation, over all "
                     "communicators), comms (communicators), ranks, warnings (the runtime's "
-                    "warnings per rank), heap-timeline, heap-ranks, kernel-syscalls, "
+                    "warnings per rank), threads (per thread: elapsed, MPI, on-CPU, "
+                    "off-CPU and CPU time), heap-timeline, heap-ranks, kernel-syscalls, "
                     "kernel-threads.  Exit status 3: the profile is partial and "
                     "--allow-partial was not given (nothing is written).")
     export.add_argument("directory", metavar="DIR")

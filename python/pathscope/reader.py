@@ -623,6 +623,7 @@ def _read_rank_file(directory_fd: int, entry: str, name: str, rank_from_name: in
     if not info.status:
         info.status = "unknown"
     result.callpaths = callpaths.finish(result.rank, file.has_end)
+    result.callpaths.version = file.version
     return result
 
 

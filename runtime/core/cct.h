@@ -40,7 +40,8 @@ typedef struct {
     uint32_t kind;
     uint64_t visits, bytes;          /* MPI nodes */
     uint64_t mpi_ticks;              /* MPI nodes */
-    uint64_t sample_ticks, samples;  /* FN, PC, FAILED, NOT_UNWOUND */
+    uint64_t sample_ticks, samples;  /* FN, PC, FAILED, NOT_UNWOUND: on-CPU time (sampled) */
+    uint64_t offcpu_ticks;           /* ... and off-CPU time placed here (sample.c) */
     uint64_t entries;                /* CALL: calls made here, a lower bound (thunk mode) */
     uint64_t kernel_time;            /* SYSCALL: time in the call (visits: its calls); ns from
                                       * eBPF, ticks from the libc wrappers (kernel/kernel.c) */
@@ -78,10 +79,16 @@ typedef struct ps_thread {
     int tid;
     uintptr_t start_routine;   /* the function pthread_create started (0: the main thread) */
     uint64_t start_ticks, end_ticks; /* end_ticks 0 while the thread runs */
-    /* hybrid accounting (effective sample intervals) */
-    uint64_t last_ticks;       /* previous kept sample, or the thread's start */
+    /* hybrid accounting (sample.c: "Weights"); wall time in ticks, CPU time in ns */
+    uint64_t last_ticks;       /* wall clock at the previous kept sample, or the thread's start */
     uint64_t mpi_ticks_since;  /* MPI time measured since then */
-    int64_t carry;             /* negative remainder of the last weight, carried forward */
+    uint64_t mpi_ticks_total;  /* MPI time measured before then */
+    uint64_t last_cpu_ns;      /* the thread's CPU clock at the previous sample of any kind */
+    uint64_t skipped_cpu_ns;   /* CPU time of dropped samples' intervals since the last kept one */
+    uint64_t start_cpu_ns, end_cpu_ns; /* the thread's CPU clock at registration and at its end */
+    uint64_t oncpu_total, offcpu_total; /* ticks given to nodes (before the closing scales) */
+    double oncpu_scale, offcpu_scale;   /* set by ps_thread_close: the node values written are
+                                         * sample_ticks * oncpu_scale + offcpu_ticks * offcpu_scale */
     volatile int busy;         /* inside a tree update */
     volatile int close_requested; /* end of the run: take a closing sample (sample.c) */
     volatile int close_done;      /* ... taken */
@@ -193,14 +200,9 @@ uint32_t ps_cct_insert_path(ps_thread_t *t, uint32_t parent, const uintptr_t *fr
 uint32_t ps_cct_child(ps_thread_t *t, uint32_t parent, int kind, uintptr_t key); /* [signal-safe] */
 ps_pcomm_t *ps_cct_pcomm(ps_thread_t *t, uint32_t node, int comm); /* NULL if full [signal-safe] */
 
-/* The hybrid accounting: the weight of a kept sample taken now. [signal-safe] */
-static inline uint64_t ps_sample_weight(ps_thread_t *t, uint64_t now)
-{
-    int64_t w = (int64_t)(now - t->last_ticks) - (int64_t)t->mpi_ticks_since + t->carry;
-    t->last_ticks = now;
-    t->mpi_ticks_since = 0;
-    if (w < 0) { t->carry = w; return 0; }
-    t->carry = 0;
-    return (uint64_t)w;
-}
+/* The hybrid accounting (sample.c): the CPU clock of thread tid in ns (0 if unknown), and a
+ * kept sample of this thread at node: its on-CPU weight and the off-CPU time seen since the
+ * previous kept sample. [signal-safe] */
+uint64_t ps_thread_cpu_ns(int tid);
+void ps_sample_charge(ps_thread_t *t, uint32_t node, uint64_t now, uint64_t cpu_ns);
 #endif

@@ -502,6 +502,9 @@ __attribute__((constructor)) static void pathscope_init(void)
     void ps_paths_configure(void);
     ps_rank_file_host();
     ps_paths_configure();
+    if (strcmp(ps_options.sample_timer, "perf") == 0 && strcmp(ps_options.sample_clock, "wall") == 0)
+        die_config("PATHSCOPE_SAMPLE_TIMER=perf samples CPU time: it cannot be combined with "
+                   "PATHSCOPE_SAMPLE_CLOCK=wall (wall time is sampled by a POSIX timer)%s%s", "", "");
     ps_sample_init();
     heap_init();
     pthread_atfork(NULL, NULL, after_fork_in_child);

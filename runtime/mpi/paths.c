@@ -2,7 +2,7 @@
  * calling thread's tree -- the MPI operation below the call path that reached it -- with its
  * time, bytes and a per-communicator breakdown.  Operations of groups set to `count`
  * (PATHSCOPE_UNWIND) land below [not unwound] without a walk.  The MPI time also feeds the
- * hybrid accounting (cct.h: ps_sample_weight).
+ * hybrid accounting (sample.c: "Weights").
  *
  * Runs inside the wrappers, never in a signal handler, but a sample may arrive while it runs:
  * the wrappers' re-entry flag makes the handler ignore it.  No malloc, no locks. */
@@ -80,51 +80,16 @@ uint32_t ps_untimed_sample_node(ps_thread_t *t, int op, void *context)
     return op_node_below(t, t->scratch + last_self + 1, n - last_self - 1, complete, op);
 }
 
-/* Samples come at intervals of the thread's CPU time, so a thread that was off the CPU
- * (blocked in a system call, descheduled) gets no sample for that time, and the next kept
- * sample would carry it -- across this MPI call, to wherever the thread computes next.  When
- * more than two sampling periods passed since the last kept sample before this call (minus
- * the MPI time in between), that time is charged here: to the function that made this call,
- * below its call path, as sampled time.  Then the interval starts anew. */
-extern int ps_sample_rate;
-extern const char *ps_sample_source;
-static uint64_t gap_ticks; /* two sampling periods, in ticks */
-
-static void charge_gap_before_call(ps_thread_t *t, int n)
-{
-    if (!ps_sample_rate) return;
-    if (!gap_ticks) {
-        /* POSIX CPU timers run at the kernel tick (HZ 100..1000), whatever rate was asked */
-        double period_ns = 1e9 / ps_sample_rate;
-        if (strcmp(ps_sample_source, "perf-task-clock") != 0 && period_ns < 1e7) period_ns = 1e7;
-        gap_ticks = (uint64_t)(ps_ticks_per_ns() * 2 * period_ns);
-    }
-    uint64_t now = ps_now();
-    /* mpi_ticks_since already holds this call's dt */
-    int64_t pending = (int64_t)(now - t->last_ticks) - (int64_t)t->mpi_ticks_since + t->carry;
-    if (pending <= (int64_t)gap_ticks) return;
-    uintptr_t call_site = t->scratch[0];
-    uintptr_t start = ps_unwind_function_start(t, call_site - 1);
-    if (!start) return;
-    t->scratch[0] = start;
-    uint32_t node = ps_cct_insert_path(t, 0, t->scratch, n, PS_NODE_FN);
-    t->scratch[0] = call_site;
-    t->nodes[node].sample_ticks += (uint64_t)pending;
-    t->last_ticks = now;
-    t->mpi_ticks_since = 0;
-    t->carry = 0;
-}
-
 /* wrap.h.  Called inside the wrapper (ps_in_wrapper set), so no sample of this thread
- * changes the accounting fields meanwhile.  Keeps the invariant of ps_sample_weight: the MPI
- * time measured since the last kept sample never exceeds the time since then (plus the carry),
- * so no weight goes negative and the tree holds exactly the elapsed time. */
+ * changes the accounting fields meanwhile.  Keeps an invariant of the hybrid accounting
+ * (sample.c): the MPI time measured since the last kept sample never exceeds the wall time
+ * since then, so a thread's MPI time never exceeds its elapsed time. */
 uint64_t ps_poll_estimate(uint64_t t0, uint64_t t1)
 {
     uint64_t dt = t1 - t0, estimate = dt * (uint64_t)ps_poll_sample;
     ps_thread_t *t = ps_self;
     if (ps_poll_sample == 1 || !t || t->end_ticks) return estimate;
-    int64_t room = (int64_t)(t1 - t->last_ticks) - (int64_t)t->mpi_ticks_since + t->carry;
+    int64_t room = (int64_t)(t1 - t->last_ticks) - (int64_t)t->mpi_ticks_since;
     if (room < (int64_t)dt) return dt; /* the measured poll itself always counts */
     return estimate < (uint64_t)room ? estimate : (uint64_t)room;
 }
@@ -161,7 +126,6 @@ void ps_path_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_
     } else {
         int complete = 0;
         int n = ps_unwind_caller(t->scratch, PS_MAX_DEPTH, &complete);
-        if (complete && n > 0) charge_gap_before_call(t, n);
         node = op_node_below(t, t->scratch, n, complete, op);
         ps_unwind_commit(t);
     }

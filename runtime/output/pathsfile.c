@@ -183,7 +183,8 @@ static void write_thread(ps_fmt_t *f, ps_thread_t *t)
         ps_fmt_str(f, "-\t-");
     }
     tab(f);
-    ps_fmt_u64(f, t->walk_reused);
+    ps_fmt_u64(f, t->walk_reused); tab(f);
+    ps_fmt_u64(f, t->end_cpu_ns > t->start_cpu_ns ? t->end_cpu_ns - t->start_cpu_ns : 0);
     ps_fmt_char(f, '\n');
     for (uint32_t id = 0; id < t->nnodes; id++) {
         ps_node_t *n = &t->nodes[id];
@@ -218,12 +219,18 @@ static void write_thread(ps_fmt_t *f, ps_thread_t *t)
         }
         tab(f);
         ps_fmt_u64(f, n->visits); tab(f);
-        ps_fmt_u64(f, ps_ticks_to_ns(n->sample_ticks)); tab(f);
+        /* the closing scales (cct.c: ps_thread_close): one rounding for the node's time */
+        double on_scale = t->end_ticks ? t->oncpu_scale : 1.0, off_scale = t->end_ticks ? t->offcpu_scale : 1.0;
+        double off = (double)n->offcpu_ticks * off_scale;
+        uint64_t sampled = (uint64_t)((double)n->sample_ticks * on_scale + off + 0.5);
+        uint64_t sample_ns = ps_ticks_to_ns(sampled), offcpu_ns = ps_ticks_to_ns((uint64_t)(off + 0.5));
+        ps_fmt_u64(f, sample_ns); tab(f);
         ps_fmt_u64(f, n->samples); tab(f);
         ps_fmt_u64(f, ps_ticks_to_ns(n->mpi_ticks)); tab(f);
         ps_fmt_u64(f, n->bytes); tab(f);
         ps_fmt_u64(f, n->entries); tab(f);
-        ps_fmt_u64(f, n->kind == PS_NODE_SYSCALL ? ps_kernel_node_ns(n) : 0); ps_fmt_char(f, '\n');
+        ps_fmt_u64(f, n->kind == PS_NODE_SYSCALL ? ps_kernel_node_ns(n) : 0); tab(f);
+        ps_fmt_u64(f, offcpu_ns < sample_ns ? offcpu_ns : sample_ns); ps_fmt_char(f, '\n');
     }
     ps_fmt_str(f, "walks\t");
     ps_fmt_u64(f, (uint64_t)t->index); tab(f);

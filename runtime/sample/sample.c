@@ -1,18 +1,34 @@
 /* Timer sampling of every thread outside MPI, and the threads we start.
  *
- * Each thread has its own timer: by default a perf "task-clock" software event (CPU time of
- * this thread, high-resolution: 10 Hz to 20 kHz, and a thread blocked in the kernel gets no
- * signal, so the application's sleeps and reads are never interrupted).  Where perf events
- * are not allowed (perf_event_paranoid, seccomp) a POSIX CPU-time timer of the thread is used
- * instead (the kernel runs those at its tick rate: at most CONFIG_HZ, typically 250 Hz);
- * PATHSCOPE_SAMPLE_CLOCK=wall uses a CLOCK_MONOTONIC timer (wall time, also while blocked).
- * Every sample is weighted by its effective interval (cct.h: ps_sample_weight), so the
- * choice changes only where samples fall, never the total.
+ * Each thread has its own timer on its own CPU time (what it spends running; a thread blocked
+ * in the kernel gets no signal, so the application's sleeps and reads are never interrupted):
+ *  - by default a POSIX CPU-time timer of the thread (timer_create on its CPU clock, signal to
+ *    the thread).  The kernel checks it at its scheduler tick (CONFIG_HZ, 250 Hz here), so it
+ *    costs nothing when the thread is switched out and in -- on an oversubscribed node, where
+ *    MPI libraries yield millions of times, that is what matters -- but it fires at most once
+ *    per tick;
+ *  - a perf task-clock software event (PATHSCOPE_SAMPLE_TIMER=perf, and auto above the tick
+ *    rate): any rate up to 20 kHz, but the kernel stops and restarts its hrtimer at every
+ *    context switch of the thread (about 3.5 us each in a VM: HPCC on 4 ranks on 2 cores took
+ *    2.95 times as long);
+ *  - PATHSCOPE_SAMPLE_CLOCK=wall: a CLOCK_MONOTONIC POSIX timer (wall time, also while blocked).
+ * docs/benchmarks.md compares them (bench/sample_cost.c, bench/apps.py).
+ *
+ * Weights.  A kept sample weighs the CPU time the thread used since its previous sample of any
+ * kind (the thread's CPU clock is read in the handler): whatever else happened in that interval
+ * (MPI calls, dropped samples), the sample stands for one sampling interval of CPU time at the
+ * place it found the thread, so each path's expected on-CPU time is its true on-CPU time, however
+ * often the thread calls MPI between samples (docs/architecture.md has the arithmetic).
+ * Samples inside MPI (whose time is measured) and inside pathscope are dropped, their interval
+ * with them.  Off-CPU time (run queue, blocked) outside MPI is seen at kept samples: the wall
+ * time since the previous kept sample minus the CPU time used since then, times the non-MPI
+ * share of that wall time, is placed on the sample's path as off-CPU time; ps_thread_close()
+ * makes a thread's on-CPU, off-CPU and MPI time add up to its elapsed time exactly.
  *
  * on_sample() is a signal handler: everything it reaches is async-signal-safe -- the thread's
- * own preallocated tree, the unwinder, rdtsc.  It ignores samples inside MPI (the wrappers'
- * re-entry flag), inside pathscope itself (busy) and after the trees were frozen, and counts
- * each kind.
+ * own preallocated tree, the unwinder, rdtsc, clock_gettime.  It ignores samples inside MPI (the
+ * wrappers' re-entry flag), inside pathscope itself (busy) and after the trees were frozen, and
+ * counts each kind.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -39,17 +55,65 @@
 int ps_sample_rate;               /* Hz, 0 = off */
 const char *ps_sample_source = "off";
 static int use_wall_clock;
+static int use_perf;              /* the thread CPU clock is sampled by perf events */
 static int perf_failed;           /* perf events refused once: use POSIX timers from then on */
 int ps_paths_on;                  /* call paths (unwinding, trees) active in this process */
 /* mpi/paths.c: the node of an untimed MPI call a sample landed in [signal-safe] */
 uint32_t ps_untimed_sample_node(ps_thread_t *t, int op, void *context);
+
+/* The CPU-time clock of thread tid (glibc's pthread_getcpuclockid encoding, which the kernel
+ * defines: per-thread, scheduler time, user and system). */
+static clockid_t thread_cpu_clock(int tid) { return (clockid_t)((~(unsigned)tid << 3) | 4 | 2); }
+
+uint64_t ps_thread_cpu_ns(int tid)
+{
+    struct timespec ts;
+    if (clock_gettime(thread_cpu_clock(tid), &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A sample that is not kept: its interval of CPU time is dropped, but stays part of the span
+ * whose off-CPU time the next kept sample measures.  Touches only fields that nothing but this
+ * handler writes while the thread runs, so it may interrupt the thread's own tree updates.
+ * [signal-safe] */
+static void sample_dropped(ps_thread_t *t)
+{
+    if (t->end_ticks) return;
+    uint64_t cpu = ps_thread_cpu_ns(t->tid);
+    if (cpu > t->last_cpu_ns) {
+        t->skipped_cpu_ns += cpu - t->last_cpu_ns;
+        t->last_cpu_ns = cpu;
+    }
+}
+
+void ps_sample_charge(ps_thread_t *t, uint32_t node, uint64_t now, uint64_t cpu_ns)
+{
+    double per_ns = ps_ticks_per_ns();
+    uint64_t oncpu_ns = cpu_ns > t->last_cpu_ns ? cpu_ns - t->last_cpu_ns : 0;
+    double span_cpu = (double)(oncpu_ns + t->skipped_cpu_ns) * per_ns;
+    t->last_cpu_ns = cpu_ns > t->last_cpu_ns ? cpu_ns : t->last_cpu_ns;
+    t->skipped_cpu_ns = 0;
+    /* since the previous kept sample: wall, MPI (never more than wall: ps_poll_estimate) */
+    double wall = (double)(now - t->last_ticks);
+    double mpi = (double)t->mpi_ticks_since < wall ? (double)t->mpi_ticks_since : wall;
+    double offcpu = wall > span_cpu ? (wall - span_cpu) * (wall - mpi) / wall : 0.0;
+    uint64_t on = (uint64_t)((double)oncpu_ns * per_ns), off = (uint64_t)offcpu;
+    t->nodes[node].sample_ticks += on;
+    t->nodes[node].offcpu_ticks += off;
+    t->nodes[node].samples++;
+    t->oncpu_total += on;
+    t->offcpu_total += off;
+    t->mpi_ticks_total += t->mpi_ticks_since;
+    t->mpi_ticks_since = 0;
+    t->last_ticks = now;
+    t->samples_kept++;
+}
 
 /* A sample of this thread at the interrupted context: unwound, weighted, added. */
 static void sample_here(ps_thread_t *t, void *context, uint64_t now)
 {
     int complete = 0;
     int n = ps_unwind_signal(context, t->scratch, PS_MAX_DEPTH, &complete);
-    uint64_t weight = ps_sample_weight(t, now);
     uint32_t node = t->failed_node;
     if (n > 0) {
         uintptr_t start = ps_unwind_function_start(t, t->scratch[0]);
@@ -59,9 +123,7 @@ static void sample_here(ps_thread_t *t, void *context, uint64_t now)
         ps_unwind_commit(t);
     }
     if (!complete) t->unwind_failures++;
-    t->nodes[node].sample_ticks += weight;
-    t->nodes[node].samples++;
-    t->samples_kept++;
+    ps_sample_charge(t, node, now, ps_thread_cpu_ns(t->tid));
 }
 
 /* The closing sample of a thread that is still running at the end of the run: the time
@@ -91,10 +153,12 @@ static void on_sample(int sig, siginfo_t *info, void *context)
     int in_wrapper = ps_in_wrapper;
     if (in_wrapper && in_wrapper < PS_IN_UNTIMED && !t->close_requested) {
         t->samples_in_mpi++;
+        sample_dropped(t);
         goto out;
     }
     if (t->busy || !ps_tree_enter(t)) {
         t->samples_other++;
+        sample_dropped(t);
         goto out;
     }
     if (t->close_requested) {
@@ -105,9 +169,7 @@ static void on_sample(int sig, siginfo_t *info, void *context)
         /* inside an MPI call that is counted but not timed: the sample is its time */
         uint64_t now = ps_now();
         uint32_t node = ps_untimed_sample_node(t, in_wrapper - PS_IN_UNTIMED, context);
-        t->nodes[node].sample_ticks += ps_sample_weight(t, now);
-        t->nodes[node].samples++;
-        t->samples_kept++;
+        ps_sample_charge(t, node, now, ps_thread_cpu_ns(t->tid));
     } else {
         sample_here(t, context, ps_now());
     }
@@ -196,10 +258,6 @@ static void *start_perf(int tid)
     return NULL;
 }
 
-/* The CPU-time clock of thread tid (glibc's pthread_getcpuclockid encoding, which the kernel
- * defines: per-thread, scheduler time). */
-static clockid_t thread_cpu_clock(int tid) { return (clockid_t)((~(unsigned)tid << 3) | 4 | 2); }
-
 static int start_timer(ps_thread_t *t, int tid)
 {
     struct sigevent ev;
@@ -232,7 +290,7 @@ static int sampler_start(ps_thread_t *t, int restart)
     int tid = self ? (int)syscall(SYS_gettid) : t->tid;
     /* never a thread of another process: a tid of ours that ended may have been reused */
     if (!self && syscall(SYS_tgkill, sample_pid, tid, 0) != 0) return -1;
-    if (!use_wall_clock && !perf_failed) {
+    if (use_perf && !perf_failed) {
         void *page = start_perf(self ? 0 : tid);
         if (page) {
             atomic_store(&t->sampler_page, page);
@@ -409,6 +467,14 @@ void ps_sample_init(void)
     }
     ps_sample_rate = atoi(ps_options.sample_rate);
     use_wall_clock = strcmp(ps_options.sample_clock, "wall") == 0;
+    /* POSIX CPU-time timers fire at the scheduler tick at most: the tick is the resolution of
+     * the coarse clocks (4 ms at HZ=250) */
+    struct timespec tick = {0, 0};
+    long tick_hz = clock_getres(CLOCK_MONOTONIC_COARSE, &tick) == 0 && tick.tv_nsec > 0 &&
+                   tick.tv_sec == 0 ? 1000000000L / tick.tv_nsec : 100;
+    use_perf = !use_wall_clock && (strcmp(ps_options.sample_timer, "perf") == 0 ||
+                                   (strcmp(ps_options.sample_timer, "auto") == 0 &&
+                                    ps_sample_rate > tick_hz));
     if (sigprof_busy && ps_sample_rate) {
         ps_sample_rate = 0;
         ps_warn("sigprof-taken", "SIGPROF already had a handler when pathscope started (another "

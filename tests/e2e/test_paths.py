@@ -202,21 +202,41 @@ def test_sampling_off_keeps_mpi_paths(mpich, tmp_path):
 
 
 def test_rates_and_clocks(openmpi, tmp_path):
-    """5 kHz on the thread's CPU time, and the wall-clock timer, both add up the same way."""
-    for rate, clock in (("5000", "cpu"), ("10", "wall")):
-        out = tmp_path / f"prof-{rate}"
+    """The timers: at 200 Hz a POSIX CPU-time timer (auto), at 5 kHz (above the kernel tick)
+    a perf task-clock event, either one on request, and the wall-clock timer; all add up the
+    same way.  Sample counts are checked against the thread's own CPU time (the `thread`
+    line's cpu_ns), not the wall time: on a loaded machine the two differ."""
+    cases = (("200", "cpu", "auto", "posix-cpu-timer"), ("5000", "cpu", "auto", "perf-task-clock"),
+             ("500", "cpu", "posix", "posix-cpu-timer"), ("200", "cpu", "perf", "perf-task-clock"),
+             ("10", "wall", "auto", "posix-wall-timer"))
+    for rate, clock, timer, source in cases:
+        out = tmp_path / f"prof-{rate}-{clock}-{timer}"
         p = openmpi.run(2, [openmpi.prog("paths_mpi"), "10"], out,
-                        env={"PATHSCOPE_SAMPLE_RATE": rate, "PATHSCOPE_SAMPLE_CLOCK": clock})
+                        env={"PATHSCOPE_SAMPLE_RATE": rate, "PATHSCOPE_SAMPLE_CLOCK": clock,
+                             "PATHSCOPE_SAMPLE_TIMER": timer})
         truth = truths(p.stdout)
         sampler = [r for r in rank_records(out, 0) if r[0] == "sampler"][0]
-        assert sampler[2:] == [rate, clock]
-        threads = [r for r in rank_records(out, 0) if r[0] == "thread"]
-        kept = int(threads[0][4])
+        assert sampler[1:] == [source, rate, clock], (rate, clock, timer)
+        main = [r for r in rank_records(out, 0) if r[0] == "thread"][0]
+        samples, cpu_s = sum(int(x) for x in main[4:7]), int(main[12]) / 1e9
+        assert 0 < cpu_s <= int(main[3]) / 1e9
+        if clock == "cpu":
+            # a POSIX CPU-time timer fires at most once per scheduler tick (250 Hz here)
+            expected = cpu_s * (min(int(rate), 250) if source.startswith("posix") else int(rate))
+            assert 0.5 * expected < samples < 1.5 * expected + 2, (rate, timer, samples, cpu_s)
         if rate == "5000":
-            # at least half the expected samples of ~0.2 s of computation
-            assert kept > 0.5 * 5000 * (truth[0]["compute_a"] + truth[0]["compute_b"]) / 1e6
             close(total(folded(out, "time", rank=0), r";main;compute_a$"), truth[0]["compute_a"],
                   "compute_a at 5 kHz")
+
+
+def test_perf_timer_needs_cpu_clock(openmpi, tmp_path):
+    """A perf event samples CPU time: asking it for wall time is one clear error."""
+    p = env_run([openmpi.prog("paths_threads")], str(openmpi.lib), {
+        "PATHSCOPE_SAMPLE_TIMER": "perf", "PATHSCOPE_SAMPLE_CLOCK": "wall"}, tmp_path / "prof")
+    assert p.returncode == 2
+    assert p.stderr == ("pathscope: PATHSCOPE_SAMPLE_TIMER=perf samples CPU time: it cannot be "
+                        "combined with PATHSCOPE_SAMPLE_CLOCK=wall (wall time is sampled by a "
+                        "POSIX timer)\n")
 
 
 def test_threads_have_their_own_trees(openmpi, tmp_path):

@@ -165,6 +165,13 @@ def replace_line(path, old_prefix, new_row):
      "{where}: 'pcomm' line names node 99 of thread 0, which does not exist"),
     ("module\t3\t", ("module", 0, "/lib/x86_64-linux-gnu/libc.so.6", "-"),
      "{where}: module 0 listed twice"),
+    # format 2.4: offcpu_ns (the 14th field) is an integer and part of sample_ns
+    ("node\t0\t5\t", ("node", 0, 5, 4, "fn", 0, "0x401100", 0, 100, 1, 0, 0, 0, 0, "nan"),
+     "{where}: 'node' line: field 15 'nan' is not an integer"),
+    ("node\t0\t5\t", ("node", 0, 5, 4, "fn", 0, "0x401100", 0, 100, 1, 0, 0, 0, 0, 101),
+     "{where}: 'node' line: field 15 '101' (offcpu_ns) is larger than sample_ns (field 9, 100)"),
+    ("thread\t0\t", ("thread", 0, 4100, 2000000000, 158, 45, 1, 3, 18, "-", "-", 0, "-1"),
+     "{where}: 'thread' line: field 13 '-1' is negative"),
 ])
 def test_malformed_call_paths_name_file_and_line(tmp_path, prefix, row, message):
     """The rank is unreadable (its data left out, the message kept); the others are read."""

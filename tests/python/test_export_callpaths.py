@@ -193,7 +193,7 @@ def test_cli_folded_to_file_and_notes_on_stderr(tmp_path, capsys):
      "(try 'pathscope export --help')"),
     (["--format", "speedscope", "--metric", "cycles"],
      "pathscope export: argument --metric: invalid choice: 'cycles' (choose from 'time', "
-     "'mpi_time', 'visits', 'bytes', 'calls', 'alloc_count', 'alloc_bytes', 'free_count', 'leaked_bytes', "
+     "'mpi_time', 'oncpu_time', 'offcpu_time', 'visits', 'bytes', 'calls', 'alloc_count', 'alloc_bytes', 'free_count', 'leaked_bytes', "
      "'peak_bytes', 'syscall_count', 'syscall_time') (try 'pathscope export --help')"),
     (["--format", "folded", "--rank", "7"], "pathscope: no rank 7 in this profile (ranks 0-1)"),
     (["--format", "speedscope", "--thread", "4"],

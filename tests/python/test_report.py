@@ -69,7 +69,7 @@ def test_report_frames_unresolved_without_symbolizer(tmp_path, monkeypatch):
     assert tree[1] == ("  note: symbols: pathscope-symbolize not found (run `make build`); "
                        "frames shown as module+offset")
     # no names, so no main to collapse the frames above: one line per frame
-    assert [line.split(")  ")[-1] for line in tree[4:10]] == [
+    assert [line.split(")  ")[-1] for line in tree[5:11]] == [
         "  solver+0x401025", "    libc.so.6+0x2724a", "      solver+0x401345",
         "        solver+0x401288", "          solver+0x401100", "          solver+0x401130"]
     assert text.count("note: symbols") == 1

@@ -9,6 +9,7 @@ Call paths (pathscope.export.stacks) as flame-graph formats, each with
 import importlib
 from typing import Optional, TextIO
 
+from pathscope.export.stacks import METRICS
 from pathscope.export.tables import TABLES, build_table
 from pathscope.reader import Profile
 from pathscope.symbols import SymbolTable
@@ -16,8 +17,8 @@ from pathscope.symbols import SymbolTable
 FORMATS = {"csv": "pathscope.export.csv_format", "json": "pathscope.export.json_format"}
 CALL_PATH_FORMATS = {"folded": "pathscope.export.folded",
                      "speedscope": "pathscope.export.speedscope"}
-CALL_PATH_METRICS = ("time", "mpi_time", "visits", "bytes", "calls", "alloc_count", "alloc_bytes",
-                     "free_count", "leaked_bytes", "peak_bytes", "syscall_count", "syscall_time")
+# the metric names of the call-path formats: one list, export/stacks.py's METRICS
+CALL_PATH_METRICS = tuple(METRICS)
 
 
 def export(profile: Profile, table: str, fmt: str, out: TextIO) -> None:

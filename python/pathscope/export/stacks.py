@@ -13,16 +13,20 @@ Rules kept here (docs/user-guide.md, Exporting call paths):
   and over the nodes that give the same stack (e.g. two call sites in one function).
 - Time metrics are in microseconds, rounded half up after summing; stacks whose value is 0
   are left out; stacks are sorted by their names joined with `;`.
+- oncpu_time and offcpu_time split the sampled time (time = oncpu_time + offcpu_time +
+  mpi_time on every node); profiles older than format 2.4 do not have the split and are
+  refused for them (check_metric) rather than exported as zeros.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from pathscope.calltree import (ALLOC_BYTES, ALLOCS, BYTES, ENTRIES, FREED_BYTES, FREES,
-                                KERNEL_NS, MPI_NS, PEAK_BYTES, SAMPLE_NS, SYSCALLS, VISITS,
-                                MergedNode, build_tree)
-from pathscope.cct import CODE_KINDS
+                                KERNEL_NS, MPI_NS, OFFCPU_NS, PEAK_BYTES, SAMPLE_NS, SYSCALLS,
+                                VISITS, MergedNode, build_tree)
+from pathscope.cct import CODE_KINDS, OFFCPU_FORMAT
+from pathscope.errors import ProfileError
 from pathscope.reader import Profile
 from pathscope.symbols import SymbolTable
 
@@ -35,11 +39,17 @@ class Metric:
     unit: str                     # speedscope's unit
     value: Callable[[MergedNode], int]
     time: bool                    # nanoseconds, exported in microseconds
+    offcpu: bool = False          # needs the on/off-CPU split of format 2.4
 
 
 METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("time", "microseconds", lambda n: n.total(SAMPLE_NS) + n.total(MPI_NS), True),
     Metric("mpi_time", "microseconds", lambda n: n.total(MPI_NS), True),
+    # sampled time (outside MPI) split (format 2.4): the thread running, and off the CPU
+    # (in the run queue or blocked); time = oncpu_time + offcpu_time + mpi_time
+    Metric("oncpu_time", "microseconds", lambda n: n.total(SAMPLE_NS) - n.total(OFFCPU_NS),
+           True, offcpu=True),
+    Metric("offcpu_time", "microseconds", lambda n: n.total(OFFCPU_NS), True, offcpu=True),
     Metric("visits", "none", lambda n: n.total(VISITS), False),
     Metric("bytes", "bytes", lambda n: n.total(BYTES), False),
     # thunk mode: calls made at each call site that a walk saw start, a lower bound
@@ -90,6 +100,20 @@ def stack_text(stack: Stack) -> str:
     return ";".join(frame.name for frame in stack)
 
 
+def check_metric(profile: Profile, metric: str, ranks: Sequence[int]) -> None:
+    """ProfileError when a rank of ranks lacks what metric needs (the on/off-CPU split:
+    format 2.4): a clear refusal rather than zeros or the whole sampled time."""
+    if not METRICS[metric].offcpu:
+        return
+    old = sorted({profile.callpaths[r].version for r in ranks
+                  if not profile.callpaths[r].knows_offcpu()})
+    if old:
+        raise ProfileError(f"metric {metric} needs profile format "
+                           f"{'.'.join(map(str, OFFCPU_FORMAT))} or later: this profile "
+                           f"(format {', '.join(old)}) does not split sampled time into "
+                           f"on-CPU and off-CPU time")
+
+
 def collect_stacks(profile: Profile, symbols: SymbolTable, metric: str,
                    rank: Optional[int] = None, thread: Optional[int] = None,
                    with_files: bool = False) -> Stacks:
@@ -98,6 +122,7 @@ def collect_stacks(profile: Profile, symbols: SymbolTable, metric: str,
     are not in it."""
     chosen = METRICS[metric]
     tree = build_tree(profile, rank, thread)
+    check_metric(profile, metric, tree.ranks)
     sums: dict[Stack, int] = {}
     paths: dict[int, Stack] = {id(tree.root): ()}
     for node in tree.root.walk():

@@ -11,6 +11,8 @@ Tables:
   ranks     one row per rank of MPI_COMM_WORLD (status `missing` when it has no rank file,
             `unreadable` when its file breaks a rule of the format)
   warnings  one row per rank and warning key: the problems the runtime reported (format 2.3)
+  threads   call paths: one row per rank and thread: elapsed, MPI and sampled time, the
+            sampled time on and off the CPU, the exact CPU time (the last three: format 2.4)
   heap-timeline  heap profiling: one row per timeline point of each rank (live bytes over time)
   heap-ranks     heap profiling: one row per rank with its totals, peak and leaks
   kernel-syscalls  kernel time: one row per rank, thread and system call (count, time)
@@ -114,6 +116,32 @@ def warnings_table(profile: Profile) -> Table:
     return Table(WARNINGS_COLUMNS, rows)
 
 
+THREADS_COLUMNS = ["rank", "thread", "tid", "mpi_runtime", "elapsed_s", "mpi_s", "sampled_s",
+                   "oncpu_s", "offcpu_s", "cpu_s", "samples"]
+
+
+def threads_table(profile: Profile) -> Table:
+    """Per thread: its tree's totals (sampled_s = oncpu_s + offcpu_s; elapsed_s = mpi_s +
+    sampled_s within 1 ns per node) and the thread's exact CPU time.  The split and the CPU
+    time are None before format 2.4, cpu_s also when the runtime could not read it."""
+    rows = []
+    for rank, paths in sorted(profile.callpaths.items()):
+        split = paths.knows_offcpu()
+        for index, thread in paths.threads.items():
+            sampled = sum(n.sample_ns for n in thread.nodes)
+            offcpu = sum(n.offcpu_ns for n in thread.nodes)
+            rows.append({"rank": rank, "thread": index, "tid": thread.tid,
+                         "mpi_runtime": int(thread.runtime_thread(paths.modules)),
+                         "elapsed_s": seconds(thread.elapsed_ns),
+                         "mpi_s": seconds(sum(n.mpi_ns for n in thread.nodes)),
+                         "sampled_s": seconds(sampled),
+                         "oncpu_s": seconds(sampled - offcpu) if split else None,
+                         "offcpu_s": seconds(offcpu) if split else None,
+                         "cpu_s": seconds(thread.cpu_ns) if split and thread.cpu_ns else None,
+                         "samples": thread.samples_kept})
+    return Table(THREADS_COLUMNS, rows)
+
+
 HEAP_TIMELINE_COLUMNS = ["rank", "time_s", "live_bytes", "max_bytes"]
 HEAP_RANKS_COLUMNS = ["rank", "traversal", "allocs", "alloc_bytes", "frees", "freed_bytes",
                       "peak_bytes", "peak_time_s", "leaked_bytes", "untracked_allocs",
@@ -201,7 +229,7 @@ def kernel_threads_table(profile: Profile) -> Table:
 
 TABLES: dict[str, Callable[[Profile], Table]] = {
     "comm-ops": comm_ops_table, "ops": ops_table, "comms": comms_table, "ranks": ranks_table,
-    "warnings": warnings_table,
+    "warnings": warnings_table, "threads": threads_table,
     "heap-timeline": heap_timeline_table, "heap-ranks": heap_ranks_table,
     "kernel-syscalls": kernel_syscalls_table, "kernel-threads": kernel_threads_table}
 

@@ -10,9 +10,17 @@ profile has no call paths.  Display choices (docs/user-guide.md says the same):
 - The tree shows the nodes with at least 1% of the total time; its footer counts the others.
 - Per-rank columns: min, mean and max of the node's inclusive time over the ranks with call
   paths; a rank without the node counts as 0; on ties the lowest rank is named.
+- Off-CPU time (format 2.4 and later; older profiles do not have the rows and columns): the
+  time split divides the execution's time outside MPI into on-CPU and off-CPU rows, the tree
+  and the hot path have an `off CPU` column (inclusive), and one WARNING line says when more
+  than OFFCPU_WARN of the time outside MPI was off the CPU, with the remedies.
+- Sampled time rests on samples: a time whose sampled part has fewer than FEW_SAMPLES
+  samples gets `±N%`, its approximate relative standard error (the sampled part's
+  1/sqrt(samples), scaled by that part's share of the time; measured MPI time has none).
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Mapping, Optional
@@ -33,6 +41,11 @@ MAIN = "main"
 ROOT_LABEL = "[all threads]"
 STEP = "  "                   # tree indentation per level
 STATS_HEADERS = ["min (rank)", "mean", "max (rank)"]
+FEW_SAMPLES = 100             # a sampled time on fewer samples gets its uncertainty (±N%)
+OFFCPU_WARN = 0.10            # off-CPU share of the time outside MPI that earns a warning
+UNCERTAINTY_NOTE = (f"±N%: the approximate relative standard error of a time that rests on "
+                    f"fewer than {FEW_SAMPLES} samples (sampled time varies by about "
+                    f"1/sqrt(samples); measured MPI time does not)")
 
 
 def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
@@ -41,7 +54,8 @@ def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
         return []
     tree = build_tree(profile, runtime_threads=False)
     view = _View(tree, symbols)
-    return [_time_split(profile, tree), _call_tree(view, symbols.notes), _hot_path(view)]
+    hot_path, hot_marked = _hot_path(view)
+    return [_time_split(profile, tree), _call_tree(view, symbols.notes, hot_marked), hot_path]
 
 
 # ---- helpers ---------------------------------------------------------------------------------
@@ -53,6 +67,19 @@ def _stats_cells(stats: RankStats) -> list[str]:
 
 def _optional_time(ns: int) -> str:
     return format_time(ns) if ns else "-"
+
+
+def uncertainty(node: MergedNode) -> str:
+    """`±N%` for an inclusive time whose sampled part rests on fewer than FEW_SAMPLES
+    samples (all ranks), else "".  A time without samples (measured MPI time, the time after
+    a thread's last sample) has no sampling error."""
+    total = node.incl_time_ns
+    sampled = total - node.incl_mpi_ns
+    samples = node.incl_samples
+    if not 0 < samples < FEW_SAMPLES or sampled <= 0 or total <= 0:
+        return ""
+    percent = round(100 * sampled / math.sqrt(samples) / total)
+    return f"±{percent}%" if percent else ""
 
 
 def _grouped(by_rank: Mapping[int, str]) -> str:
@@ -156,7 +183,11 @@ def _time_split(profile: Profile, tree: CallTree) -> str:
             ("  Not unwound", split.not_unwound, True),
             ("    MPI (groups counted, not unwound)", split.not_unwound_mpi, False),
             ("  Execution", split.execution, True),
-            ("    MPI", split.execution_mpi, True)):
+            ("    MPI", split.execution_mpi, True),
+            *((("    outside MPI, on CPU", {r: split.execution_oncpu(r) for r in tree.ranks},
+                True),
+               ("    outside MPI, off CPU (run queue, blocked)", split.execution_offcpu, True))
+              if tree.knows_offcpu else ())):
         ns = sum(values.values())
         if not ns and not always:
             continue
@@ -200,9 +231,21 @@ def _time_split(profile: Profile, tree: CallTree) -> str:
         if thread.node_count != len(thread.nodes):
             lines.append(f"{INDENT}WARNING: rank {r} thread {index}: {thread.node_count} nodes "
                          f"declared, {len(thread.nodes)} read")
+    share = split.offcpu_share() if tree.knows_offcpu else None
+    if share is not None and share > OFFCPU_WARN:
+        lines.append(offcpu_warning(share))
     lines.append(f"{INDENT}per rank: over the {len(tree.ranks)} ranks with call paths; a rank "
                  f"without a value counts as 0; (rank) is the lowest on ties")
     return "\n".join(lines)
+
+
+def offcpu_warning(share: float) -> str:
+    """The one line for a run that spent more than OFFCPU_WARN of its time outside MPI off
+    the CPU: what it means and what to do."""
+    return (f"{INDENT}WARNING: {format_percent(share)} of the time outside MPI was off the CPU "
+            f"(run queue or blocked): run no more ranks and threads than cores, pin them "
+            f"(mpirun --bind-to core), look for other load on the nodes; for time blocked in "
+            f"I/O, pathscope run --kernel shows the system calls")
 
 
 def _comms_line(node: MergedNode) -> str:
@@ -214,8 +257,11 @@ def _comms_line(node: MergedNode) -> str:
     return "comms: " + ", ".join(parts)
 
 
-def _call_tree(view: _View, notes: list[str]) -> str:
-    headers = ["time", "%", "self", "MPI", "visits", "bytes"] + STATS_HEADERS + ["call path"]
+def _call_tree(view: _View, notes: list[str], marked: bool) -> str:
+    """marked: the hot path shows uncertainty marks (the note explaining them is here)."""
+    offcpu = view.tree.knows_offcpu
+    headers = (["time", "±", "%", "self", "MPI"] + (["off CPU"] if offcpu else [])
+               + ["visits", "bytes"] + STATS_HEADERS + ["call path"])
     rows: list[list[str]] = []
     hidden = 0
     counted = False
@@ -228,14 +274,17 @@ def _call_tree(view: _View, notes: list[str]) -> str:
         mpi = is_mpi(row.head)
         calls = row.head.total(ENTRIES)  # thunk mode: calls made at this call site, at least
         counted = counted or bool(calls)
-        rows.append([format_time(row.incl_ns), view.percent(row.incl_ns),
-                     _optional_time(row.self_ns), _optional_time(row.head.incl_mpi_ns),
-                     str(row.head.total(VISITS)) if mpi else (f">={calls}" if calls else ""),
-                     format_bytes(row.head.total(BYTES)) if mpi else ""]
+        mark = uncertainty(row.head)
+        marked = marked or bool(mark)
+        rows.append([format_time(row.incl_ns), mark, view.percent(row.incl_ns),
+                     _optional_time(row.self_ns), _optional_time(row.head.incl_mpi_ns)]
+                    + ([_optional_time(row.head.incl_offcpu_ns)] if offcpu else [])
+                    + [str(row.head.total(VISITS)) if mpi else (f">={calls}" if calls else ""),
+                       format_bytes(row.head.total(BYTES)) if mpi else ""]
                     + _stats_cells(view.tree.stats(row.head.incl_time))
                     + [STEP * depth + row.label])
         if mpi and row.head.comms:
-            rows.append([""] * 9 + [STEP * (depth + 1) + _comms_line(row.head)])
+            rows.append([""] * (len(headers) - 1) + [STEP * (depth + 1) + _comms_line(row.head)])
         for child in reversed(view.children(row)):
             stack.append((child, depth + 1))
     lines = [f"Call tree (inclusive time, top-down; nodes with at least {SHOWN_PERCENT}% of "
@@ -244,27 +293,37 @@ def _call_tree(view: _View, notes: list[str]) -> str:
     if counted:
         lines.append(f"{INDENT}visits >=N on a call frame: calls made at that call site that a "
                      f"stack walk saw start (thunk mode; a lower bound)")
-    lines.append(table(headers, rows, "rrrrrrrrrl"))
+    if marked:
+        lines.append(f"{INDENT}{UNCERTAINTY_NOTE}")
+    lines.append(table(headers, rows, "r" * (len(headers) - 1) + "l"))
     lines.append(f"{INDENT}{hidden} node{'' if hidden == 1 else 's'} below {SHOWN_PERCENT}% of "
                  f"the total time hidden (pathscope export --format folded shows every path)")
     return "\n".join(lines)
 
 
-def _hot_path(view: _View) -> str:
+def _hot_path(view: _View) -> tuple[str, bool]:
     """From the root, the child with the most inclusive time, down to a leaf; at the root the
-    pseudo frames are passed over (they are no part of the program: see the time split)."""
+    pseudo frames are passed over (they are no part of the program: see the time split).
+    Also whether a row has an uncertainty mark."""
+    offcpu = view.tree.knows_offcpu
     rows = []
+    marked = False
     row: Optional[_Row] = view.root
     while row is not None:
         stats = view.tree.stats(row.head.incl_time)
         balance = f"{stats.max / stats.mean:.2f}" if stats.mean else "-"
-        rows.append([format_time(row.incl_ns), view.percent(row.incl_ns)]
+        mark = uncertainty(row.head)
+        marked = marked or bool(mark)
+        rows.append([format_time(row.incl_ns), mark, view.percent(row.incl_ns)]
+                    + ([_optional_time(row.head.incl_offcpu_ns)] if offcpu else [])
                     + _stats_cells(stats) + [balance, row.label])
         children = view.children(row)
         if row is view.root:
             children = [c for c in children if c.head.frame.kind not in (FAILED, NOT_UNWOUND)]
         row = children[0] if children else None
+    headers = (["time", "±", "%"] + (["off CPU"] if offcpu else []) + STATS_HEADERS
+               + ["max/mean", "frame"])
     return "\n".join([
         "Hot path (at each level the child with the most inclusive time, from the root but not "
         "into [failed unwind] or [not unwound]; max/mean: the load imbalance)",
-        table(["time", "%"] + STATS_HEADERS + ["max/mean", "frame"], rows, "rrrrrrl")])
+        table(headers, rows, "r" * (len(headers) - 1) + "l")]), marked
