@@ -4,7 +4,7 @@ self time, from pathscope and from `perf record` (linux-perf, software cpu-clock
 
     python3 bench/perfcompare.py [--ranks 4] [--steps 1000] [--rate R] [--perf-rate 1000]
                                  [--metric oncpu_time|time] [--top 10] [--separate-runs]
-                                 [--keep DIR]
+                                 [--keep DIR] [--option PATHSCOPE_X=V ...]
 
 The application is LAMMPS (`lmp`, Debian package lammps) on the in.melt example edited as in
 bench/apps.py (32,000 atoms, --steps timesteps), Open MPI (Debian builds lmp against it).
@@ -241,12 +241,14 @@ def perf_record(rate: int, program: list[str], preload: Optional[Path]) -> list[
 
 def compare(lib: Path, ranks: int, steps: int, workdir: Path, rate: Optional[int] = None,
             perf_rate: int = 1000, metric: Optional[str] = None,
-            separate_runs: bool = False, timeout: int = bl.RUN_TIMEOUT) -> Comparison:
-    """Runs the LAMMPS job under both tools in workdir (created if missing) and reads both."""
+            separate_runs: bool = False, timeout: int = bl.RUN_TIMEOUT,
+            options: Optional[dict[str, str]] = None) -> Comparison:
+    """Runs the LAMMPS job under both tools in workdir (created if missing) and reads both.
+    options: more PATHSCOPE_* variables for the ranks (e.g. PATHSCOPE_SAMPLE_TIMER)."""
     metric = metric or default_metric()
     workdir.mkdir(parents=True, exist_ok=True)
     job = apps.lammps_input(steps)
-    env = {"PATHSCOPE_QUIET": "on"}
+    env = dict(options or {}, PATHSCOPE_QUIET="on")
     if rate is not None:
         env["PATHSCOPE_SAMPLE_RATE"] = str(rate)
     if separate_runs:
@@ -283,20 +285,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=10)
     ap.add_argument("--separate-runs", action="store_true",
                     help="one run under each tool instead of both on the same run")
+    ap.add_argument("--option", metavar="NAME=VALUE", action="append", default=[],
+                    help="a PATHSCOPE_* variable for the ranks, e.g. PATHSCOPE_SAMPLE_TIMER=perf "
+                         "(repeatable)")
     ap.add_argument("--keep", metavar="DIR", type=Path, default=None,
                     help="run in DIR (a new directory) and keep the profile and perf data")
     a = ap.parse_args(argv)
+    options = dict(o.split("=", 1) for o in a.option)
+    if any(not k.startswith("PATHSCOPE_") for k in options):
+        raise bl.BenchError("--option takes PATHSCOPE_NAME=VALUE")
     lib = bl.snapshot_library(apps.MPI)
     if a.keep:
         if a.keep.exists():
             raise bl.BenchError(f"{a.keep} exists: --keep takes a new directory")
         c = compare(lib, a.ranks, a.steps, a.keep, a.rate, a.perf_rate, a.metric,
-                    a.separate_runs)
+                    a.separate_runs, options=options)
     else:
         bl.WORK.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="perfcompare-", dir=bl.WORK) as tmpname:
             c = compare(lib, a.ranks, a.steps, Path(tmpname), a.rate, a.perf_rate, a.metric,
-                        a.separate_runs)
+                        a.separate_runs, options=options)
     rows = [[name[:70], f"{ours:.1f}", f"{theirs:.1f}", f"{ours - theirs:+.1f}"]
             for name, ours, theirs in c.rows(a.top)]
     worst = max((abs(o - t) for _, o, t in c.rows(a.top)), default=0.0)
