@@ -76,11 +76,22 @@ class Comparison:
     metric: str
     samplers: list[str]          # the rank files' `sampler` lines (source, rate, clock)
     samples_kept: int            # pathscope's kept samples on the main threads, all ranks
+    samples_taken: int           # ... and all its samples there (kept, in MPI, dropped)
+    cpu_seconds: float           # the main threads' CPU time (0: not in the rank files)
     perf_counts: collections.Counter  # perf's samples by class (perf_self)
     loop_seconds: float          # LAMMPS's Loop time
 
     def shares(self) -> tuple[dict[str, float], dict[str, float]]:
         return shares(self.ours), shares(self.theirs)
+
+    def sampled_fraction(self) -> Optional[float]:
+        """Samples taken / (CPU time x requested rate) on the main threads: near 1 when every
+        timer expiry became a sample; lower when expiries merged (a timer that fires only at
+        a tick while the thread runs, threads running in short bursts)."""
+        rates = {int(s.split()[1]) for s in self.samplers if len(s.split()) > 1}
+        if len(rates) != 1 or not self.cpu_seconds or not min(rates):
+            return None
+        return self.samples_taken / (self.cpu_seconds * rates.pop())
 
     def rows(self, top: int) -> list[tuple[str, float, float]]:
         """(function, pathscope %, perf %) for the union of both top-`top` lists, by perf's
@@ -144,9 +155,11 @@ def pathscope_self(out: Path, metric: str) -> dict[str, float]:
     return acc
 
 
-def pathscope_facts(out: Path) -> tuple[list[str], int]:
-    """The rank files' sampler lines and the main threads' kept samples."""
-    samplers, kept = [], 0
+def pathscope_facts(out: Path) -> tuple[list[str], int, int, float]:
+    """The rank files' sampler lines, and over the ranks' main threads: the samples kept, the
+    samples taken (kept, inside MPI, dropped) and the CPU seconds (format 2.4 `thread` cpu_ns;
+    0 when the runtime does not write it)."""
+    samplers, kept, taken, cpu_ns = [], 0, 0, 0
     for rank in sorted((out / "ranks").glob("rank-*.tsv")):
         for line in rank.read_text().splitlines():
             fields = line.split("\t")
@@ -154,7 +167,9 @@ def pathscope_facts(out: Path) -> tuple[list[str], int]:
                 samplers.append(" ".join(fields[1:]))
             elif fields[0] == "thread" and fields[1] == "0":
                 kept += int(fields[4])
-    return samplers, kept
+                taken += int(fields[4]) + int(fields[5]) + int(fields[6])
+                cpu_ns += int(fields[12]) if len(fields) > 12 else 0
+    return samplers, kept, taken, cpu_ns / 1e9
 
 
 @dataclass
@@ -267,10 +282,10 @@ def compare(lib: Path, ranks: int, steps: int, workdir: Path, rate: Optional[int
         env["PATHSCOPE_OUTPUT"] = str(workdir / "profile")
         bl.run(bl.mpirun(apps.MPI, ranks, perf_record(perf_rate, PROGRAM, lib), env), cwd=workdir,
                timeout=timeout)
-    samplers, kept = pathscope_facts(ours_dir / "profile")
+    samplers, kept, taken, cpu = pathscope_facts(ours_dir / "profile")
     theirs, perf_counts = perf_self(perf_dir)
     return Comparison(pathscope_self(ours_dir / "profile", metric), theirs, metric, samplers,
-                      kept, perf_counts, loop_seconds(ours_dir))
+                      kept, taken, cpu, perf_counts, loop_seconds(ours_dir))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -309,9 +324,12 @@ def main(argv: list[str] | None = None) -> int:
             for name, ours, theirs in c.rows(a.top)]
     worst = max((abs(o - t) for _, o, t in c.rows(a.top)), default=0.0)
     how = "two separate runs" if a.separate_runs else "the same run"
+    sampled = c.sampled_fraction()
+    fraction = f"{100 * sampled:.0f}% of the expiries" if sampled is not None else "?"
     print(f"LAMMPS in.melt (32,000 atoms, {a.steps} steps, Loop time {c.loop_seconds:.1f} s), "
           f"{a.ranks} ranks, {how}; pathscope metric {c.metric}, sampler "
-          f"{'; '.join(sorted(set(c.samplers))) or '?'}, {c.samples_kept} samples kept; "
+          f"{'; '.join(sorted(set(c.samplers))) or '?'}, {c.samples_kept} samples kept, "
+          f"{c.samples_taken} taken in {c.cpu_seconds:.1f} CPU s ({fraction}); "
           f"perf cpu-clock {a.perf_rate} Hz, {c.perf_counts['kept']} samples kept, "
           f"{c.perf_counts['mpi']} in MPI or pathscope, {c.perf_counts['incomplete']} with an "
           "incomplete call chain (left out)")

@@ -52,7 +52,10 @@ def lammps(tmp_path):
 def table(c):
     lines = [f"{'function':50s} {'pathscope %':>11s} {'perf %':>7s}"]
     lines += [f"{name[:50]:50s} {ours:11.2f} {theirs:7.2f}" for name, ours, theirs in c.rows(TOP)]
-    lines.append(f"pathscope: {c.samples_kept} samples, sampler {sorted(set(c.samplers))}; "
+    sampled = c.sampled_fraction()
+    lines.append(f"pathscope: {c.samples_kept} samples kept, {c.samples_taken} taken in "
+                 f"{c.cpu_seconds:.1f} CPU s ({sampled and round(100 * sampled)}% of the "
+                 f"expiries), sampler {sorted(set(c.samplers))}; "
                  f"perf: {dict(c.perf_counts.most_common(8))}; Loop time {c.loop_seconds:.1f} s")
     return "\n".join(lines)
 
