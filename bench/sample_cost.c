@@ -1,5 +1,5 @@
 /* The cost of timer-driven sampling on this machine, per mechanism, without pathscope
- * (docs/benchmarks.md, "I. Sampler mechanisms"; driver: bench/sample_cost.py).
+ * (docs/benchmarks.md, section H; driver: bench/sample_cost.py).
  *
  *   sample_cost loop  MECHANISM HZ [ITERATIONS]        cost per sample
  *   sample_cost gaps  MECHANISM HZ [SECONDS]           time a sample takes from the thread
@@ -28,10 +28,10 @@
  *        than GAP_THRESHOLD_NS between two reads is time the thread did not run: an interrupt,
  *        a signal, a preemption.  Gaps with a context switch (getrusage) are left out (another
  *        task ran); gaps during which a signal was handled and the others are counted apart,
- *        each with its median: the median gap with a signal is what one sample
- *        takes from the thread, measured directly (the loop mode cannot resolve mechanisms
- *        that fire only at the kernel's tick: too few samples); the median gap without one is
- *        mostly the tick, which every thread pays anyway.
+ *        each with its median: the median gap with a signal is what one sample takes from
+ *        the thread, measured directly (the loop mode cannot resolve mechanisms that fire
+ *        only at the kernel's tick: too few samples); the median gap without one is mostly
+ *        the tick, which every thread pays anyway.
  * yield, pipe: a second process is forked and both are pinned to CPU (default 1); both arm the
  *        sampler, then each calls sched_yield ROUNDS times (yield: both stay runnable, as Open
  *        MPI's ranks do when oversubscribed) or they pass one byte back and forth ROUNDS times
@@ -39,10 +39,11 @@
  *        cpu time of `none`) / switches, after taking out signals x the cost per sample, is
  *        what the sampler adds to one context switch.
  *
- * Prints one line of key=value pairs (gaps: also gaps_signal, gap_signal_us, gaps_other,
- * gap_other_us: the number and the median of each kind of gap, and gaps_preempted): seconds (wall), cpu_seconds (CPU time of the process, or
- * of both processes), signals (handled), switches (voluntary + involuntary context switches
- * during the measured part, both processes).  CPU time is the steadier measure on a shared
+ * Prints one line of key=value pairs: seconds (wall), cpu_seconds (CPU time of the process,
+ * or of both processes), signals (handled), switches (voluntary + involuntary context switches
+ * during the measured part, both processes); gaps also prints gaps_signal, gap_signal_us,
+ * gaps_other, gap_other_us (the number and the median of each kind of gap) and
+ * gaps_preempted.  CPU time is the steadier measure on a shared
  * machine: time a neighbour takes from the CPU is not in it.
  *
  * Build: gcc -O1 -o sample_cost bench/sample_cost.c
