@@ -19,7 +19,7 @@ BUILD = build/$(MPI)
 PY = .venv/bin/python
 JOBS ?= 2
 
-.PHONY: all setup mpi4py-deps build build-all demo test test-mpi4py bench clean
+.PHONY: all setup mpi4py-deps test-deps build build-all demo test test-mpi4py bench clean
 
 all: build
 
@@ -45,7 +45,11 @@ demo: build
 	$(MPIRUN) -np 4 bin/pathscope run -o $(BUILD)/demo-profile -- $(BUILD)/stencil 512 200
 	bin/pathscope report $(BUILD)/demo-profile
 
-test: build-all mpi4py-deps
+# packages only the tests need (LAMMPS and perf: tests/e2e/test_perfcompare.py)
+test-deps: setup
+	@scripts/setup.sh --test
+
+test: build-all mpi4py-deps test-deps
 	@cd build/openmpi && ctest --output-on-failure -j $(JOBS)
 	@$(PY) -m pytest -q tests
 

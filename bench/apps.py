@@ -3,6 +3,14 @@
 
     python3 bench/apps.py [--reps 5] [--cases lammps-2,lammps-4,hpcc-2] [--variants ...]
                           [--steps 1500] [--hpl-n 4000] [--gmx-steps 3000] [--json FILE]
+                          [--perf-stat] [--mpip-lib PATH] [--mpisee-lib PATH] [--issue11]
+
+    python3 bench/apps.py --issue11 --mpip-lib PATH --mpisee-lib PATH --json FILE
+        the sampler comparison of issue 11: cases hpcc-4,hpcc-2,lammps-4,lammps-2,gromacs-4,
+        gromacs-2 (4 ranks on 2 cores and 2 ranks), HPL N=1200 (a 2x2 grid on 4 ranks), the
+        variants base,pathscope,pathscope-preload,pathscope-perf,pathscope-wall,
+        pathscope-nopaths,pathscope-1khz,mpip,mpip-nosites,mpisee and --perf-stat; any of
+        --cases, --variants, --hpl-n given as well replaces its part of the preset
 
 Cases (all from Debian packages; nobody here wrote them):
   lammps-N  LAMMPS (`lmp`, package lammps) on N ranks, the shipped example
@@ -33,7 +41,14 @@ Variants, interleaved in every repetition (forward order on even repetitions, re
                      interrupts alone on this machine)
   pathscope-100hz    as pathscope-preload with PATHSCOPE_SAMPLE_RATE=100 (call paths at every
                      MPI call, each thread sampled 100 times per CPU second)
-  pathscope-1khz     as pathscope-preload with PATHSCOPE_SAMPLE_RATE=1000 (the default rate)
+  pathscope-1khz     as pathscope-preload with PATHSCOPE_SAMPLE_RATE=1000 (five times the
+                     default rate)
+  pathscope-perf     as pathscope-preload with PATHSCOPE_SAMPLE_TIMER=perf: each thread sampled
+                     by a perf_event task-clock event (the default sampler before issue 11; its
+                     hrtimer is stopped and restarted at every context switch); skipped with a
+                     note if the library predates PATHSCOPE_SAMPLE_TIMER
+  pathscope-wall     as pathscope-preload with PATHSCOPE_SAMPLE_CLOCK=wall (a POSIX
+                     CLOCK_MONOTONIC timer per thread: samples wall-clock time)
   pathscope-nopaths  as pathscope-preload with PATHSCOPE_PATHS=off: the per-communicator MPI
                      profile only (no unwinding, no sampling; the foundation's measurement)
   pathscope-heap     as pathscope-preload with heap profiling (libpathscope-heap.so preloaded
@@ -52,6 +67,16 @@ Variants, interleaved in every repetition (forward order on even repetitions, re
                      processes named like the application (comm) per pid, thread and syscall,
                      as bench/syscalls_pertid.bt does for one process; needs root (tracefs is
                      mounted on /sys/kernel/tracing if missing); skipped with a note otherwise
+  mpip               mpirun -x LD_PRELOAD=--mpip-lib -x LOGNAME ... APP: mpiP (LLNL's PMPI
+                     profiler, built from its sources: bench/peers.md) with its defaults (call
+                     sites one frame deep); LOGNAME is set from this process's user, since mpiP
+                     needs it at run time.  Check: one *.mpiP report in the run directory
+  mpip-nosites       as mpip with MPIP="-k 0": no call-site stack walks
+  mpisee             mpirun -x LD_PRELOAD=--mpisee-lib ... APP: mpisee (a communicator-centric
+                     PMPI profiler, built from its sources); skipped on hpcc-N cases: its
+                     MPI_Testany wrapper calls PMPI_Waitany, which deadlocks HPCC's
+                     MPIRandomAccess.  Check: one *.db (SQLite) file in the run directory
+                     The peer variants are skipped with a note unless their library is given.
 The kernel variants run with copies of libpathscope-kernel.so and pathscope-kcollect next to
 the snapshot of libpathscope.so (build/bench/openmpi/), and every run starts once no
 pathscope-kcollect is left (it lingers 0.5 s after its last process and taxes every process
@@ -60,12 +85,21 @@ calls, a complete `kend` line and the source asked for; strace leaves one summar
 bpftrace counts syscalls of as many processes as there are ranks.
 Wall time is the whole mpirun command (start-up, MPI_Init, the run, MPI_Finalize and the
 profile write).  Every pathscope run must leave a complete profile.tsv, or the benchmark fails.
+Resources of every run, from os.wait4 on mpirun (which reaps the ranks, so their usage is
+included): user and system CPU seconds, CPUs used ((user + system) / wall) and context
+switches (voluntary + involuntary, all processes and threads of the run); medians are
+reported per variant.  With --perf-stat, one more interleaved repetition of every case and
+variant runs under `perf stat -e context-switches,task-clock -x, -o FILE -- mpirun ...`
+(counting for the whole process tree); its counts and its system time are reported in their
+own table and kept out of the wall-time medians, since perf's counters cost something at every
+context switch too.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import pwd
 import re
 import shutil
 import statistics
@@ -120,11 +154,24 @@ SPC/E water
 VARIANTS = ("base", "pathscope", "pathscope-preload", "perf")
 SAMPLING_VARIANTS = {"pathscope-100hz": {"PATHSCOPE_SAMPLE_RATE": "100"},
                      "pathscope-1khz": {"PATHSCOPE_SAMPLE_RATE": "1000"},
-                     "pathscope-nopaths": {"PATHSCOPE_PATHS": "off"}}
+                     "pathscope-nopaths": {"PATHSCOPE_PATHS": "off"},
+                     "pathscope-perf": {"PATHSCOPE_SAMPLE_TIMER": "perf"},
+                     "pathscope-wall": {"PATHSCOPE_SAMPLE_CLOCK": "wall"}}
 # not run by default: the interposition floor (wrappers installed, measurement off)
 KERNEL_VARIANTS = {"pathscope-kernel": "ebpf", "pathscope-kernel-libc": "libc"}
+# other PMPI profilers, preloaded: variant -> (its --*-lib option, extra environment)
+PEER_VARIANTS = {"mpip": ("mpip_lib", {}), "mpip-nosites": ("mpip_lib", {"MPIP": "-k 0"}),
+                 "mpisee": ("mpisee_lib", {})}
+# (application, variant) pairs that cannot run, and why
+PEER_BROKEN = {("hpcc", "mpisee"): "mpisee's MPI_Testany wrapper calls PMPI_Waitany, which "
+                                   "deadlocks HPCC's MPIRandomAccess"}
 EXTRA_VARIANTS = ("pathscope-off", "perf-1khz", "pathscope-heap", "heaptrack") + \
-    tuple(SAMPLING_VARIANTS) + tuple(KERNEL_VARIANTS) + ("strace", "bpftrace")
+    tuple(SAMPLING_VARIANTS) + tuple(KERNEL_VARIANTS) + ("strace", "bpftrace") + \
+    tuple(PEER_VARIANTS)
+ISSUE11_CASES = "hpcc-4,hpcc-2,lammps-4,lammps-2,gromacs-4,gromacs-2"
+ISSUE11_VARIANTS = ("base,pathscope,pathscope-preload,pathscope-perf,pathscope-wall,"
+                    "pathscope-nopaths,pathscope-1khz,mpip,mpip-nosites,mpisee")
+ISSUE11_HPL_N = 1200
 KERNEL_FILES = ("libpathscope-kernel.so", "pathscope-kcollect")  # next to libpathscope.so
 # bpftrace for a whole run: every syscall of the processes called COMM, per pid, thread and
 # syscall number (the aggregation of bench/syscalls_pertid.bt, filtered by name, not by pid)
@@ -136,7 +183,10 @@ tracepoint:raw_syscalls:sys_exit /comm == "COMM" && @start[tid]/ {
 END { clear(@start); clear(@nr); }
 """
 MPI = "openmpi"  # Debian builds lmp, hpcc and gmx_mpi against Open MPI only
-GOAL_PERCENT = 1.0
+# end-to-end goals, % of the base wall time: default settings and 1 kHz (issue 11), kernel time
+GOAL_PERCENT = {"pathscope": 5.0, "pathscope-preload": 5.0, "pathscope-1khz": 2.0,
+                "pathscope-kernel": 1.0, "pathscope-kernel-libc": 1.0}
+PERF_STAT_EVENTS = "context-switches,task-clock"
 # hpccoutf.txt summary values kept for every HPCC run (seconds, except the problem size)
 HPCC_PHASES = ("HPL_time", "PTRANS_time", "MPIRandomAccess_time", "MPIRandomAccess_LCG_time",
                "MPIRandomAccess_N")
@@ -246,7 +296,15 @@ class Case:
         return times
 
 
-def command(case: Case, variant: str, cwd: Path, lib: Path) -> list[str]:
+def login_name() -> str:
+    """The user name for LOGNAME (mpiP refuses to run without it)."""
+    return os.environ.get("LOGNAME") or pwd.getpwuid(os.getuid()).pw_name
+
+
+def command(case: Case, variant: str, cwd: Path, lib: Path,
+            peer_libs: Optional[dict[str, Path]] = None, perf_stat: bool = False) -> list[str]:
+    """The command of one run; peer_libs: the preloaded library of each peer variant; with
+    perf_stat the whole command runs under `perf stat`, which writes cwd/perf-stat.csv."""
     program = case.program
     env: dict[str, str] = {}
     if variant == "pathscope" or variant in KERNEL_VARIANTS:
@@ -278,6 +336,10 @@ def command(case: Case, variant: str, cwd: Path, lib: Path) -> list[str]:
     elif variant == "strace":
         program = ["sh", "-c", 'exec strace -c -f -o "strace-$OMPI_COMM_WORLD_RANK.txt" "$@"',
                    "sh"] + program
+    elif variant in PEER_VARIANTS:
+        env = {"LD_PRELOAD": str((peer_libs or {})[variant]), **PEER_VARIANTS[variant][1]}
+        if variant.startswith("mpip"):
+            env["LOGNAME"] = login_name()
     cmd = bl.mpirun(MPI, case.ranks, program, env)
     if variant == "bpftrace":
         script = cwd / "syscalls.bt"
@@ -289,6 +351,9 @@ def command(case: Case, variant: str, cwd: Path, lib: Path) -> list[str]:
         if any(" " in a or not a for a in cmd):
             raise bl.BenchError(f"bpftrace -c cannot take arguments with spaces: {cmd}")
         cmd = ["bpftrace", "-o", str(cwd / "bpftrace.txt"), "-c", " ".join(cmd), str(script)]
+    if perf_stat:
+        cmd = ["perf", "stat", "-e", PERF_STAT_EVENTS, "-x,", "-o", str(cwd / "perf-stat.csv"),
+               "--"] + cmd
     return cmd
 
 
@@ -360,7 +425,61 @@ def check_bpftrace(case: Case, cwd: Path) -> dict:
     return {"syscalls": sum(c for _, c in counts)}
 
 
-def one_run(case: Case, variant: str, lib: Path, tmp: Path) -> dict:
+def read_perf_stat(path: Path) -> dict:
+    """context switches and task-clock seconds from `perf stat -x,` output (value,unit,event,...)."""
+    counts = {}
+    text = path.read_text() if path.is_file() else ""
+    for line in text.splitlines():
+        fields = line.split(",")
+        if len(fields) < 3 or line.startswith("#"):
+            continue
+        value, unit, event = fields[0], fields[1], fields[2]
+        try:
+            number = float(value)
+        except ValueError:
+            raise bl.BenchError(f"perf stat did not count {event} ({value}) in {path}")
+        if event == "context-switches":
+            counts["perf_switches"] = int(number)
+        elif event == "task-clock":
+            counts["perf_task_clock_s"] = number / 1000 if unit == "msec" else number / 1e9
+    if set(counts) != {"perf_switches", "perf_task_clock_s"}:
+        raise bl.BenchError(f"no context-switches and task-clock counts in {path}:\n{text}")
+    return counts
+
+
+# the sampler each variant must have run with (rank files' `sampler` line, docs/format.md)
+EXPECTED_SAMPLER = {"pathscope-perf": "perf-task-clock", "pathscope-wall": "posix-wall-timer",
+                    "pathscope-nopaths": "off"}
+
+
+def check_sampler(case: Case, variant: str, profile: Path) -> list[str]:
+    """The sampler sources of the rank files (`sampler` lines); the one a variant asks for must
+    be the only one."""
+    sources = set()
+    for f in sorted((profile / "ranks").glob("rank-*.tsv")):
+        for line in f.read_text().splitlines():
+            fields = line.split("\t")
+            if fields[0] == "sampler" and len(fields) > 1:
+                sources.add(fields[1])
+    want = EXPECTED_SAMPLER.get(variant)
+    if want and sources and sources != {want}:
+        raise bl.BenchError(f"{case.name} {variant}: the ranks sampled with {sorted(sources)}, "
+                            f"not {want} ({profile}/ranks)")
+    return sorted(sources)
+
+
+def check_peer(case: Case, variant: str, cwd: Path) -> str:
+    """The peer profiler wrote its output: mpiP one *.mpiP report, mpisee one *.db file."""
+    pattern = "*.mpiP" if variant.startswith("mpip") else "*.db"
+    found = sorted(cwd.glob(pattern))
+    if len(found) != 1 or found[0].stat().st_size == 0:
+        raise bl.BenchError(f"{case.name} {variant}: expected one non-empty {pattern} in {cwd}, "
+                            f"found {[p.name for p in found]}")
+    return f"{found[0].name} {found[0].stat().st_size} B"
+
+
+def one_run(case: Case, variant: str, lib: Path, tmp: Path,
+            peer_libs: Optional[dict[str, Path]] = None, perf_stat: bool = False) -> dict:
     cwd = Path(tempfile.mkdtemp(prefix=f"{case.name}-{variant}-", dir=tmp))
     for name, content in case.files.items():
         if isinstance(content, bytes):
@@ -370,15 +489,21 @@ def one_run(case: Case, variant: str, lib: Path, tmp: Path) -> dict:
     if not kb.wait_collector_gone():
         print(f"apps: warning: a {kb.COLLECTOR} is still running: this run pays its tax",
               file=sys.stderr, flush=True)
-    wall, out = bl.run(command(case, variant, cwd, lib), cwd=cwd)
-    result = {"wall": wall, **case.inside_seconds(cwd)}
+    wall, out, usage = bl.run_measured(command(case, variant, cwd, lib, peer_libs, perf_stat),
+                                       cwd=cwd)
+    result = {"wall": wall, **usage, **case.inside_seconds(cwd)}
+    if perf_stat:
+        result["perf_stat"] = read_perf_stat(cwd / "perf-stat.csv")
     if variant in ("pathscope", "pathscope-preload", "pathscope-heap") or \
             variant in SAMPLING_VARIANTS or variant in KERNEL_VARIANTS:
         summary = bl.profile_summary(cwd / "profile")
         result["profile"] = {k: summary[k] for k in ("profile_tsv_bytes", "dir_bytes", "files")}
         result["profile"]["mpi_calls"] = sum(summary["calls"].values())
+        result["profile"]["sampler"] = check_sampler(case, variant, cwd / "profile")
         if variant in KERNEL_VARIANTS:
             result["profile"].update(check_kernel(case, variant, cwd / "profile"))
+    elif variant in PEER_VARIANTS:
+        result["peer_output"] = check_peer(case, variant, cwd)
     elif variant == "strace":
         result["strace"] = check_strace(case, cwd)
     elif variant == "bpftrace":
@@ -395,25 +520,47 @@ def one_run(case: Case, variant: str, lib: Path, tmp: Path) -> dict:
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--reps", type=int, default=5, help="repetitions of each variant (default 5)")
-    ap.add_argument("--cases", default="lammps-2,lammps-4,hpcc-2")
-    ap.add_argument("--variants", default=",".join(VARIANTS))
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    doc = __doc__.split("\n\n")
+    ap = argparse.ArgumentParser(description=doc[0], epilog="\n\n".join(doc[1:]),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reps", type=int, default=5,
+                    help="interleaved repetitions of each case and variant (default 5)")
+    ap.add_argument("--cases", help="comma-separated lammps-N, hpcc-N, gromacs-N (N ranks; "
+                                    "default lammps-2,lammps-4,hpcc-2; --issue11: "
+                                    f"{ISSUE11_CASES})")
+    ap.add_argument("--variants", help=f"comma-separated, must include base (default "
+                                       f"{','.join(VARIANTS)}; --issue11: {ISSUE11_VARIANTS}); "
+                                       f"all: {', '.join(VARIANTS + EXTRA_VARIANTS)}")
     ap.add_argument("--steps", type=int, default=1500, help="LAMMPS timesteps (default 1500)")
-    ap.add_argument("--hpl-n", type=int, default=4000, help="HPL matrix order (default 4000)")
+    ap.add_argument("--hpl-n", type=int, help=f"HPL matrix order (default 4000; --issue11: "
+                                              f"{ISSUE11_HPL_N})")
     ap.add_argument("--gmx-steps", type=int, default=3000,
                     help="GROMACS mdrun steps (default 3000)")
+    ap.add_argument("--perf-stat", action="store_true",
+                    help="one more repetition of everything under `perf stat -e "
+                         f"{PERF_STAT_EVENTS}`, reported apart (on with --issue11)")
+    ap.add_argument("--mpip-lib", type=Path, metavar="PATH",
+                    help="libmpiP.so for the mpip variants (without it they are skipped)")
+    ap.add_argument("--mpisee-lib", type=Path, metavar="PATH",
+                    help="libmpisee.so for the mpisee variant (without it it is skipped)")
+    ap.add_argument("--issue11", action="store_true",
+                    help="the sampler comparison of issue 11 (cases, variants, HPL N, "
+                         "--perf-stat; see above)")
     ap.add_argument("--json", help="also write every measurement to this file")
     args = ap.parse_args(argv)
-    variants = [v for v in args.variants.split(",") if v]
-    if "base" not in variants or any(v not in VARIANTS + EXTRA_VARIANTS for v in variants):
-        raise bl.BenchError(f"--variants must include base and be among "
-                            f"{', '.join(VARIANTS + EXTRA_VARIANTS)}")
-    cases = [Case(c, args) for c in args.cases.split(",") if c]
+    if args.cases is None:
+        args.cases = ISSUE11_CASES if args.issue11 else "lammps-2,lammps-4,hpcc-2"
+    if args.variants is None:
+        args.variants = ISSUE11_VARIANTS if args.issue11 else ",".join(VARIANTS)
+    if args.hpl_n is None:
+        args.hpl_n = ISSUE11_HPL_N if args.issue11 else 4000
+    args.perf_stat = args.perf_stat or args.issue11
+    return args
 
-    info = bl.machine()
-    lib = bl.snapshot_library(MPI)
+
+def skipped_variants(variants: list[str], lib: Path, args: argparse.Namespace) -> dict[str, str]:
+    """The variants that cannot run here, with the reason; raises for a missing tool."""
     skipped: dict[str, str] = {}
     if any(v in KERNEL_VARIANTS for v in variants):
         why = snapshot_kernel_files(lib)
@@ -427,61 +574,137 @@ def main(argv: list[str] | None = None) -> int:
         why = "bpftrace needs root" if os.geteuid() != 0 else kb.ensure_tracefs()
         if why:
             skipped["bpftrace"] = why
+    if "pathscope-perf" in variants and b"PATHSCOPE_SAMPLE_TIMER" not in lib.read_bytes():
+        skipped["pathscope-perf"] = (f"{lib.name} has no PATHSCOPE_SAMPLE_TIMER option (built "
+                                     f"before issue 11; its default sampler is the perf event)")
+    for v in variants:
+        if v not in PEER_VARIANTS:
+            continue
+        option = PEER_VARIANTS[v][0]
+        path = getattr(args, option)
+        flag = "--" + option.replace("_", "-")
+        if path is None:
+            skipped[v] = f"no {flag} PATH given (build it from its sources: bench/peers.md)"
+        elif not path.is_file():
+            skipped[v] = f"{flag} {path} does not exist"
+    if args.perf_stat and shutil.which("perf") is None:
+        raise bl.BenchError("perf not found for --perf-stat: apt-get install linux-perf")
+    return skipped
+
+
+def median_cell(runs: list[dict], key: str, fmt: str, scale: float = 1.0) -> str:
+    return bl.cell([scale * r[key] for r in runs], fmt) if runs else "-"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    variants = [v for v in args.variants.split(",") if v]
+    if "base" not in variants or any(v not in VARIANTS + EXTRA_VARIANTS for v in variants):
+        raise bl.BenchError(f"--variants must include base and be among "
+                            f"{', '.join(VARIANTS + EXTRA_VARIANTS)}")
+    cases = [Case(c, args) for c in args.cases.split(",") if c]
+
+    info = bl.machine()
+    lib = bl.snapshot_library(MPI)
+    skipped = skipped_variants(variants, lib, args)
     for v, why in skipped.items():
         print(f"apps: skipping {v}: {why}", file=sys.stderr, flush=True)
     variants = [v for v in variants if v not in skipped]
+    # (case, variant) pairs that cannot run
+    broken = {(c.name, v): why for c in cases for v in variants
+              if (why := PEER_BROKEN.get((c.app, v)))}
+    for (c, v), why in broken.items():
+        print(f"apps: skipping {v} on {c}: {why}", file=sys.stderr, flush=True)
+    peer_libs = {v: getattr(args, PEER_VARIANTS[v][0]).resolve()
+                 for v in variants if v in PEER_VARIANTS}
     if "strace" in variants or "bpftrace" in variants:
         info["strace"] = bl.dpkg_version("strace")
         info["bpftrace"] = bl.dpkg_version("bpftrace")
     if any(c.app == "gromacs" for c in cases):
         info["gromacs"] = bl.dpkg_version("gromacs")
+    if args.perf_stat:
+        info["perf"] = bl.dpkg_version("linux-perf")
+    for v, path in peer_libs.items():
+        info[f"{v}_lib"] = f"{path} (sha256 {bl.sha256(path)[:12]})"
     tmp = Path(tempfile.mkdtemp(prefix="apps-", dir=bl.WORK))
-    results = {(c.name, v): [] for c in cases for v in variants}
-    for rep in range(args.reps):
+
+    def run_all(rep: int, perf_stat: bool) -> dict:
+        done = {}
         for c in cases:
             for v in bl.interleaved(rep, variants):
-                results[(c.name, v)].append(one_run(c, v, lib, tmp))
-            print(f"apps: {c.name} repetition {rep + 1}/{args.reps}: " + ", ".join(
-                f"{v} {results[(c.name, v)][-1]['wall']:.2f} s" for v in variants),
-                file=sys.stderr, flush=True)
+                if (c.name, v) not in broken:
+                    done[(c.name, v)] = one_run(c, v, lib, tmp, peer_libs, perf_stat)
+            print(f"apps: {c.name} repetition {rep + 1}/{args.reps}"
+                  f"{' (perf stat)' if perf_stat else ''}: " +
+                  ", ".join(f"{v} {done[(c.name, v)]['wall']:.2f} s" for v in variants
+                            if (c.name, v) in done), file=sys.stderr, flush=True)
+        return done
+
+    results = {(c.name, v): [] for c in cases for v in variants if (c.name, v) not in broken}
+    for rep in range(args.reps):
+        for key, run in run_all(rep, False).items():
+            results[key].append(run)
+    perf_results = run_all(args.reps, True) if args.perf_stat else {}
 
     print("\n".join(bl.machine_lines(info)))
     for v, why in skipped.items():
         print(f"skipped {v}: {why}")
-    tools = [f"{k} {info[k]}" for k in ("gromacs", "strace", "bpftrace") if k in info]
+    for (c, v), why in broken.items():
+        print(f"skipped {v} on {c}: {why}")
+    tools = [f"{k} {info[k]}" for k in ("gromacs", "strace", "bpftrace", "perf") if k in info]
+    tools += [f"{v}: {info[f'{v}_lib']}" for v in peer_libs]
     if tools:
         print("; ".join(tools))
     print(f"wall time of the whole mpirun, median of {args.reps} interleaved runs (min..max); "
           f"overhead = median / median of base - 1; paired = per repetition, min..max")
-    rows, inside_rows, profile_lines = [], [], []
+    rows, inside_rows, usage_rows, perf_rows, profile_lines = [], [], [], [], []
     for c in cases:
-        base = [r["wall"] for r in results[(c.name, "base")]]
-        base_in = [r["inside"] for r in results[(c.name, "base")]]
+        base_runs = results[(c.name, "base")]
+        base = [r["wall"] for r in base_runs]
+        base_in = [r["inside"] for r in base_runs]
         for v in variants:
-            walls = [r["wall"] for r in results[(c.name, v)]]
-            ins = [r["inside"] for r in results[(c.name, v)]]
+            if (c.name, v) in broken:
+                continue
+            runs = results[(c.name, v)]
+            walls = [r["wall"] for r in runs]
+            ins = [r["inside"] for r in runs]
             paired = [100 * (w / b - 1) for w, b in zip(walls, base)]
             over = 100 * (statistics.median(walls) / statistics.median(base) - 1)
             over_in = 100 * (statistics.median(ins) / statistics.median(base_in) - 1)
-            goal = "-" if v not in ("pathscope", "pathscope-preload") + tuple(KERNEL_VARIANTS) else \
-                ("yes" if over <= GOAL_PERCENT else "no")
-            rows.append([c.describe, v,
-                         f"{statistics.median(walls):.2f} ({min(walls):.2f}..{max(walls):.2f})",
+            goal = GOAL_PERCENT.get(v)
+            rows.append([c.describe, v, bl.cell(walls, ".2f"),
                          "-" if v == "base" else f"{over:+.1f}%",
                          "-" if v == "base" else f"{min(paired):+.1f}..{max(paired):+.1f}%",
-                         goal])
-            inside_rows.append([c.describe, v,
-                                f"{statistics.median(ins):.2f} ({min(ins):.2f}..{max(ins):.2f})",
+                         "-" if goal is None else
+                         f"<= {goal:g}%: {'yes' if over <= goal else 'no'}"])
+            inside_rows.append([c.describe, v, bl.cell(ins, ".2f"),
                                 "-" if v == "base" else f"{over_in:+.1f}%"])
-            last = results[(c.name, v)][-1]
+            switches = [{"switches": r["voluntary_switches"] + r["involuntary_switches"],
+                         "cpus": (r["user_s"] + r["sys_s"]) / r["wall"]} for r in runs]
+            usage_rows.append([c.describe, v, median_cell(runs, "user_s", ".2f"),
+                               median_cell(runs, "sys_s", ".2f"),
+                               median_cell(switches, "cpus", ".2f"),
+                               median_cell(switches, "switches", ".3f", 1e-6)])
+            if (c.name, v) in perf_results:
+                r = perf_results[(c.name, v)]
+                p = r["perf_stat"]
+                perf_rows.append([c.describe, v, f"{r['wall']:.2f}",
+                                  f"{p['perf_switches'] / 1e6:.3f}",
+                                  f"{p['perf_task_clock_s']:.2f}",
+                                  f"{p['perf_task_clock_s'] / r['wall']:.2f}",
+                                  f"{r['sys_s']:.2f}"])
+            last = runs[-1]
             if "profile" in last:
                 p = last["profile"]
                 profile_lines.append(
                     f"{c.name} {v}: profile.tsv {p['profile_tsv_bytes']} B, directory "
                     f"{p['dir_bytes']} B in {p['files']} files, {p['mpi_calls']} MPI calls "
-                    f"recorded ({p['mpi_calls'] / statistics.median(base):.0f} per second of run)")
+                    f"recorded ({p['mpi_calls'] / statistics.median(base):.0f} per second of "
+                    f"run), sampler {','.join(p['sampler']) or '(no sampler line)'}")
             if "perf_bytes" in last:
                 profile_lines.append(f"{c.name} perf: perf.data {last['perf_bytes']} B in total")
+            if "peer_output" in last:
+                profile_lines.append(f"{c.name} {v}: {last['peer_output']}")
             if "profile" in last and "syscalls" in last["profile"]:
                 p = last["profile"]
                 profile_lines.append(f"{c.name} {v}: {p['syscalls']} syscalls counted (ksys, all "
@@ -490,10 +713,19 @@ def main(argv: list[str] | None = None) -> int:
                 if tool in last:
                     profile_lines.append(f"{c.name} {tool}: {last[tool]['syscalls']} syscalls "
                                          f"counted")
-    print(bl.table(["application", "variant", "wall s", "overhead", "paired", "<= 1%"], rows))
+    print(bl.table(["application", "variant", "wall s", "overhead", "paired", "goal"], rows))
     print("\nthe application's own timing of its main phase (LAMMPS Loop time, HPCC HPL_time, "
           "GROMACS Wall t), same runs")
     print(bl.table(["application", "variant", "inside s", "overhead"], inside_rows))
+    print("\nresources of the same runs (os.wait4 on mpirun: all ranks and threads), median "
+          "(min..max): CPUs used = (user + system) / wall")
+    print(bl.table(["application", "variant", "user s", "system s", "CPUs used",
+                    "context switches (M)"], usage_rows))
+    if perf_rows:
+        print(f"\none more run of each under perf stat -e {PERF_STAT_EVENTS} (whole mpirun; "
+              f"not in the medians above); system s from os.wait4")
+        print(bl.table(["application", "variant", "wall s", "context switches (M)",
+                        "task-clock s", "CPUs used", "system s"], perf_rows))
     for c in cases:
         if c.app != "hpcc":
             continue
@@ -501,6 +733,8 @@ def main(argv: list[str] | None = None) -> int:
               f"(min..max), overhead against base")
         prow = []
         for v in variants:
+            if (c.name, v) in broken:
+                continue
             cells = [v]
             for key in HPCC_PHASES[:-1]:
                 vals = [r[key] for r in results[(c.name, v)]]
@@ -514,9 +748,12 @@ def main(argv: list[str] | None = None) -> int:
     print("\noutput of the last repetition:\n" + "\n".join(profile_lines))
     if args.json:
         Path(args.json).write_text(json.dumps(
-            {"machine": info, "library_sha256": bl.sha256(lib), "args": vars(args),
-             "skipped": skipped,
-             "results": {f"{c} {v}": r for (c, v), r in results.items()}}, indent=1))
+            {"machine": info, "library_sha256": bl.sha256(lib),
+             "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+             "skipped": skipped, "skipped_pairs": {f"{c} {v}": w for (c, v), w in broken.items()},
+             "results": {f"{c} {v}": r for (c, v), r in results.items()},
+             "perf_stat_results": {f"{c} {v}": r for (c, v), r in perf_results.items()}},
+            indent=1))
     return 0
 
 

@@ -15,6 +15,8 @@ import re
 import shutil
 import statistics
 import subprocess
+import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Optional, Sequence
@@ -77,6 +79,34 @@ def run_status(cmd: Sequence[str], cwd: Optional[Path] = None,
         tail = "\n".join(out.splitlines()[-15:])
         raise BenchError(f"exit status {done.returncode}: {' '.join(cmd)}\n{tail}")
     return wall, done.returncode, out
+
+
+def run_measured(cmd: Sequence[str], cwd: Optional[Path] = None,
+                 env: Optional[dict[str, str]] = None,
+                 timeout: int = RUN_TIMEOUT) -> tuple[float, str, dict]:
+    """Runs cmd as run() does; also returns its resource usage from os.wait4, which covers cmd
+    and every descendant it waited for (mpirun reaps its ranks): user and system seconds,
+    voluntary and involuntary context switches.  A non-zero exit is a BenchError."""
+    with tempfile.TemporaryFile(mode="w+") as output:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(list(cmd), cwd=cwd, env={**clean_environment(), **(env or {})},
+                                stdout=output, stderr=subprocess.STDOUT, text=True)
+        timer = threading.Timer(timeout, proc.kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        wall = time.monotonic() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)  # (reaped: Popen must not wait)
+        output.seek(0)
+        out = output.read()
+    if proc.returncode != 0:
+        tail = "\n".join(out.splitlines()[-15:])
+        raise BenchError(f"exit status {proc.returncode}: {' '.join(cmd)}\n{tail}")
+    return wall, out, {"user_s": usage.ru_utime, "sys_s": usage.ru_stime,
+                       "voluntary_switches": usage.ru_nvcsw,
+                       "involuntary_switches": usage.ru_nivcsw}
 
 
 def run(cmd: Sequence[str], cwd: Optional[Path] = None,

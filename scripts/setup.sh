@@ -5,15 +5,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Build and test dependencies.  The real applications (lammps, hpcc) and the peers (perf) are
-# only needed by bench/ and are installed by `scripts/setup.sh --bench` (bench/run-all.sh).
+# Build and test dependencies.  `--test` (make test) adds LAMMPS with its examples and perf
+# (tests/e2e/test_perfcompare.py compares sampled shares with perf record on a LAMMPS run);
+# `--bench` (bench/run-all.sh) adds those and the other real applications and peers.
 PACKAGES=(build-essential cmake pkg-config python3 python3-venv python3-dev
           openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran
           libdw-dev libelf-dev python3-mpi4py
           clang llvm libbpf-dev bpftool zlib1g-dev)  # the eBPF collector (pathscope-kcollect)
-if [ "${1:-}" = "--bench" ]; then
-  PACKAGES+=(lammps hpcc gromacs netpipe-openmpi linux-perf strace bpftrace hyperfine heaptrack)
-fi
+case "${1:-}" in
+  --test) PACKAGES+=(lammps lammps-examples linux-perf) ;;
+  --bench) PACKAGES+=(lammps lammps-examples linux-perf hpcc gromacs netpipe-openmpi strace
+                      bpftrace hyperfine heaptrack) ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do
