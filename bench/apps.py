@@ -43,6 +43,8 @@ Variants, interleaved in every repetition (forward order on even repetitions, re
                      MPI call, each thread sampled 100 times per CPU second)
   pathscope-1khz     as pathscope-preload with PATHSCOPE_SAMPLE_RATE=1000 (five times the
                      default rate)
+  pathscope-posix    as pathscope-preload with PATHSCOPE_SAMPLE_TIMER=posix: each thread sampled
+                     by a POSIX CPU-time timer only (tick-driven, no cost per context switch)
   pathscope-perf     as pathscope-preload with PATHSCOPE_SAMPLE_TIMER=perf: each thread sampled
                      by a perf_event task-clock event (the default sampler before issue 11; its
                      hrtimer is stopped and restarted at every context switch); skipped with a
@@ -156,6 +158,7 @@ SAMPLING_VARIANTS = {"pathscope-100hz": {"PATHSCOPE_SAMPLE_RATE": "100"},
                      "pathscope-1khz": {"PATHSCOPE_SAMPLE_RATE": "1000"},
                      "pathscope-nopaths": {"PATHSCOPE_PATHS": "off"},
                      "pathscope-perf": {"PATHSCOPE_SAMPLE_TIMER": "perf"},
+                     "pathscope-posix": {"PATHSCOPE_SAMPLE_TIMER": "posix"},
                      "pathscope-wall": {"PATHSCOPE_SAMPLE_CLOCK": "wall"}}
 # not run by default: the interposition floor (wrappers installed, measurement off)
 KERNEL_VARIANTS = {"pathscope-kernel": "ebpf", "pathscope-kernel-libc": "libc"}
@@ -169,7 +172,7 @@ EXTRA_VARIANTS = ("pathscope-off", "perf-1khz", "pathscope-heap", "heaptrack") +
     tuple(SAMPLING_VARIANTS) + tuple(KERNEL_VARIANTS) + ("strace", "bpftrace") + \
     tuple(PEER_VARIANTS)
 ISSUE11_CASES = "hpcc-4,hpcc-2,lammps-4,lammps-2,gromacs-4,gromacs-2"
-ISSUE11_VARIANTS = ("base,pathscope,pathscope-preload,pathscope-perf,pathscope-wall,"
+ISSUE11_VARIANTS = ("base,pathscope,pathscope-preload,pathscope-perf,pathscope-posix,pathscope-wall,"
                     "pathscope-nopaths,pathscope-1khz,mpip,mpip-nosites,mpisee")
 ISSUE11_HPL_N = 1200
 KERNEL_FILES = ("libpathscope-kernel.so", "pathscope-kcollect")  # next to libpathscope.so
@@ -448,7 +451,8 @@ def read_perf_stat(path: Path) -> dict:
 
 
 # the sampler each variant must have run with (rank files' `sampler` line, docs/format.md)
-EXPECTED_SAMPLER = {"pathscope-perf": "perf-task-clock", "pathscope-wall": "posix-wall-timer",
+EXPECTED_SAMPLER = {"pathscope-perf": "perf-task-clock", "pathscope-posix": "posix-cpu-timer",
+                    "pathscope-wall": "posix-wall-timer",
                     "pathscope-nopaths": "off"}
 
 

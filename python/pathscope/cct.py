@@ -244,9 +244,14 @@ class Thread:
 
 @dataclass
 class Sampler:
-    source: str                   # perf-task-clock | posix-cpu-timer | posix-wall-timer | off
+    source: str                   # auto | perf-task-clock | posix-cpu-timer | posix-wall-timer | off
     rate_hz: int
     clock: str                    # cpu | wall
+    # (2.4) timer signals taken from each kind of timer, and timer changes of threads (auto)
+    by_perf: int = 0
+    by_posix: int = 0
+    by_wall: int = 0
+    changes: int = 0
 
 
 @dataclass
@@ -358,7 +363,8 @@ class CallPathParser:
 
     def _sampler(self, r: Record) -> None:
         r.need(3)
-        self.sampler = Sampler(r.text(0), r.number(1), r.text(2))
+        counts = [r.number(i) if len(r.fields) > i else 0 for i in range(3, 7)]
+        self.sampler = Sampler(r.text(0), r.number(1), r.text(2), *counts)
 
     def _unwind(self, r: Record) -> None:
         r.need(2)

@@ -127,8 +127,11 @@ typedef struct ps_thread {
     uint32_t last_nodes[PS_MAX_DEPTH];
     /* sampler (sample/sample.c): no descriptor is kept */
     void *_Atomic sampler_page; /* the mapping that keeps the thread's perf event, or NULL */
-    _Atomic int has_timer;     /* or a POSIX timer */
-    timer_t timer;
+    _Atomic int has_timer;     /* or a POSIX timer (its kernel id; on the wall clock?) */
+    int timer_id, timer_wall;
+    /* PATHSCOPE_SAMPLE_TIMER=auto (sample.c: "Choosing the timer"), all handler-only */
+    uint64_t mode_check_ticks, mode_check_switches; /* the last look at the switch rate */
+    uint64_t samples_perf, samples_posix, samples_wall, timer_changes;
     uintptr_t scratch[PS_MAX_DEPTH + 64]; /* unwinder output */
     uintptr_t stack_lo, stack_hi; /* the thread's stack: walks never read outside it */
     uint64_t rules[PS_RULE_CACHE * 2]; /* unwind rules by address (unwind.c) */

@@ -327,6 +327,20 @@ void ps_write_paths(ps_fmt_t *f)
     ps_fmt_str(f, ps_sample_source); tab(f);
     ps_fmt_u64(f, (uint64_t)ps_sample_rate); tab(f);
     ps_fmt_str(f, strcmp(ps_options.sample_clock, "wall") == 0 ? "wall" : "cpu");
+    /* (2.4) the timer signals taken from perf events, POSIX CPU-time timers and wall-clock
+     * timers, and how often a thread changed timers (auto) */
+    uint64_t by_perf = 0, by_posix = 0, by_wall = 0, changes = 0;
+    for (int i = 0; i < nthreads; i++)
+        if (ps_threads[i]) {
+            by_perf += ps_threads[i]->samples_perf;
+            by_posix += ps_threads[i]->samples_posix;
+            by_wall += ps_threads[i]->samples_wall;
+            changes += ps_threads[i]->timer_changes;
+        }
+    tab(f); ps_fmt_u64(f, by_perf);
+    tab(f); ps_fmt_u64(f, by_posix);
+    tab(f); ps_fmt_u64(f, by_wall);
+    tab(f); ps_fmt_u64(f, changes);
     ps_fmt_char(f, '\n');
     for (int g = 0; g < PS_NUM_UNWIND_GROUPS; g++) {
         ps_fmt_str(f, "unwind\t");

@@ -2,17 +2,22 @@
  *
  * Each thread has its own timer on its own CPU time (what it spends running; a thread blocked
  * in the kernel gets no signal, so the application's sleeps and reads are never interrupted):
- *  - by default a POSIX CPU-time timer of the thread (timer_create on its CPU clock, signal to
- *    the thread).  The kernel checks it at its scheduler tick (CONFIG_HZ, 250 Hz here), so it
- *    costs nothing when the thread is switched out and in -- on an oversubscribed node, where
- *    MPI libraries yield millions of times, that is what matters -- but it fires at most once
- *    per tick;
- *  - a perf task-clock software event (PATHSCOPE_SAMPLE_TIMER=perf, and auto above the tick
- *    rate): any rate up to 20 kHz, but the kernel stops and restarts its hrtimer at every
- *    context switch of the thread (about 3.5 us each in a VM: HPCC on 4 ranks on 2 cores took
- *    2.95 times as long);
+ *  - a perf task-clock software event: it fires at the exact CPU time, so every instant of the
+ *    thread's CPU time is equally likely to be sampled, but the kernel stops and restarts its
+ *    hrtimer at every context switch of the thread (2 to 9 us each in a VM: HPCC on 4 ranks on
+ *    2 cores, whose MPI library yields millions of times, took 2.95 times as long);
+ *  - a POSIX CPU-time timer of the thread (timer_create on its CPU clock, signal to the thread):
+ *    the kernel checks it at its scheduler tick, so it costs nothing at context switches, but
+ *    it fires only at ticks the thread runs through, which biases where samples fall when the
+ *    thread runs in stretches shorter than a tick that start at ticks (a node busy with other
+ *    work: LAMMPS's neighbour-list build got 36% instead of 16%);
+ *  - PATHSCOPE_SAMPLE_TIMER=auto (the default) uses the perf event while the thread is switched
+ *    rarely and the POSIX timer while it is switched thousands of times a second ("Choosing
+ *    the timer" below): the exact timer wherever it is cheap, the cheap one where the exact one
+ *    would cost more than the program -- a yielding MPI library on an oversubscribed node,
+ *    where the POSIX timer was measured within 1 point of perf on LAMMPS;
  *  - PATHSCOPE_SAMPLE_CLOCK=wall: a CLOCK_MONOTONIC POSIX timer (wall time, also while blocked).
- * docs/benchmarks.md compares them (bench/sample_cost.c, bench/apps.py).
+ * docs/benchmarks.md compares them (bench/sample_cost.c, bench/apps.py, bench/perfcompare.py).
  *
  * Weights.  A kept sample weighs the CPU time the thread used since its previous sample of any
  * kind (the thread's CPU clock is read in the handler): whatever else happened in that interval
@@ -43,6 +48,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -56,6 +62,20 @@ int ps_sample_rate;               /* Hz, 0 = off */
 const char *ps_sample_source = "off";
 static int use_wall_clock;
 static int use_perf;              /* the thread CPU clock is sampled by perf events */
+static int adaptive;              /* ... or by perf or POSIX timers, by switch rate (auto) */
+/* Choosing the timer (auto): a thread switched more often than PS_SWITCHES_HIGH times per
+ * second of wall time over PS_SWITCH_CHECK_MS -- an MPI library yielding while it waits on an
+ * oversubscribed node -- moves from its perf event (which would cost it about 1% of its time
+ * at 2 us per switch, and up to 9 us per switch in a VM) to the POSIX CPU-time timer (no cost
+ * per switch).  It moves back when it was switched less than PS_SWITCHES_LOW times a second
+ * over a whole PS_SWITCH_CALM_MS: the timer must not follow the phases of an iteration (the two
+ * timers see short stretches differently), only lasting changes.  The rates are looked at in
+ * the handler (one getrusage per look). */
+#define PS_SWITCHES_HIGH 5000
+#define PS_SWITCHES_LOW 1000
+#define PS_SWITCH_CHECK_MS 50
+#define PS_SWITCH_CALM_MS 2000
+static void choose_timer(ps_thread_t *t, uint64_t now);
 static int perf_failed;           /* perf events refused once: use POSIX timers from then on */
 int ps_paths_on;                  /* call paths (unwinding, trees) active in this process */
 /* mpi/paths.c: the node of an untimed MPI call a sample landed in [signal-safe] */
@@ -150,6 +170,12 @@ static void on_sample(int sig, siginfo_t *info, void *context)
         goto out;
     }
     if (!t || t->end_ticks || !ps_sample_rate) goto out;
+    if (!t->close_requested) {
+        if (atomic_load(&t->sampler_page)) t->samples_perf++;
+        else if (t->timer_wall) t->samples_wall++;
+        else t->samples_posix++;
+        choose_timer(t, ps_now());
+    }
     int in_wrapper = ps_in_wrapper;
     if (in_wrapper && in_wrapper < PS_IN_UNTIMED && !t->close_requested) {
         t->samples_in_mpi++;
@@ -258,22 +284,26 @@ static void *start_perf(int tid)
     return NULL;
 }
 
-static int start_timer(ps_thread_t *t, int tid)
+static int start_timer(ps_thread_t *t, int tid, int wall)
 {
     struct sigevent ev;
     memset(&ev, 0, sizeof ev);
     ev.sigev_notify = SIGEV_THREAD_ID;
     ev.sigev_signo = PS_SAMPLE_SIGNAL;
     ev._sigev_un._tid = tid;
-    clockid_t clock = use_wall_clock ? CLOCK_MONOTONIC : thread_cpu_clock(tid);
-    if (timer_create(clock, &ev, &t->timer)) return -1;
+    clockid_t clock = wall ? CLOCK_MONOTONIC : thread_cpu_clock(tid);
+    /* the system calls themselves: no library state, safe in the handler */
+    int id = -1;
+    if (syscall(SYS_timer_create, clock, &ev, &id) != 0) return -1;
     long ns = 1000000000L / ps_sample_rate;
     struct itimerspec its = {{ns / 1000000000L, ns % 1000000000L}, {ns / 1000000000L, ns % 1000000000L}};
-    if (timer_settime(t->timer, 0, &its, NULL)) {
-        timer_delete(t->timer);
+    if (syscall(SYS_timer_settime, id, 0, &its, NULL) != 0) {
+        syscall(SYS_timer_delete, id);
         return -1;
     }
-    t->has_timer = 1;
+    t->timer_id = id;
+    t->timer_wall = wall;
+    atomic_store(&t->has_timer, 1);
     return 0;
 }
 
@@ -282,19 +312,19 @@ static _Atomic int sampling_over; /* the end of the run stopped the samplers for
 static int perf_worked;   /* a perf event was started in this process */
 
 /* Starts t's sampler, from t itself or (restart, ps_sigprof_*) from another thread of ours.
- * [signal-safe] (system calls; glibc's timer_create allocates only for SIGEV_THREAD) */
-static int sampler_start(ps_thread_t *t, int restart)
+ * storm: 1 for the POSIX timer of a thread switched often (auto). [signal-safe] */
+static int sampler_start_mode(ps_thread_t *t, int restart, int storm)
 {
     if (!ps_sample_rate || atomic_load(&sampling_over) || !ps_sigprof_ours_flag()) return 0;
     int self = t == ps_self;
     int tid = self ? (int)syscall(SYS_gettid) : t->tid;
     /* never a thread of another process: a tid of ours that ended may have been reused */
     if (!self && syscall(SYS_tgkill, sample_pid, tid, 0) != 0) return -1;
-    if (use_perf && !perf_failed) {
+    if (use_perf && !perf_failed && !storm) {
         void *page = start_perf(self ? 0 : tid);
         if (page) {
             atomic_store(&t->sampler_page, page);
-            ps_sample_source = "perf-task-clock";
+            if (!adaptive) ps_sample_source = "perf-task-clock";
             perf_worked = 1;
             goto started;
         }
@@ -311,12 +341,42 @@ static int sampler_start(ps_thread_t *t, int restart)
             ps_warn("sampler-fallback", text);
         }
     }
-    if (start_timer(t, tid) != 0) return -1;
-    ps_sample_source = use_wall_clock ? "posix-wall-timer" : "posix-cpu-timer";
+    if (start_timer(t, tid, use_wall_clock) != 0) return -1;
+    if (!adaptive || perf_failed) ps_sample_source = use_wall_clock ? "posix-wall-timer" : "posix-cpu-timer";
 started:
     /* the application took SIGPROF while we were starting: it must not get our signals */
     if (!ps_sigprof_ours_flag()) ps_sample_thread_stop(t);
     return 0;
+}
+
+static int sampler_start(ps_thread_t *t, int restart) { return sampler_start_mode(t, restart, 0); }
+
+/* auto: the thread's context switches per second since the last look decide its timer.  Runs
+ * in the handler of the thread itself. [signal-safe] */
+static void choose_timer(ps_thread_t *t, uint64_t now)
+{
+    if (!adaptive || perf_failed || atomic_load(&sampling_over)) return;
+    int on_perf = atomic_load(&t->sampler_page) != NULL;
+    if (!on_perf && !atomic_load(&t->has_timer)) return;
+    double per_ms = ps_ticks_per_ns() * 1e6;
+    double since_ms = t->mode_check_ticks ? (double)(now - t->mode_check_ticks) / per_ms : 0;
+    if (t->mode_check_ticks && since_ms < PS_SWITCH_CHECK_MS) return;
+    struct rusage ru;
+    if (syscall(SYS_getrusage, 1 /* RUSAGE_THREAD */, &ru) != 0) return;
+    uint64_t switches = (uint64_t)ru.ru_nvcsw + (uint64_t)ru.ru_nivcsw;
+    if (t->mode_check_ticks) {
+        double rate = (double)(switches - t->mode_check_switches) * 1e3 / since_ms;
+        int change;
+        if (on_perf) change = rate > PS_SWITCHES_HIGH;
+        else if (since_ms < PS_SWITCH_CALM_MS) return; /* keep the baseline: a longer look */
+        else change = rate < PS_SWITCHES_LOW;
+        if (change) {
+            ps_sample_thread_stop(t);
+            if (sampler_start_mode(t, 1, on_perf) == 0) t->timer_changes++;
+        }
+    }
+    t->mode_check_ticks = now;
+    t->mode_check_switches = switches;
 }
 
 void ps_sample_thread_start(ps_thread_t *t)
@@ -331,7 +391,7 @@ void ps_sample_thread_stop(ps_thread_t *t)
      * all stop it */
     void *page = atomic_exchange(&t->sampler_page, NULL);
     if (page) syscall(SYS_munmap, page, (size_t)page_size); /* releases the event */
-    if (atomic_exchange(&t->has_timer, 0)) timer_delete(t->timer);
+    if (atomic_exchange(&t->has_timer, 0)) syscall(SYS_timer_delete, t->timer_id);
 }
 
 /* The application took SIGPROF: no thread may send it ours. [signal-safe] */
@@ -472,9 +532,12 @@ void ps_sample_init(void)
     struct timespec tick = {0, 0};
     long tick_hz = clock_getres(CLOCK_MONOTONIC_COARSE, &tick) == 0 && tick.tv_nsec > 0 &&
                    tick.tv_sec == 0 ? 1000000000L / tick.tv_nsec : 100;
-    use_perf = !use_wall_clock && (strcmp(ps_options.sample_timer, "perf") == 0 ||
-                                   (strcmp(ps_options.sample_timer, "auto") == 0 &&
-                                    ps_sample_rate > tick_hz));
+    /* auto: perf events, moving to POSIX timers while a thread is switched often -- unless
+     * the rate is above the tick rate, which only perf events can do */
+    int want_auto = strcmp(ps_options.sample_timer, "auto") == 0;
+    use_perf = !use_wall_clock && (want_auto || strcmp(ps_options.sample_timer, "perf") == 0);
+    adaptive = use_perf && want_auto && ps_sample_rate > 0 && ps_sample_rate <= tick_hz;
+    if (adaptive) ps_sample_source = "auto";
     if (sigprof_busy && ps_sample_rate) {
         ps_sample_rate = 0;
         ps_warn("sigprof-taken", "SIGPROF already had a handler when pathscope started (another "

@@ -218,6 +218,15 @@ def _time_split(profile: Profile, tree: CallTree) -> str:
     other = sum(t.samples_other for t in threads)
     failures = sum(t.unwind_failures for t in threads)
     lines.append(f"{INDENT}sampler    {_grouped(samplers)}")
+    timers = [profile.callpaths[r].sampler for r in tree.ranks if profile.callpaths[r].sampler]
+    by = {"perf events": sum(s.by_perf for s in timers),
+          "POSIX CPU-time timers": sum(s.by_posix for s in timers),
+          "wall-clock timers": sum(s.by_wall for s in timers)}
+    if sum(by.values()):
+        changes = sum(s.changes for s in timers)
+        lines.append(f"{INDENT}timers     " + ", ".join(f"{n} signals from {k}" for k, n in by.items() if n)
+                     + (f"; {changes} timer changes (auto: a thread switched more than 5,000 "
+                        f"times a second is sampled by the POSIX timer)" if changes else ""))
     lines.append(f"{INDENT}samples    {kept} kept, {in_mpi} in MPI (its time is measured), "
                  f"{other} other (dropped); {failures} unwind failures")
     lines.append(f"{INDENT}unwinding  {_grouped(unwinding)}")
