@@ -202,11 +202,11 @@ def test_sampling_off_keeps_mpi_paths(mpich, tmp_path):
 
 
 def test_rates_and_clocks(openmpi, tmp_path):
-    """The timers: at 200 Hz a POSIX CPU-time timer (auto), at 5 kHz (above the kernel tick)
-    a perf task-clock event, either one on request, and the wall-clock timer; all add up the
-    same way.  Sample counts are checked against the thread's own CPU time (the `thread`
+    """The timers: at 200 Hz each thread's choice (auto: perf events unless the thread is
+    switched thousands of times a second), at 5 kHz (above the kernel tick) a perf task-clock
+    event, either timer on request, and the wall-clock timer; all add up the same way.  Sample counts are checked against the thread's own CPU time (the `thread`
     line's cpu_ns), not the wall time: on a loaded machine the two differ."""
-    cases = (("200", "cpu", "auto", "posix-cpu-timer"), ("5000", "cpu", "auto", "perf-task-clock"),
+    cases = (("200", "cpu", "auto", "auto"), ("5000", "cpu", "auto", "perf-task-clock"),
              ("500", "cpu", "posix", "posix-cpu-timer"), ("200", "cpu", "perf", "perf-task-clock"),
              ("10", "wall", "auto", "posix-wall-timer"))
     for rate, clock, timer, source in cases:
@@ -216,7 +216,12 @@ def test_rates_and_clocks(openmpi, tmp_path):
                              "PATHSCOPE_SAMPLE_TIMER": timer})
         truth = truths(p.stdout)
         sampler = [r for r in rank_records(out, 0) if r[0] == "sampler"][0]
-        assert sampler[1:] == [source, rate, clock], (rate, clock, timer)
+        assert sampler[1:4] == [source, rate, clock], (rate, clock, timer)
+        by_perf, by_posix, by_wall, changes = map(int, sampler[4:8])
+        signals = {"perf-task-clock": by_perf, "posix-cpu-timer": by_posix,
+                   "posix-wall-timer": by_wall, "auto": by_perf + by_posix}[source]
+        assert signals == by_perf + by_posix + by_wall > 0, sampler
+        assert changes == 0 or source == "auto", sampler
         main = [r for r in rank_records(out, 0) if r[0] == "thread"][0]
         samples, cpu_s = sum(int(x) for x in main[4:7]), int(main[12]) / 1e9
         assert 0 < cpu_s <= int(main[3]) / 1e9
