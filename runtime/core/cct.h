@@ -131,6 +131,7 @@ typedef struct ps_thread {
     int timer_id, timer_wall;
     /* PATHSCOPE_SAMPLE_TIMER=auto (sample.c: "Choosing the timer"), all handler-only */
     uint64_t mode_check_ticks, mode_check_switches; /* the last look at the switch rate */
+    uint64_t slow_check_ticks, slow_check_preempted; /* ... and at preemptions, over longer */
     uint64_t samples_perf, samples_posix, samples_wall, timer_changes;
     uintptr_t scratch[PS_MAX_DEPTH + 64]; /* unwinder output */
     uintptr_t stack_lo, stack_hi; /* the thread's stack: walks never read outside it */

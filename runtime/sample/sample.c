@@ -63,18 +63,23 @@ const char *ps_sample_source = "off";
 static int use_wall_clock;
 static int use_perf;              /* the thread CPU clock is sampled by perf events */
 static int adaptive;              /* ... or by perf or POSIX timers, by switch rate (auto) */
-/* Choosing the timer (auto): a thread switched more often than PS_SWITCHES_HIGH times per
- * second of wall time over PS_SWITCH_CHECK_MS -- an MPI library yielding while it waits on an
- * oversubscribed node -- moves from its perf event (which would cost it about 1% of its time
- * at 2 us per switch, and up to 9 us per switch in a VM) to the POSIX CPU-time timer (no cost
- * per switch).  It moves back when it was switched less than PS_SWITCHES_LOW times a second
- * over a whole PS_SWITCH_CALM_MS: the timer must not follow the phases of an iteration (the two
- * timers see short stretches differently), only lasting changes.  The rates are looked at in
- * the handler (one getrusage per look). */
+/* Choosing the timer (auto).  A thread starts on the POSIX timer: exact enough while it runs
+ * in long stretches, as it does alone on a core or among ranks that yield to each other, and
+ * it costs nothing per switch -- whereas any perf event in the system makes every context
+ * switch of every thread pay the scheduler's perf hooks.  It moves to a perf event when it is
+ * preempted at least PS_PREEMPTED_MIN times a second over PS_SLOW_CHECK_MS (other work on its
+ * core: its stretches then start at ticks, where the POSIX timer misplaces samples) while it
+ * is switched at most PS_SWITCHES_HIGH times a second in all; it moves back when it is
+ * switched more than that over PS_SWITCH_CHECK_MS (a yielding MPI library: the perf event
+ * would cost it 1% at 2 us a switch, up to 9 us in a VM), or is preempted less than half as
+ * often over PS_CALM_CHECK_MS.  The slow looks keep the timer from following the phases of an
+ * iteration (two timers that see short stretches differently, alternating with the program's
+ * phases, gave short phases +10%).  The rates are read in the handler (getrusage). */
 #define PS_SWITCHES_HIGH 5000
-#define PS_SWITCHES_LOW 1000
+#define PS_PREEMPTED_MIN 50
 #define PS_SWITCH_CHECK_MS 50
-#define PS_SWITCH_CALM_MS 2000
+#define PS_SLOW_CHECK_MS 500
+#define PS_CALM_CHECK_MS 2000
 static void choose_timer(ps_thread_t *t, uint64_t now);
 static int perf_failed;           /* perf events refused once: use POSIX timers from then on */
 int ps_paths_on;                  /* call paths (unwinding, trees) active in this process */
@@ -349,7 +354,8 @@ started:
     return 0;
 }
 
-static int sampler_start(ps_thread_t *t, int restart) { return sampler_start_mode(t, restart, 0); }
+/* (auto: every thread starts on the POSIX timer) */
+static int sampler_start(ps_thread_t *t, int restart) { return sampler_start_mode(t, restart, adaptive); }
 
 /* auto: the thread's context switches per second since the last look decide its timer.  Runs
  * in the handler of the thread itself. [signal-safe] */
@@ -359,24 +365,38 @@ static void choose_timer(ps_thread_t *t, uint64_t now)
     int on_perf = atomic_load(&t->sampler_page) != NULL;
     if (!on_perf && !atomic_load(&t->has_timer)) return;
     double per_ms = ps_ticks_per_ns() * 1e6;
-    double since_ms = t->mode_check_ticks ? (double)(now - t->mode_check_ticks) / per_ms : 0;
-    if (t->mode_check_ticks && since_ms < PS_SWITCH_CHECK_MS) return;
+    double fast_ms = t->mode_check_ticks ? (double)(now - t->mode_check_ticks) / per_ms : 0;
+    if (t->mode_check_ticks && fast_ms < PS_SWITCH_CHECK_MS) return;
     struct rusage ru;
     if (syscall(SYS_getrusage, 1 /* RUSAGE_THREAD */, &ru) != 0) return;
     uint64_t switches = (uint64_t)ru.ru_nvcsw + (uint64_t)ru.ru_nivcsw;
+    uint64_t preempted = (uint64_t)ru.ru_nivcsw;
+    int change = 0, restart_slow = !t->slow_check_ticks;
     if (t->mode_check_ticks) {
-        double rate = (double)(switches - t->mode_check_switches) * 1e3 / since_ms;
-        int change;
-        if (on_perf) change = rate > PS_SWITCHES_HIGH;
-        else if (since_ms < PS_SWITCH_CALM_MS) return; /* keep the baseline: a longer look */
-        else change = rate < PS_SWITCHES_LOW;
+        double rate = (double)(switches - t->mode_check_switches) * 1e3 / fast_ms;
+        double slow_ms = (double)(now - t->slow_check_ticks) / per_ms;
+        double preempt_rate = (double)(preempted - t->slow_check_preempted) * 1e3 / slow_ms;
+        if (on_perf && rate > PS_SWITCHES_HIGH) {
+            change = 1;
+        } else if (!on_perf && slow_ms >= PS_SLOW_CHECK_MS) {
+            change = rate <= PS_SWITCHES_HIGH && preempt_rate >= PS_PREEMPTED_MIN;
+            restart_slow = 1;
+        } else if (on_perf && slow_ms >= PS_CALM_CHECK_MS) {
+            change = preempt_rate < PS_PREEMPTED_MIN / 2;
+            restart_slow = 1;
+        }
         if (change) {
             ps_sample_thread_stop(t);
             if (sampler_start_mode(t, 1, on_perf) == 0) t->timer_changes++;
+            restart_slow = 1;
         }
     }
     t->mode_check_ticks = now;
     t->mode_check_switches = switches;
+    if (restart_slow) {
+        t->slow_check_ticks = now;
+        t->slow_check_preempted = preempted;
+    }
 }
 
 void ps_sample_thread_start(ps_thread_t *t)
