@@ -11,11 +11,9 @@
  *    it fires only at ticks the thread runs through, which biases where samples fall when the
  *    thread runs in stretches shorter than a tick that start at ticks (a node busy with other
  *    work: LAMMPS's neighbour-list build got 36% instead of 16%);
- *  - PATHSCOPE_SAMPLE_TIMER=auto (the default) uses the perf event while the thread is switched
- *    rarely and the POSIX timer while it is switched thousands of times a second ("Choosing
- *    the timer" below): the exact timer wherever it is cheap, the cheap one where the exact one
- *    would cost more than the program -- a yielding MPI library on an oversubscribed node,
- *    where the POSIX timer was measured within 1 point of perf on LAMMPS;
+ *  - PATHSCOPE_SAMPLE_TIMER=auto (the default) chooses per thread ("Choosing the timer"
+ *    below): the POSIX timer, and the perf event while the thread is preempted often by other
+ *    work but not switched thousands of times a second;
  *  - PATHSCOPE_SAMPLE_CLOCK=wall: a CLOCK_MONOTONIC POSIX timer (wall time, also while blocked).
  * docs/benchmarks.md compares them (bench/sample_cost.c, bench/apps.py, bench/perfcompare.py).
  *
