@@ -127,8 +127,8 @@ typedef struct ps_thread {
     uint32_t last_nodes[PS_MAX_DEPTH];
     /* sampler (sample/sample.c): no descriptor is kept */
     void *_Atomic sampler_page; /* the mapping that keeps the thread's perf event, or NULL */
-    _Atomic int has_timer;     /* or a POSIX timer (its kernel id; on the wall clock?) */
-    int timer_id, timer_wall;
+    _Atomic int has_timer;     /* or a POSIX timer (its kernel id) */
+    int timer_id;
     /* PATHSCOPE_SAMPLE_TIMER=auto (sample.c: "Choosing the timer"), all handler-only */
     uint64_t mode_check_ticks, mode_check_switches; /* the last look at the switch rate */
     uint64_t slow_check_ticks, slow_check_preempted; /* ... and at preemptions, over longer */

@@ -175,7 +175,7 @@ static void on_sample(int sig, siginfo_t *info, void *context)
     if (!t || t->end_ticks || !ps_sample_rate) goto out;
     if (!t->close_requested) {
         if (atomic_load(&t->sampler_page)) t->samples_perf++;
-        else if (t->timer_wall) t->samples_wall++;
+        else if (use_wall_clock) t->samples_wall++;
         else t->samples_posix++;
         choose_timer(t, ps_now());
     }
@@ -287,14 +287,14 @@ static void *start_perf(int tid)
     return NULL;
 }
 
-static int start_timer(ps_thread_t *t, int tid, int wall)
+static int start_timer(ps_thread_t *t, int tid)
 {
     struct sigevent ev;
     memset(&ev, 0, sizeof ev);
     ev.sigev_notify = SIGEV_THREAD_ID;
     ev.sigev_signo = PS_SAMPLE_SIGNAL;
     ev._sigev_un._tid = tid;
-    clockid_t clock = wall ? CLOCK_MONOTONIC : thread_cpu_clock(tid);
+    clockid_t clock = use_wall_clock ? CLOCK_MONOTONIC : thread_cpu_clock(tid);
     /* the system calls themselves: no library state, safe in the handler */
     int id = -1;
     if (syscall(SYS_timer_create, clock, &ev, &id) != 0) return -1;
@@ -305,7 +305,6 @@ static int start_timer(ps_thread_t *t, int tid, int wall)
         return -1;
     }
     t->timer_id = id;
-    t->timer_wall = wall;
     atomic_store(&t->has_timer, 1);
     return 0;
 }
@@ -315,15 +314,15 @@ static _Atomic int sampling_over; /* the end of the run stopped the samplers for
 static int perf_worked;   /* a perf event was started in this process */
 
 /* Starts t's sampler, from t itself or (restart, ps_sigprof_*) from another thread of ours.
- * storm: 1 for the POSIX timer of a thread switched often (auto). [signal-safe] */
-static int sampler_start_mode(ps_thread_t *t, int restart, int storm)
+ * posix: 1 for the POSIX timer even where perf events are used (auto). [signal-safe] */
+static int sampler_start_mode(ps_thread_t *t, int restart, int posix)
 {
     if (!ps_sample_rate || atomic_load(&sampling_over) || !ps_sigprof_ours_flag()) return 0;
     int self = t == ps_self;
     int tid = self ? (int)syscall(SYS_gettid) : t->tid;
     /* never a thread of another process: a tid of ours that ended may have been reused */
     if (!self && syscall(SYS_tgkill, sample_pid, tid, 0) != 0) return -1;
-    if (use_perf && !perf_failed && !storm) {
+    if (use_perf && !perf_failed && !posix) {
         void *page = start_perf(self ? 0 : tid);
         if (page) {
             atomic_store(&t->sampler_page, page);
@@ -344,7 +343,7 @@ static int sampler_start_mode(ps_thread_t *t, int restart, int storm)
             ps_warn("sampler-fallback", text);
         }
     }
-    if (start_timer(t, tid, use_wall_clock) != 0) return -1;
+    if (start_timer(t, tid) != 0) return -1;
     if (!adaptive || perf_failed) ps_sample_source = use_wall_clock ? "posix-wall-timer" : "posix-cpu-timer";
 started:
     /* the application took SIGPROF while we were starting: it must not get our signals */
