@@ -252,6 +252,11 @@ class Sampler:
     by_posix: int = 0
     by_wall: int = 0
     changes: int = 0
+    # (2.5) where off-CPU time comes from: "samples" (wall minus CPU time at each kept sample)
+    # or "scheduler" (the kernel collector's reports, --kernel); reports placed, inside MPI
+    offcpu_from: str = "samples"
+    offcpu_reports: int = 0
+    offcpu_in_mpi: int = 0
 
 
 @dataclass
@@ -364,7 +369,9 @@ class CallPathParser:
     def _sampler(self, r: Record) -> None:
         r.need(3)
         counts = [r.number(i) if len(r.fields) > i else 0 for i in range(3, 7)]
-        self.sampler = Sampler(r.text(0), r.number(1), r.text(2), *counts)
+        offcpu = [r.text(7) if len(r.fields) > 7 else "samples",
+                  *(r.number(i) if len(r.fields) > i else 0 for i in (8, 9))]
+        self.sampler = Sampler(r.text(0), r.number(1), r.text(2), *counts, *offcpu)
 
     def _unwind(self, r: Record) -> None:
         r.need(2)

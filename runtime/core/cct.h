@@ -133,6 +133,7 @@ typedef struct ps_thread {
     uint64_t mode_check_ticks, mode_check_switches; /* the last look at the switch rate */
     uint64_t slow_check_ticks, slow_check_preempted; /* ... and at preemptions, over longer */
     uint64_t samples_perf, samples_posix, samples_wall, timer_changes;
+    uint64_t offcpu_reports, offcpu_reports_in_mpi; /* the collector's off-CPU reports: placed, inside MPI */
     uintptr_t scratch[PS_MAX_DEPTH + 64]; /* unwinder output */
     uintptr_t stack_lo, stack_hi; /* the thread's stack: walks never read outside it */
     uint64_t rules[PS_RULE_CACHE * 2]; /* unwind rules by address (unwind.c) */

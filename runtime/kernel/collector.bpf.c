@@ -108,12 +108,15 @@ static __always_inline __u64 ps_pack(__u32 nr, __u32 count, __u64 ns)
 /* Only a signal the thread will handle right away: a handler is installed (a process that
  * never installed one, reset it or exec'ed is not hurt), the signal is not blocked (e.g. we are
  * inside the handler already) and not already pending (reports are not queued up). */
-static __always_inline int ps_deliverable(struct task_struct *t, __u32 sig, __u64 expected)
+static __always_inline int ps_deliverable(struct task_struct *t, __u32 sig, __u64 expected,
+                                          int own_pending)
 {
     if (sig - 1 >= 64) return 0;
     __u64 bit = 1ull << (sig - 1);
-    if ((t->blocked.sig[0] | t->pending.signal.sig[0] |
-         t->signal->shared_pending.signal.sig[0]) & bit)
+    /* own_pending: the one pending is the report this same exit just sent (a second one then
+     * queues behind it: both are handled before the thread goes on) */
+    __u64 pending = own_pending ? 0 : t->pending.signal.sig[0] | t->signal->shared_pending.signal.sig[0];
+    if ((t->blocked.sig[0] | pending) & bit)
         return 0;
     /* variable index into a kernel structure: only through a probe read */
     void *handler = 0;
@@ -134,7 +137,30 @@ static __always_inline void ps_refresh_config(struct ps_kc_thread *s, __u32 tgid
     s->sig = p ? p->sig : 0;
     s->period_ns = p ? p->period_ns : 0;
     s->handler = p ? p->handler : 0;
+    s->off_period_ns = p ? p->off_period_ns : 0;
     s->cfg_epoch = epoch;
+}
+
+/* Reports the off-CPU time pending in thread t, if a period of it has accumulated: the signal
+ * is delivered when t next returns to user space, where it stopped running (the instruction
+ * it was preempted at, or the call site of the syscall it blocked in).  Called for the current
+ * task at its syscall exits, and by the scheduler for the task it switches to when that task
+ * is not inside a syscall (a pending signal would make a syscall still under way give up
+ * with EINTR).  The caller has refreshed s's configuration.  Returns 1 if a signal went. */
+static __always_inline int ps_report_offcpu(struct task_struct *t, struct ps_kc_thread *s,
+                                            int own_pending)
+{
+    if (!s->sig || !s->off_period_ns || s->off_pend_ns < s->off_period_ns) return 0;
+    if (!ps_deliverable(t, s->sig, s->handler, own_pending)) return 0;
+    if (bpf_send_signal_task(t, s->sig, PIDTYPE_PID,
+                             ps_pack(PS_KVAL_NR_OFFCPU, s->off_pend_count, s->off_pend_ns))) {
+        __sync_fetch_and_add(&ps_kc_signal_errors, 1);
+        return 0;
+    }
+    __sync_fetch_and_add(&ps_kc_signals, 1);
+    s->off_pend_count = 0;
+    s->off_pend_ns = 0;
+    return 1;
 }
 
 static __always_inline int ps_exit(int signals)
@@ -162,15 +188,16 @@ static __always_inline int ps_exit(int signals)
     if (!s->sig || nr == PS_KC_NR_RT_SIGRETURN) return 0;
     /* A report holds at most PS_KVAL_MAX_COUNT calls and 2^33-1 us; while the signal cannot
      * be delivered, calls beyond that stay in the totals only (unattributed, not lost). */
-    if (c->pend_count >= PS_KVAL_MAX_COUNT || c->pend_ns + d > PS_KC_MAX_PENDING_NS) return 0;
+    if (c->pend_count >= PS_KVAL_MAX_COUNT || c->pend_ns + d > PS_KC_MAX_PENDING_NS)
+        return ps_report_offcpu(t, s, 0);
     c->pend_count++;
     c->pend_ns += d;
     /* pend_count == count: nothing of this number reported yet (its first completion, or every
      * completion since has been undeliverable) */
     if (c->pend_ns < s->period_ns && c->pend_count != c->count &&
         c->pend_count < PS_KVAL_MAX_COUNT)
-        return 0;
-    if (!ps_deliverable(t, s->sig, s->handler))
+        return ps_report_offcpu(t, s, 0);
+    if (!ps_deliverable(t, s->sig, s->handler, 0))
         return 0;   /* keep accumulating: try at a later exit */
     /* delivered on the way back to user space, right after this syscall: the handler's
      * interrupted context is the call site */
@@ -181,6 +208,9 @@ static __always_inline int ps_exit(int signals)
     __sync_fetch_and_add(&ps_kc_signals, 1);
     c->pend_count = 0;
     c->pend_ns = 0;
+    /* off-CPU time due as well (the thread blocked in this syscall): its report queues behind
+     * the syscall's, both delivered here */
+    ps_report_offcpu(t, s, 1);
     return 0;
 }
 
@@ -200,10 +230,10 @@ int BPF_PROG(ps_sys_exit_nosig, struct pt_regs *regs, long ret)
 /* ---- scheduler and page faults ---------------------------------------------------------- */
 
 /* Off-CPU time: blocked when the thread went to sleep, run queue when it was preempted while
- * runnable (a preempted task stays on the run queue whatever its state says). */
-SEC("tp_btf/sched_switch")
-int BPF_PROG(ps_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
-             unsigned int prev_state)
+ * runnable (a preempted task stays on the run queue whatever its state says).  With signals,
+ * the time also accumulates towards the thread's next off-CPU report (ps_report_offcpu). */
+static __always_inline int ps_switch(struct task_struct *prev, struct task_struct *next,
+                                     unsigned int prev_state, bool preempt, int signals)
 {
     __u64 now = 0;
     if (ps_tracked(prev->tgid)) {
@@ -216,7 +246,8 @@ int BPF_PROG(ps_sched_switch, bool preempt, struct task_struct *prev, struct tas
             __sync_fetch_and_add(&ps_kc_dropped, 1);
         }
     }
-    if (ps_tracked(next->tgid)) {
+    __u32 tgid = next->tgid;
+    if (ps_tracked(tgid)) {
         struct ps_kc_thread *s = ps_state(next, 0);
         if (s && s->off_ts) {
             if (!now) now = bpf_ktime_get_ns();
@@ -225,9 +256,34 @@ int BPF_PROG(ps_sched_switch, bool preempt, struct task_struct *prev, struct tas
             else s->blocked_ns += d;
             s->switches++;
             s->off_ts = 0;
+            if (!signals) return 0;
+            ps_refresh_config(s, tgid);
+            if (!s->off_period_ns) return 0;
+            /* a report holds at most PS_KVAL_MAX_COUNT switches and 2^33-1 us: beyond that
+             * the time stays in the totals only */
+            if (s->off_pend_count < PS_KVAL_MAX_COUNT && s->off_pend_ns + d <= PS_KC_MAX_PENDING_NS) {
+                s->off_pend_count++;
+                s->off_pend_ns += d;
+            }
+            if (!s->entry_ts) ps_report_offcpu(next, s, 0);
         }
     }
     return 0;
+}
+
+/* Loaded when the kernel has bpf_send_signal_task (the daemon picks one of the two). */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(ps_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+             unsigned int prev_state)
+{
+    return ps_switch(prev, next, prev_state, preempt, 1);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(ps_sched_switch_nosig, bool preempt, struct task_struct *prev,
+             struct task_struct *next, unsigned int prev_state)
+{
+    return ps_switch(prev, next, prev_state, preempt, 0);
 }
 
 /* Optional: the daemon carries on without it (page faults then read 0). */
@@ -270,6 +326,8 @@ int BPF_PROG(ps_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
     struct ps_kc_thread *s = ps_state(p, 0);
     if (s) {
         s->cfg_epoch = ps_kc_cfg_epoch - 1;   /* look the process up again */
+        s->off_pend_count = 0;
+        s->off_pend_ns = 0;
         struct ps_clear_ctx x = {.s = s};
         bpf_loop(PS_NR_SYSCALLS, ps_clear_pending, &x, 0);
     }

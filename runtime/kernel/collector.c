@@ -562,11 +562,13 @@ static int kc_peer_pidfd(kc_client_t *c)
 
 static void kc_register(kc_client_t *c, const char *args)
 {
-    uint64_t sig, period, handler = 0;
+    uint64_t sig, period, handler = 0, off_period = 0;
     const char *p = args;
     if (kc_parse_u64(p, &p, &sig) || *p++ != ' ' || kc_parse_u64(p, &p, &period) ||
-        (*p == ' ' && (p++, kc_parse_u64(p, &p, &handler))) || *p) {
-        kc_outf(c, "error malformed request: register <signal> <period_ns> [<handler>]\n");
+        (*p == ' ' && (p++, kc_parse_u64(p, &p, &handler))) ||
+        (*p == ' ' && (p++, kc_parse_u64(p, &p, &off_period))) || *p) {
+        kc_outf(c, "error malformed request: register <signal> <period_ns> [<handler> "
+                   "[<offcpu_period_ns>]]\n");
         return;
     }
     if (sig != 0 && (sig < KC_SIG_MIN || sig > KC_SIG_MAX)) {
@@ -606,7 +608,8 @@ static void kc_register(kc_client_t *c, const char *args)
     }
     /* the process's entry first, then the epoch that makes threads read it again, then the bit
      * that lets its syscalls in: no thread can cache a stale entry */
-    struct ps_kc_proc v = {.sig = (uint32_t)sig, .period_ns = period, .handler = handler};
+    struct ps_kc_proc v = {.sig = (uint32_t)sig, .period_ns = period, .handler = handler,
+                           .off_period_ns = off_period};
     uint32_t key = (uint32_t)tgid;
     if (bpf_map_update_elem(bpf_map__fd(kc_skel->maps.ps_kc_procs), &key, &v, BPF_ANY)) {
         kc_outf(c, "error cannot register process %d: %s\n", (int)tgid, strerror(errno));
@@ -619,8 +622,9 @@ static void kc_register(kc_client_t *c, const char *args)
     __atomic_fetch_add(&kc_skel->bss->ps_kc_cfg_epoch, 1, __ATOMIC_SEQ_CST);
     kc_set_tracked(tgid, 1);
     c->registered = tgid;
-    kc_log("registered process %d (uid %u): signal %" PRIu64 ", period %" PRIu64 " ns",
-           (int)tgid, (unsigned)c->cred.uid, sig, period);
+    kc_log("registered process %d (uid %u): signal %" PRIu64 ", period %" PRIu64 " ns, "
+           "off-CPU period %" PRIu64 " ns", (int)tgid, (unsigned)c->cred.uid, sig, period,
+           off_period);
     kc_outf(c, kc_signals ? "ok signals\n" : "ok nosignals\n");
 }
 
@@ -762,6 +766,8 @@ static int kc_load(void)
             }
             bpf_program__set_autoload(skel->progs.ps_sys_exit, signals);
             bpf_program__set_autoload(skel->progs.ps_sys_exit_nosig, !signals);
+            bpf_program__set_autoload(skel->progs.ps_sched_switch, signals);
+            bpf_program__set_autoload(skel->progs.ps_sched_switch_nosig, !signals);
             bpf_program__set_autoload(skel->progs.ps_page_fault_user, pf);
             /* libbpf (>= 1.0) raises RLIMIT_MEMLOCK itself where the kernel still charges BPF
              * memory to it (before 5.11) */
@@ -804,6 +810,7 @@ static int kc_attach(void)
     if (kc_attach_one(s->progs.ps_thread_exit, &s->links.ps_thread_exit, 0) ||
         kc_attach_one(s->progs.ps_exec, &s->links.ps_exec, 0) ||
         kc_attach_one(s->progs.ps_sched_switch, &s->links.ps_sched_switch, 0) ||
+        kc_attach_one(s->progs.ps_sched_switch_nosig, &s->links.ps_sched_switch_nosig, 0) ||
         kc_attach_one(s->progs.ps_page_fault_user, &s->links.ps_page_fault_user, 1) ||
         kc_attach_one(s->progs.ps_sys_exit, &s->links.ps_sys_exit, 0) ||
         kc_attach_one(s->progs.ps_sys_exit_nosig, &s->links.ps_sys_exit_nosig, 0) ||

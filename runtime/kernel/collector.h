@@ -49,7 +49,9 @@ struct ps_kc_thread {
     __u32 flushed;    /* copied into the exited maps: the iterator skips it */
     __u64 off_ts;     /* ktime when switched out, 0 while on a CPU */
     __u32 off_runnable;
-    __u32 pad;
+    __u32 off_pend_count; /* times switched out since the last off-CPU report */
+    __u64 off_pend_ns;    /* time off the CPU not yet reported */
+    __u64 off_period_ns;  /* report off-CPU time once this much is pending (0: never) */
     __u64 blocked_ns, runqueue_ns, switches, page_faults;
     struct ps_kc_sc sc[PS_NR_SYSCALLS];
 };
@@ -60,6 +62,7 @@ struct ps_kc_proc {
     __u32 pad;
     __u64 period_ns;
     __u64 handler;    /* the handler's address in the process, 0: any handler will do */
+    __u64 off_period_ns;
 };
 
 struct ps_kc_sys_key {

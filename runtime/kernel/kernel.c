@@ -32,6 +32,7 @@
 #include "kernel.h"
 #include "sysnames.h"
 #include "../unwind/unwind.h"
+#include "../sample/sample.h"
 
 #define PS_KERNEL_SIGNAL (SIGRTMAX - 2)
 
@@ -93,6 +94,13 @@ static void on_kernel_signal(int sig, siginfo_t *info, void *context)
     ps_thread_t *t = ps_self;
     if (!t || t->busy || !ps_tree_enter(t)) {
         atomic_fetch_add_explicit(&lost_attributions, 1, memory_order_relaxed);
+        errno = saved_errno;
+        return;
+    }
+    if (PS_KVAL_NR(v) == PS_KVAL_NR_OFFCPU) {
+        /* time off the CPU, the thread back where it stopped: the sampler's (sample.c) */
+        ps_sample_offcpu(t, context, PS_KVAL_NS(v));
+        ps_tree_leave(t);
         errno = saved_errno;
         return;
     }
@@ -376,6 +384,13 @@ static int send_request(int fd, const char *msg, size_t len)
     return n == (long)len ? 0 : -1;
 }
 
+/* Off-CPU reports (protocol.h) one sampling interval apart, when call paths are sampled:
+ * they take the place of the wall-clock evidence at samples (sample.c). */
+static uint64_t offcpu_period_ns(void)
+{
+    return ps_paths_on && ps_sample_rate > 0 ? 1000000000ull / (uint64_t)ps_sample_rate : 0;
+}
+
 /* Registers with the node's collector, starting it if needed: ATTACH_OK, or a failure with
  * its reason in err. */
 static int ebpf_attach(char *err, size_t errlen)
@@ -407,10 +422,11 @@ static int ebpf_attach(char *err, size_t errlen)
             if (collector_start(err, errlen)) return ATTACH_UNAVAILABLE;
             continue;
         }
-        char msg[96], line[PS_KLINE_MAX], text[PS_KLINE_MAX];
-        int len = snprintf(msg, sizeof msg, "register %d %llu %llu\n", sig,
+        char msg[128], line[PS_KLINE_MAX], text[PS_KLINE_MAX];
+        int len = snprintf(msg, sizeof msg, "register %d %llu %llu %llu\n", sig,
                            (unsigned long long)period_ns,
-                           (unsigned long long)(sig ? (uintptr_t)on_kernel_signal : 0));
+                           (unsigned long long)(sig ? (uintptr_t)on_kernel_signal : 0),
+                           (unsigned long long)offcpu_period_ns());
         int n = send_request(fd, msg, (size_t)len) ? -1 : read_line_by(fd, line, sizeof line, deadline);
         if (n == -1) {
             close(fd); /* a collector that was just ending: start another */
@@ -427,6 +443,7 @@ static int ebpf_attach(char *err, size_t errlen)
             ps_fd_adopt(fd, &ksock);
             ebpf_usable = 1;
             ebpf_signals = sig && strcmp(line, "ok signals") == 0;
+            ps_offcpu_reported = ebpf_signals && offcpu_period_ns() != 0;
             if (sig && !ebpf_signals)
                 snprintf(ebpf_note, sizeof ebpf_note, "the kernel cannot send signals with a value "
                          "(bpf_send_signal_task, Linux 6.13): no call paths");

@@ -46,7 +46,7 @@
  *
  * Messages are text lines ending in '\n'.  The process sends:
  *
- *   "register <signal> <period_ns> [<handler>]\n"
+ *   "register <signal> <period_ns> [<handler> [<offcpu_period_ns>]]\n"
  *       Track the sender (its pid from SO_PEERCRED, all its threads, present and future).
  *       signal: the real-time signal the collector may send to the sender's threads to
  *       attribute syscall time to call paths (0: never signal).  The collector signals a
@@ -57,6 +57,15 @@
  *       period_ns: per thread and syscall number, a signal is sent once the time not yet
  *       reported reaches period_ns (0: after every syscall), and also at the first
  *       completion of each syscall number in each thread.
+ *       offcpu_period_ns (optional, 0 if absent: never): per thread, a signal is also sent
+ *       once the time the thread spent off the CPU (blocked or preempted) and not yet
+ *       reported reaches offcpu_period_ns.  It is sent when the thread returns to user space
+ *       after running again, where it stopped: at the exit of the syscall it was in, or at
+ *       the switch back to it when it was preempted outside a syscall (never while a syscall
+ *       is under way: the signal would interrupt it).  Its value has PS_KVAL_NR_OFFCPU as the
+ *       number, the times switched out as the count and the off-CPU time as the time.  A
+ *       syscall's report and an off-CPU report due at the same exit are two signals, queued
+ *       in that order (the only case where a report is sent while one is pending).
  *     Answer: "ok signals\n" (paths by signals), "ok nosignals\n" (the kernel cannot
  *     send signals with a value: per-thread tables only), or "error <reason>\n".
  *
@@ -109,5 +118,6 @@
 #define PS_KVAL_COUNT(v) ((unsigned)(((v) >> 11) & 0xfffff))
 #define PS_KVAL_NS(v) (((v) >> 31) * (((v) >> 10) & 1 ? 1000ull : 1ull))
 #define PS_KVAL_MAX_COUNT 0xfffffu
+#define PS_KVAL_NR_OFFCPU 0x3ffu   /* an off-CPU report, not a syscall (>= PS_NR_SYSCALLS) */
 #define PS_KVAL_MAX_TIME ((1ull << 33) - 1)
 #endif

@@ -329,18 +329,25 @@ void ps_write_paths(ps_fmt_t *f)
     ps_fmt_str(f, strcmp(ps_options.sample_clock, "wall") == 0 ? "wall" : "cpu");
     /* (2.4) the timer signals taken from perf events, POSIX CPU-time timers and wall-clock
      * timers, and how often a thread changed timers (auto) */
-    uint64_t by_perf = 0, by_posix = 0, by_wall = 0, changes = 0;
+    uint64_t by_perf = 0, by_posix = 0, by_wall = 0, changes = 0, off_reports = 0, off_in_mpi = 0;
     for (int i = 0; i < nthreads; i++)
         if (ps_threads[i]) {
             by_perf += ps_threads[i]->samples_perf;
             by_posix += ps_threads[i]->samples_posix;
             by_wall += ps_threads[i]->samples_wall;
             changes += ps_threads[i]->timer_changes;
+            off_reports += ps_threads[i]->offcpu_reports;
+            off_in_mpi += ps_threads[i]->offcpu_reports_in_mpi;
         }
     tab(f); ps_fmt_u64(f, by_perf);
     tab(f); ps_fmt_u64(f, by_posix);
     tab(f); ps_fmt_u64(f, by_wall);
     tab(f); ps_fmt_u64(f, changes);
+    /* (2.5) where off-CPU time comes from: the wall-clock evidence at samples, or the kernel
+     * collector's scheduler events; the collector's reports placed and those inside MPI */
+    tab(f); ps_fmt_str(f, ps_offcpu_reported ? "scheduler" : "samples");
+    tab(f); ps_fmt_u64(f, off_reports);
+    tab(f); ps_fmt_u64(f, off_in_mpi);
     ps_fmt_char(f, '\n');
     for (int g = 0; g < PS_NUM_UNWIND_GROUPS; g++) {
         ps_fmt_str(f, "unwind\t");

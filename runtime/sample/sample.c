@@ -119,7 +119,8 @@ void ps_sample_charge(ps_thread_t *t, uint32_t node, uint64_t now, uint64_t cpu_
     /* since the previous kept sample: wall, MPI (never more than wall: ps_poll_estimate) */
     double wall = (double)(now - t->last_ticks);
     double mpi = (double)t->mpi_ticks_since < wall ? (double)t->mpi_ticks_since : wall;
-    double offcpu = wall > span_cpu ? (wall - span_cpu) * (wall - mpi) / wall : 0.0;
+    /* (with the collector's off-CPU reports, ps_sample_offcpu places that time instead) */
+    double offcpu = wall > span_cpu && !ps_offcpu_reported ? (wall - span_cpu) * (wall - mpi) / wall : 0.0;
     uint64_t on = (uint64_t)((double)oncpu_ns * per_ns), off = (uint64_t)offcpu;
     t->nodes[node].sample_ticks += on;
     t->nodes[node].offcpu_ticks += off;
@@ -132,8 +133,10 @@ void ps_sample_charge(ps_thread_t *t, uint32_t node, uint64_t now, uint64_t cpu_
     t->samples_kept++;
 }
 
-/* A sample of this thread at the interrupted context: unwound, weighted, added. */
-static void sample_here(ps_thread_t *t, void *context, uint64_t now)
+int ps_offcpu_reported;
+
+/* The node of the interrupted context, as a sample sees it (the function it is in). */
+static uint32_t sample_node(ps_thread_t *t, void *context)
 {
     int complete = 0;
     int n = ps_unwind_signal(context, t->scratch, PS_MAX_DEPTH, &complete);
@@ -146,6 +149,33 @@ static void sample_here(ps_thread_t *t, void *context, uint64_t now)
         ps_unwind_commit(t);
     }
     if (!complete) t->unwind_failures++;
+    return node;
+}
+
+/* The collector's off-CPU report (kernel.c): ns off the CPU since the previous report, the
+ * thread now back where it stopped.  Inside a timed MPI call the time is the call's (the
+ * wrapper measured it); elsewhere it goes where a sample would put it. [signal-safe, tree
+ * claimed] */
+void ps_sample_offcpu(ps_thread_t *t, void *context, uint64_t ns)
+{
+    if (!ps_sample_rate || t->end_ticks) return;
+    int in_wrapper = ps_in_wrapper;
+    if (in_wrapper && in_wrapper < PS_IN_UNTIMED) {
+        t->offcpu_reports_in_mpi++;
+        return;
+    }
+    uint32_t node = in_wrapper ? ps_untimed_sample_node(t, in_wrapper - PS_IN_UNTIMED, context)
+                               : sample_node(t, context);
+    uint64_t ticks = (uint64_t)((double)ns * ps_ticks_per_ns());
+    t->nodes[node].offcpu_ticks += ticks;
+    t->offcpu_total += ticks;
+    t->offcpu_reports++;
+}
+
+/* A sample of this thread at the interrupted context: unwound, weighted, added. */
+static void sample_here(ps_thread_t *t, void *context, uint64_t now)
+{
+    uint32_t node = sample_node(t, context);
     ps_sample_charge(t, node, now, ps_thread_cpu_ns(t->tid));
 }
 

@@ -16,6 +16,10 @@ void ps_threads_close_all(void);     /* closing samples at a normal end (not sig
 void ps_sample_stop_all(void);       /* [signal-safe] */
 void ps_sample_restart_all(void);    /* [signal-safe] */
 int ps_sample_in_own_process(void);  /* not a vfork or fork child [signal-safe] */
+/* Off-CPU time from the kernel collector's reports (kernel.c) instead of the wall-clock
+ * evidence at samples: set once the collector has agreed to send them. */
+extern int ps_offcpu_reported;
+void ps_sample_offcpu(ps_thread_t *t, void *context, uint64_t ns); /* [signal-safe, tree claimed] */
 
 /* SIGPROF and the application (sigprof.c) */
 int ps_sigprof_free_at_start(void);  /* no handler installed yet (SIG_DFL or SIG_IGN) */

@@ -3,16 +3,18 @@
  *   ROUNDS times: phase_a computes on CPU 0, then phase_b computes on CPU 1, each for PHASE_MS
  *   of CPU time.  The test keeps a busy process pinned to CPU 1 meanwhile, so phase_b gets
  *   about half of that CPU: about as much time off the CPU (runnable, preempted) as on it.
- *   phase_a runs alone on CPU 0 (apart from whatever else the machine runs).
+ *   phase_a runs alone on CPU 0 (apart from whatever else the machine runs).  With SLEEP_MS,
+ *   each round then has phase_c, which sleeps SLEEP_MS in 1 ms naps (blocked: off the CPU
+ *   without being preempted).
  *
  * The program pins itself before each phase (sched_setaffinity, outside the measured
  * stretch), sizes the work by CPU time (calibrate(): loop iterations per millisecond of this
  * thread's CPU time, measured on CPU 0) and prints, in seconds, each phase's CPU time (the
  * thread CPU clock) and wall time (CLOCK_MONOTONIC), summed over the rounds:
- *   "truth a_cpu=... a_wall=... b_cpu=... b_wall=..."
+ *   "truth a_cpu=... a_wall=... b_cpu=... b_wall=... c_cpu=... c_wall=..."
  * Exits with status 77 when it cannot pin itself to CPU 0 or CPU 1.
  *
- * Usage: preempt [ROUNDS [PHASE_MS]] (default 6 150). */
+ * Usage: preempt [ROUNDS [PHASE_MS [SLEEP_MS]]] (default 6 150 0). */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <stdio.h>
@@ -70,6 +72,11 @@ __attribute__((noinline)) double calibrate(void)
 
 __attribute__((noinline)) void phase_a(long n) { spin(n); }
 __attribute__((noinline)) void phase_b(long n) { spin(n); }
+__attribute__((noinline)) void phase_c(long ms)
+{
+    struct timespec nap = {0, 1000000};
+    for (long i = 0; i < ms; i++) nanosleep(&nap, NULL);
+}
 
 /* Runs phase(n) and adds its CPU and wall time to sums[0] and sums[1]. */
 static void measured(void (*phase)(long), long n, double *sums)
@@ -84,15 +91,21 @@ int main(int argc, char **argv)
 {
     int rounds = argc > 1 ? atoi(argv[1]) : 6;
     double phase_ms = argc > 2 ? atof(argv[2]) : 150;
+    long sleep_ms = argc > 3 ? atol(argv[3]) : 0;
     pin(0);
     long n = (long)(calibrate() * phase_ms);
-    double a[2] = {0, 0}, b[2] = {0, 0};
+    double a[2] = {0, 0}, b[2] = {0, 0}, c[2] = {0, 0};
     for (int r = 0; r < rounds; r++) {
         pin(0);
         measured(phase_a, n, a);
         pin(1);
         measured(phase_b, n, b);
+        if (sleep_ms) {
+            pin(0);
+            measured(phase_c, sleep_ms, c);
+        }
     }
-    printf("truth a_cpu=%.6f a_wall=%.6f b_cpu=%.6f b_wall=%.6f\n", a[0], a[1], b[0], b[1]);
+    printf("truth a_cpu=%.6f a_wall=%.6f b_cpu=%.6f b_wall=%.6f c_cpu=%.6f c_wall=%.6f\n", a[0],
+           a[1], b[0], b[1], c[0], c[1]);
     return 0;
 }

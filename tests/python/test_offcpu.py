@@ -32,7 +32,7 @@ MS = 1_000_000
 WARNING_11 = ("  WARNING: 11.0% of the time outside MPI was off the CPU (run queue or blocked): "
               "run no more ranks and threads than cores, pin them (mpirun --bind-to core), look "
               "for other load on the nodes; for time blocked in I/O, pathscope run --kernel "
-              "shows the system calls")
+              "places it exactly and shows the system calls")
 SYMBOLS = ("pathscope-symbols\t2.0\nmodule\t0\t/opt/app/bin/app\t-\tok\n"
            "frame\t0\t0x401010\tcall\t0\tmain\t/src/app.c\t10\n"
            "frame\t0\t0x401100\tfn\t0\tcompute\t/src/app.c\t20\n"
@@ -49,8 +49,8 @@ def node(index, parent, kind, address, sample_ms=0, samples=0, mpi_ms=0, visits=
 
 
 def rank_file(rank, compute_ms, compute_samples, barrier_ms, off_compute_ms, with_wait,
-              version="2.4"):
-    off = (lambda ms: ms) if version == "2.4" else (lambda ms: None)
+              version="2.4", sampler_extra=()):
+    off = (lambda ms: ms) if version >= "2.4" else (lambda ms: None)
     nodes = [node(0, None, "root", "-", offcpu_ms=off(0)),
              node(1, 0, "call", "0x401010", offcpu_ms=off(0)),
              node(2, 1, "fn", "0x401100", compute_ms, compute_samples,
@@ -62,9 +62,9 @@ def rank_file(rank, compute_ms, compute_samples, barrier_ms, off_compute_ms, wit
     nodes.append(node(len(nodes), 0, "not_unwound", "-", 10, 0, offcpu_ms=off(0)))
     kept = compute_samples + (4 if with_wait else 0)
     thread = ("thread", 0, 4100 + rank, 1000 * MS, kept, 10, 0, 0, len(nodes), "-", "-", 0)
-    if version == "2.4":
+    if version >= "2.4":
         thread += ((compute_ms - off_compute_ms + (10 if with_wait else 0)) * MS,)
-    extra = [("sampler", "posix-cpu-timer", 100, "cpu"), ("unwind", "coll", "path"),
+    extra = [("sampler", "posix-cpu-timer", 100, "cpu") + tuple(sampler_extra), ("unwind", "coll", "path"),
              ("module", 0, "/opt/app/bin/app", "-"), thread] + nodes
     rows = rank_rows(rank, 2, "complete", f"node{rank}", 1010 * MS, barrier_ms * MS,
                      comms=[("W", 2, 0, rank, "-", "-", 0, "0-1", "-", 0, 0, 0, 0)],
@@ -73,11 +73,12 @@ def rank_file(rank, compute_ms, compute_samples, barrier_ms, off_compute_ms, wit
     return with_run(rows, RUN, version)
 
 
-def write_run(directory, off0=100, off1=57, version="2.4"):
-    """The two-rank profile; off0, off1: ms off the CPU in compute on ranks 0 and 1."""
+def write_run(directory, off0=100, off1=57, version="2.4", sampler_extra=()):
+    """The two-rank profile; off0, off1: ms off the CPU in compute on ranks 0 and 1;
+    sampler_extra: fields after the sampler line's first three."""
     d = write_profile(directory, None, {
-        0: rank_file(0, 850, 85, 100, off0, True, version),
-        1: rank_file(1, 790, 79, 200, off1, False, version)})
+        0: rank_file(0, 850, 85, 100, off0, True, version, sampler_extra),
+        1: rank_file(1, 790, 79, 200, off1, False, version, sampler_extra)})
     (d / "symbols.tsv").write_text(SYMBOLS)
     return d
 
@@ -292,3 +293,28 @@ def test_uncertainty_only_on_the_sampled_part(tmp_path):
     assert uncertainty(node) == ""
     node.incl_samples = 0          # time without samples (after a thread's last sample)
     assert uncertainty(node) == ""
+
+
+# ---- format 2.5: off-CPU time from the scheduler (--kernel) ---------------------------------
+
+SCHEDULER = (0, 250, 0, 0, "scheduler", 37, 5)   # timer counts, then the off-CPU fields
+
+
+def test_scheduler_fields_read_and_reported(tmp_path):
+    p = load_profile(write_run(tmp_path / "prof", version="2.5", sampler_extra=SCHEDULER))
+    sampler = p.callpaths[1].sampler
+    assert (sampler.offcpu_from, sampler.offcpu_reports, sampler.offcpu_in_mpi) == ("scheduler", 37, 5)
+    lines = section(render(p), "Time split")
+    assert ("  off CPU    from the scheduler (--kernel) on 2 of 2 ranks: 74 reports placed where "
+            "the thread stopped, 10 inside MPI (its time is measured)") in lines
+    (warning,) = [line for line in lines if "off the CPU" in line]
+    assert warning == WARNING_11.replace(
+        "pathscope run --kernel places it exactly and shows the system calls",
+        "the Kernel time section splits it into blocked and run queue per thread")
+
+
+def test_sampler_line_without_offcpu_fields_means_samples(tmp_path):
+    p = load_profile(write_run(tmp_path / "prof", sampler_extra=SCHEDULER[:4]))
+    sampler = p.callpaths[0].sampler
+    assert (sampler.by_posix, sampler.offcpu_from, sampler.offcpu_reports) == (250, "samples", 0)
+    assert "from the scheduler" not in render(p)

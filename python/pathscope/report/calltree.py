@@ -227,6 +227,12 @@ def _time_split(profile: Profile, tree: CallTree) -> str:
         lines.append(f"{INDENT}timers     " + ", ".join(f"{n} signals from {k}" for k, n in by.items() if n)
                      + (f"; {changes} timer changes (auto: a thread switched more than 5,000 "
                         f"times a second is sampled by the POSIX timer)" if changes else ""))
+    reported = [s for s in timers if s.offcpu_from == "scheduler"]
+    if reported:
+        placed, inside = sum(s.offcpu_reports for s in reported), sum(s.offcpu_in_mpi for s in reported)
+        lines.append(f"{INDENT}off CPU    from the scheduler (--kernel) on {len(reported)} of "
+                     f"{len(tree.ranks)} ranks: {placed} reports placed where the thread "
+                     f"stopped, {inside} inside MPI (its time is measured)")
     lines.append(f"{INDENT}samples    {kept} kept, {in_mpi} in MPI (its time is measured), "
                  f"{other} other (dropped); {failures} unwind failures")
     lines.append(f"{INDENT}unwinding  {_grouped(unwinding)}")
@@ -242,19 +248,22 @@ def _time_split(profile: Profile, tree: CallTree) -> str:
                          f"declared, {len(thread.nodes)} read")
     share = split.offcpu_share() if tree.knows_offcpu else None
     if share is not None and share > OFFCPU_WARN:
-        lines.append(offcpu_warning(share))
+        lines.append(offcpu_warning(share, kernel=bool(reported)))
     lines.append(f"{INDENT}per rank: over the {len(tree.ranks)} ranks with call paths; a rank "
                  f"without a value counts as 0; (rank) is the lowest on ties")
     return "\n".join(lines)
 
 
-def offcpu_warning(share: float) -> str:
+def offcpu_warning(share: float, kernel: bool = False) -> str:
     """The one line for a run that spent more than OFFCPU_WARN of its time outside MPI off
-    the CPU: what it means and what to do."""
+    the CPU: what it means and what to do (kernel: the run had --kernel, whose scheduler
+    reports placed the time and whose tables split it)."""
+    where = ("the Kernel time section splits it into blocked and run queue per thread" if kernel
+             else "pathscope run --kernel places it exactly and shows the system calls")
     return (f"{INDENT}WARNING: {format_percent(share)} of the time outside MPI was off the CPU "
             f"(run queue or blocked): run no more ranks and threads than cores, pin them "
             f"(mpirun --bind-to core), look for other load on the nodes; for time blocked in "
-            f"I/O, pathscope run --kernel shows the system calls")
+            f"I/O, {where}")
 
 
 def _comms_line(node: MergedNode) -> str:
