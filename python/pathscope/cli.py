@@ -40,11 +40,11 @@ SHORT_FLAGS = {"output": "-o"}
 TABLE_FORMATS = ("csv", "json")
 CALL_PATH_FORMATS = ("folded", "speedscope")
 EXPORT_FORMATS = TABLE_FORMATS + CALL_PATH_FORMATS
-# one list each: export/stacks.py's METRICS and export/tables.py's TABLES
+# one list each: pathscope.metrics (the --metric choices) and export/tables.py's TABLES
 from pathscope.export import CALL_PATH_METRICS, TABLES  # noqa: E402
+from pathscope.metrics import DEFAULT_METRIC  # noqa: E402
 EXPORT_TABLES = tuple(TABLES)
 DEFAULT_TABLE = "comm-ops"
-DEFAULT_METRIC = "time"
 
 
 class UsageError(Exception):

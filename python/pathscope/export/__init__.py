@@ -9,16 +9,14 @@ Call paths (pathscope.export.stacks) as flame-graph formats, each with
 import importlib
 from typing import Optional, TextIO
 
-from pathscope.export.stacks import METRICS
 from pathscope.export.tables import TABLES, build_table
+from pathscope.metrics import CALL_PATH_METRICS, DEFAULT_METRIC
 from pathscope.reader import Profile
 from pathscope.symbols import SymbolTable
 
 FORMATS = {"csv": "pathscope.export.csv_format", "json": "pathscope.export.json_format"}
 CALL_PATH_FORMATS = {"folded": "pathscope.export.folded",
                      "speedscope": "pathscope.export.speedscope"}
-# the metric names of the call-path formats: one list, export/stacks.py's METRICS
-CALL_PATH_METRICS = tuple(METRICS)
 
 
 def export(profile: Profile, table: str, fmt: str, out: TextIO) -> None:
@@ -28,7 +26,7 @@ def export(profile: Profile, table: str, fmt: str, out: TextIO) -> None:
 
 
 def export_call_paths(profile: Profile, fmt: str, out: TextIO, symbols: SymbolTable,
-                      metric: str = "time", rank: Optional[int] = None,
+                      metric: str = DEFAULT_METRIC, rank: Optional[int] = None,
                       thread: Optional[int] = None) -> None:
     """ProfileError when the profile has no call paths, or rank / thread are not in it."""
     from pathscope.export.stacks import collect_stacks
