@@ -19,12 +19,14 @@ Nothing here prints or exits.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import reduce
 from operator import attrgetter
 from typing import Callable, Iterator, Mapping, Optional, Sequence
 
 from pathscope import ranges
 from pathscope.cct import FAILED, MPI, NOT_UNWOUND, SYSCALL, KERNEL_UNATTRIBUTED, Node
 from pathscope.errors import ProfileError
+from pathscope.merge import RULES
 from pathscope.metrics import COLUMN_COUNT, COLUMNS, METRICS, STORED
 from pathscope.cct import RankCallPaths
 from pathscope.reader import Profile
@@ -153,12 +155,12 @@ class RankStats:
 
 def rank_stats(values: Mapping[int, int], ranks: Sequence[int]) -> RankStats:
     """Sum, min, mean and max over ranks (a rank without a value counts as 0); the lowest
-    rank on ties."""
+    rank on ties (pathscope.merge's rules, as profile.tsv's op lines)."""
     if not ranks:
         return RankStats(0, 0, 0, 0.0, 0, 0)
     per_rank = [(values.get(r, 0), r) for r in sorted(ranks)]
-    low = min(per_rank, key=lambda vr: (vr[0], vr[1]))
-    high = max(per_rank, key=lambda vr: (vr[0], -vr[1]))
+    low = reduce(RULES["min_lowest_rank"], per_rank)
+    high = reduce(RULES["max_lowest_rank"], per_rank)
     total = sum(v for v, _ in per_rank)
     return RankStats(total, low[0], low[1], total / len(per_rank), high[0], high[1])
 

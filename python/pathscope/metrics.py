@@ -15,9 +15,10 @@ Two kinds of metric, one namespace:
 Rules kept here:
 - unit: "ns", "bytes" or "count".  Exports show ns in microseconds, rounded half up after
   summing (export/stacks.py); each format names the unit in its own words.
-- merge: how the values of threads and ranks combine.  Every stored metric sums, over a
-  rank's threads and over ranks, with per-rank min/mean/max (calltree.rank_stats: a rank
-  without the node counts as 0, the lowest rank on ties).
+- merge: how the values of threads and ranks combine, a rule of pathscope.merge (docs/format.md,
+  "Merge rules").  Every stored metric sums, over a rank's threads and over ranks, with
+  per-rank min/mean/max (calltree.rank_stats: a rank without the node counts as 0, the lowest
+  rank on ties).
 - needs_format: the profile format that introduced the metric; a profile with an older rank
   is refused for it (export/stacks.check_metric: "does not <needs_what>"), never exported as
   zeros.
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from pathscope.cct import OFFCPU_FORMAT, SYSCALL
+from pathscope.merge import RULES
 
 CALL_PATHS = "call-paths"     # `exports` tag: every call-path format (export.CALL_PATH_FORMATS)
 UNITS = ("ns", "bytes", "count")
@@ -43,7 +45,7 @@ class Metric:
     name: str
     source: str                   # the measurement source that produces it (SOURCES)
     unit: str                     # UNITS
-    merge: str = TREE_MERGE       # how threads' and ranks' values combine
+    merge: str = TREE_MERGE       # a rule of pathscope.merge.RULES
     field: Optional[str] = None   # stored: the exclusive value's attribute of a cct.Node,
                                   # or of a part of it ("heap.allocs": 0 without the part)
     kind: Optional[str] = None    # stored: read only from nodes of this kind (see above)
@@ -135,7 +137,8 @@ def _check(metrics: tuple[Metric, ...]) -> None:
     _require(sorted(m.column or 0 for m in stored) == list(range(len(stored))),
              "columns not 0..n-1, each once")
     for m in metrics:
-        _require(m.source in SOURCES and m.unit in UNITS, f"{m.name}: source or unit")
+        _require(m.source in SOURCES and m.unit in UNITS and m.merge in RULES,
+                 f"{m.name}: source, unit or merge rule")
         _require((m.field is not None) == m.stored, f"{m.name}: a stored metric needs field")
         _require(not m.field or m.field.count(".") <= 1, f"{m.name}: field a.b at most")
         _require(m.stored != (m.formula is not None), f"{m.name}: stored or a formula")

@@ -38,7 +38,9 @@ def test_a_derived_value_is_its_formula_over_the_stored_totals():
                                      exports=(metrics.CALL_PATHS,), order=10),),
      "--metric orders repeated"),
     (lambda ms: ms + (metrics.Metric("x", "core", "ns", field="x", column=14,
-                                     merge="max"),), "x: the tree only sums"),
+                                     merge="and"),), "x: the tree only sums"),
+    (lambda ms: ms + (metrics.Metric("x", "core", "ns", field="x", column=14,
+                                     merge="avg"),), "x: source, unit or merge rule"),
 ])
 def test_a_broken_registry_is_refused(change, message):
     with pytest.raises(ValueError, match="metric registry: " + re.escape(message)):
