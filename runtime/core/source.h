@@ -29,9 +29,12 @@ typedef enum {
     PS_END_DONE,     /* writer released, signals unblocked: MPI collectives allowed */
 } ps_end_phase;
 
-/* Where a source's rank-file lines go; order = docs/format.md order. */
+/* Where a source's rank-file lines go; order = docs/format.md order.  FROZEN, HEAD, RANK and
+ * THREAD come only with call paths on (the call-path part, output/pathsfile.c). */
 typedef enum {
-    PS_SEC_PREPARE,  /* before the file exists (kernel: fetch the collector's tables) */
+    PS_SEC_PREPARE,  /* before the file exists, f NULL (kernel: fetch the collector's tables) */
+    PS_SEC_FROZEN,   /* call paths on: trees frozen, nothing of them written yet, f unused: a
+                      * source's last additions to the trees (mpi: counted calls, once) */
     PS_SEC_HEAD,     /* after counter_tree_full: sampler (sample), unwind groups (mpi) */
     PS_SEC_RANK,     /* after the module lines: traversal (unwind), heap/hpoint, kernel/k* */
     PS_SEC_THREAD,   /* per thread, after its node lines: walks (unwind), hnode (heap), pcomm (mpi) */
@@ -110,6 +113,9 @@ void ps_sources_fork_child(void);                                   /* [signal-s
 void ps_sources_end(ps_end_how how, ps_end_phase phase);  /* [signal-safe] for SIGNAL, PEER */
 int ps_sources_rewrite_at_exit(void);     /* a source wants the file written again at exit */
 void ps_sources_write(ps_fmt_t *f, ps_section sec, ps_thread_t *t); /* [signal-safe] */
+/* The threads the call-path part being written covers: ps_threads[0 .. n), n read once when
+ * it began (output/pathsfile.c); the write hooks of FROZEN..THREAD use it. [signal-safe] */
+int ps_write_nthreads(void);
 /* The node kind a source added (NULL: none) and its rank-file name. [signal-safe] */
 const ps_node_kind_t *ps_node_kind_of(int kind);
 const char *ps_node_kind_name(int kind);   /* NULL if no source adds it */

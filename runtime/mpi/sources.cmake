@@ -3,6 +3,7 @@
 set(PS_MPI_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/source_mpi.c
   ${CMAKE_CURRENT_LIST_DIR}/paths.c
+  ${CMAKE_CURRENT_LIST_DIR}/mpi_out.c
   ${CMAKE_CURRENT_LIST_DIR}/registry.c
   ${CMAKE_CURRENT_LIST_DIR}/families.c
   ${CMAKE_CURRENT_LIST_DIR}/volume.c

@@ -3,4 +3,5 @@
 set(PS_SAMPLE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/source_sample.c
   ${CMAKE_CURRENT_LIST_DIR}/sample.c
+  ${CMAKE_CURRENT_LIST_DIR}/sample_out.c
   ${CMAKE_CURRENT_LIST_DIR}/sigprof.c)

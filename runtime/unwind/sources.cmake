@@ -3,4 +3,5 @@
 set(PS_UNWIND_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/source_unwind.c
   ${CMAKE_CURRENT_LIST_DIR}/unwind.c
+  ${CMAKE_CURRENT_LIST_DIR}/unwind_out.c
   ${CMAKE_CURRENT_LIST_DIR}/thunk.c)
