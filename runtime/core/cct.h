@@ -173,6 +173,7 @@ extern __thread ps_thread_t *ps_self __attribute__((tls_model("initial-exec")));
 extern ps_thread_t *ps_threads[PS_MAX_THREADS];
 extern _Atomic int ps_nthreads;
 extern volatile int ps_cct_frozen; /* the end of the run is reading the trees */
+extern int ps_paths_on;             /* call paths (unwinding, trees) active in this process */
 
 ps_thread_t *ps_thread_register(void);  /* not signal-safe (maps memory) */
 void *ps_map_zeroed(size_t bytes);      /* anonymous, NORESERVE; NULL on failure [signal-safe] */

@@ -80,7 +80,6 @@ static int adaptive;              /* ... or by perf or POSIX timers, by switch r
 #define PS_CALM_CHECK_MS 2000
 static void choose_timer(ps_thread_t *t, uint64_t now);
 static int perf_failed;           /* perf events refused once: use POSIX timers from then on */
-int ps_paths_on;                  /* call paths (unwinding, trees) active in this process */
 /* mpi/paths.c: the node of an untimed MPI call a sample landed in [signal-safe] */
 uint32_t ps_untimed_sample_node(ps_thread_t *t, int op, void *context);
 
@@ -511,8 +510,6 @@ void ps_sample_forget_after_fork(void)
         }
     sample_pid = (pid_t)syscall(SYS_getpid);
     ps_sample_rate = 0;
-    ps_cct_frozen = 1;
-    ps_paths_on = 0;
 }
 
 void ps_threads_stop_sampling(void)
@@ -524,54 +521,15 @@ void ps_threads_stop_sampling(void)
 }
 
 /* ---- start of the process ------------------------------------------------------------- */
-/* Launchers and their daemons are not profiled (they would write profiles of their own). */
-static int is_launcher(const char *name)
-{
-    static const char *launchers[] = {"mpirun", "mpiexec", "orterun", "prterun", "prte", "orted",
-                                      "prted", "hydra_pmi_proxy", "srun", "slurmstepd", NULL};
-    for (int i = 0; launchers[i]; i++) {
-        size_t n = strlen(launchers[i]);
-        if (strncmp(name, launchers[i], n) == 0 && (name[n] == 0 || name[n] == '.')) return 1;
-    }
-    return 0;
-}
-
+/* At load time, call paths on (unwind's configure went first): the sampler's set-up and our
+ * SIGPROF handler; each thread's sampler starts when it registers. */
 void ps_sample_init(void)
 {
-    if (!ps_option_on(ps_options.paths) || is_launcher(ps_program_name())) return;
-    void ps_membarrier_init(void);
-    ps_membarrier_init();
-    char err[256];
-    if (ps_unwind_init(err, sizeof err)) {
-        atomic_fetch_add(&ps_counters.unwind_unavailable, 1);
-        return;
-    }
-    ps_paths_on = 1;
     page_size = sysconf(_SC_PAGESIZE);
     sample_pid = (pid_t)syscall(SYS_getpid);
     /* SIGPROF with a handler already (another profiler's library, started before us): it
-     * stays theirs, and we neither sample nor use thunks (whose restores need the signal) */
+     * stays theirs, and we do not sample */
     int sigprof_busy = !ps_sigprof_free_at_start();
-    for (int m = 0; m < PS_TRAVERSAL_NMODES; m++)
-        if (strcmp(ps_options.traversal, ps_traversal_names[m]) == 0) ps_traversal_mode = m;
-    ps_traversal_check = (unsigned)atoi(ps_options.traversal_check);
-    if (ps_traversal_mode == PS_TRAVERSAL_THUNK) {
-        static char refused[PS_PATH_MAX + 64], module[PS_PATH_MAX];
-        if (ps_thunks_shadow_stack()) { /* returns into thunks would fault */
-            ps_traversal_requested = "thunk (refused: CET shadow stack)";
-            ps_traversal_mode = PS_TRAVERSAL_REUSE;
-        } else if (ps_unwind_own_unwinder(module, sizeof module)) {
-            /* its exceptions would meet thunks we could not restore first */
-            snprintf(refused, sizeof refused, "thunk (refused: %s has its own unwinder)", module);
-            ps_traversal_requested = refused;
-            ps_traversal_mode = PS_TRAVERSAL_REUSE;
-        } else if (sigprof_busy) {
-            ps_traversal_requested = "thunk (refused: SIGPROF has another handler)";
-            ps_traversal_mode = PS_TRAVERSAL_REUSE;
-        } else {
-            ps_thunks_available = 1;
-        }
-    }
     ps_sample_rate = atoi(ps_options.sample_rate);
     use_wall_clock = strcmp(ps_options.sample_clock, "wall") == 0;
     /* POSIX CPU-time timers fire at the scheduler tick at most: the tick is the resolution of
@@ -605,7 +563,6 @@ void ps_sample_init(void)
         sa.sa_flags = SA_SIGINFO | SA_RESTART;
         ps_sigprof_install_ours(&sa, (void *)on_sample);
     }
-    ps_thread_register(); /* the main thread; its sampler starts here */
 }
 
 /* ---- threads we start ------------------------------------------------------------------ */
