@@ -40,7 +40,6 @@ static volatile sig_atomic_t rank_file_written_final;
  * children, not launchers. */
 static int nompi_target;
 static char nompi_outdir[PS_PATH_MAX];
-int ps_paths_on; /* call paths (unwinding, trees) active in this process: unwind's configure */
 void ps_threads_close_all(void);
 
 typedef struct {
@@ -375,18 +374,6 @@ __attribute__((destructor)) static void pathscope_fini(void)
     }
 }
 
-/* Launchers and their daemons are not profiled (they would write profiles of their own). */
-static int is_launcher(const char *name)
-{
-    static const char *launchers[] = {"mpirun", "mpiexec", "orterun", "prterun", "prte", "orted",
-                                      "prted", "hydra_pmi_proxy", "srun", "slurmstepd", NULL};
-    for (int i = 0; launchers[i]; i++) {
-        size_t n = strlen(launchers[i]);
-        if (strncmp(name, launchers[i], n) == 0 && (name[n] == 0 || name[n] == '.')) return 1;
-    }
-    return 0;
-}
-
 __attribute__((constructor)) static void pathscope_init(void)
 {
     ps_clock_init();
@@ -436,9 +423,7 @@ __attribute__((constructor)) static void pathscope_init(void)
      * (ps_paths_on).  Then the main thread is registered (its sampler starts) and the sources
      * start (heap recording, kernel time). */
     ps_start_t st = {.first_process = first_process, .launcher_rank = launcher_rank,
-                     .paths_wanted = ps_option_on(ps_options.paths) && !is_launcher(ps_program_name())};
-    void ps_membarrier_init(void);
-    if (st.paths_wanted) ps_membarrier_init();
+                     .paths_wanted = ps_threads_init()};
     const char *err = ps_sources_configure(&st);
     if (err) die_config("%s%s", err, "");
     if (ps_paths_on) ps_thread_register(); /* the main thread; its sampler starts here */

@@ -30,6 +30,10 @@ static const char *heap_configure(const ps_start_t *st)
     return NULL;
 }
 
+/* Allocations come from many more paths than MPI calls and samples (an interpreter's, for
+ * one): 1,048,576 nodes per tree. */
+static uint32_t heap_tree_nodes(void) { return ps_option_on(ps_options.heap) ? 1u << 20 : 0; }
+
 static const char *heap_start(const ps_start_t *st)
 {
     (void)st;
@@ -63,6 +67,7 @@ const ps_source_t ps_source_heap = {
     .options = options,
     .configure = heap_configure,
     .start = heap_start,
+    .tree_nodes = heap_tree_nodes,
     .fork_child = heap_fork_child,
     .end = heap_end,
     .rewrite_at_exit = heap_rewrite_at_exit,

@@ -69,12 +69,19 @@ static void kernel_rank_start(void)
         fprintf(stderr, "pathscope: %s\n", err ? err : note);
 }
 
+static void kernel_thread_exit(ps_thread_t *t, void *state)
+{
+    (void)state;
+    ps_kernel_thread_end(t); /* the thread's own resource usage */
+}
+
 const ps_source_t ps_source_kernel = {
     .name = "kernel",
     .options = options,
     .configure = kernel_configure,
     .start = kernel_start,
     .rank_start = kernel_rank_start,
+    .thread_exit = kernel_thread_exit,
     .fork_child = ps_kernel_after_fork,
     .kinds = kinds,
 };

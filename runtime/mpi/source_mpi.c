@@ -13,9 +13,22 @@ static const char *mpi_configure(const ps_start_t *st)
     return NULL;
 }
 
+/* The per-communicator breakdown of the thread's MPI nodes (cct.c: ps_cct_pcomm). */
+#define PS_MAX_PCOMM (1u << 14)
+
+static int mpi_thread_init(ps_thread_t *t, void *state)
+{
+    (void)state;
+    t->pcomm = ps_map_zeroed(sizeof(ps_pcomm_t) * PS_MAX_PCOMM);
+    if (!t->pcomm) return -1;
+    t->pcomm_mask = PS_MAX_PCOMM - 1;
+    return 0;
+}
+
 const ps_source_t ps_source_mpi = {
     .name = "mpi",
     .options = options,
     .configure = mpi_configure,
+    .thread_init = mpi_thread_init,
     .kinds = kinds,
 };

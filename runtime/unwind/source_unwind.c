@@ -54,8 +54,19 @@ static const char *unwind_configure(const ps_start_t *st)
     return NULL;
 }
 
+/* The thread's stack bounds and thunk stack; the previous walk's two record buffers. */
+static int unwind_thread_init(ps_thread_t *t, void *state)
+{
+    (void)state;
+    ps_unwind_thread_init(t);
+    t->walk_prev = t->walk_buf[0];
+    t->walk_cur = t->walk_buf[1];
+    return 0;
+}
+
 const ps_source_t ps_source_unwind = {
     .name = "unwind",
     .options = options,
     .configure = unwind_configure,
+    .thread_init = unwind_thread_init,
 };
