@@ -173,9 +173,17 @@ extern __thread ps_thread_t *ps_self __attribute__((tls_model("initial-exec")));
 extern ps_thread_t *ps_threads[PS_MAX_THREADS];
 extern _Atomic int ps_nthreads;
 extern volatile int ps_cct_frozen; /* the end of the run is reading the trees */
+extern int ps_paths_on;             /* call paths (unwinding, trees) active in this process */
 
+/* Threads (threads.c).  At load time, before the sources' configure: whether call paths are
+ * asked for in this process (PATHSCOPE_PATHS=on, not a launcher); if so the membarrier below
+ * is registered. */
+int ps_threads_init(void);
 ps_thread_t *ps_thread_register(void);  /* not signal-safe (maps memory) */
 void *ps_map_zeroed(size_t bytes);      /* anonymous, NORESERVE; NULL on failure [signal-safe] */
+/* The CPU-time clock of thread tid, and its value in ns (0 if unknown). [signal-safe] */
+clockid_t ps_thread_cpu_clock(int tid);
+uint64_t ps_thread_cpu_ns(int tid);
 
 /* The handshake between a thread updating its tree ("busy, then frozen?") and the writer
  * ("frozen, then busy?") needs a full barrier on both sides.  With Linux's membarrier the
@@ -223,9 +231,7 @@ uint32_t ps_cct_insert_path(ps_thread_t *t, uint32_t parent, const uintptr_t *fr
 uint32_t ps_cct_child(ps_thread_t *t, uint32_t parent, int kind, uintptr_t key); /* [signal-safe] */
 ps_pcomm_t *ps_cct_pcomm(ps_thread_t *t, uint32_t node, int comm); /* NULL if full [signal-safe] */
 
-/* The hybrid accounting (sample.c): the CPU clock of thread tid in ns (0 if unknown), and a
- * kept sample of this thread at node: its on-CPU weight and the off-CPU time seen since the
- * previous kept sample. [signal-safe] */
-uint64_t ps_thread_cpu_ns(int tid);
+/* The hybrid accounting (sample.c): a kept sample of this thread at node: its on-CPU weight
+ * and the off-CPU time seen since the previous kept sample. [signal-safe] */
 void ps_sample_charge(ps_thread_t *t, uint32_t node, uint64_t now, uint64_t cpu_ns);
 #endif

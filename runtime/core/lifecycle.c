@@ -4,8 +4,6 @@
  * here prints except the final one-line notice.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
-#include <link.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -19,8 +17,7 @@
 
 #include "pathscope.h"
 #include "cct.h"
-#include "../heap/heap.h"
-#include "../kernel/kernel.h"
+#include "source.h"
 
 ps_options_t ps_options;
 volatile int ps_state = PS_RUN_STARTED;
@@ -42,11 +39,7 @@ static volatile sig_atomic_t rank_file_written_final;
  * process pathscope was started for: the first to load the library (PATHSCOPE_PID), not its
  * children, not launchers. */
 static int nompi_target;
-static int heap_rewrite_at_exit; /* the rank file is written again at exit (heap profiling) */
 static char nompi_outdir[PS_PATH_MAX];
-extern int ps_paths_on;
-void ps_sample_init(void);
-void ps_threads_stop_sampling(void);
 void ps_threads_close_all(void);
 
 typedef struct {
@@ -333,11 +326,10 @@ void ps_signals_install(void)
  * MPI_Finalize called from the application's atexit handler has already been seen. */
 __attribute__((destructor)) static void pathscope_fini(void)
 {
-    if (heap_rewrite_at_exit && ps_state == PS_RUN_FINISHED) {
-        heap_rewrite_at_exit = 0;
+    if (ps_state == PS_RUN_FINISHED && ps_sources_rewrite_at_exit()) {
         sigset_t saved;
         ps_block_async_signals(&saved);
-        ps_heap_stop();
+        ps_sources_end(PS_END_EXIT_REWRITE, PS_END_BLOCKED); /* heap: stops recording */
         int claimed = ps_final_writer_claim(1);
         ps_write_rank_file("complete");
         if (claimed) ps_final_writer_release();
@@ -351,7 +343,7 @@ __attribute__((destructor)) static void pathscope_fini(void)
         ps_threads_close_all();
         sigset_t saved;
         ps_block_async_signals(&saved); /* a SIGTERM now waits until the file is complete */
-        ps_heap_stop();
+        ps_sources_end(PS_END_EXIT_NOMPI, PS_END_BLOCKED); /* heap: stops recording */
         int claimed = ps_final_writer_claim(1);
         ps_write_rank_file("complete");
         rank_file_written_final = 1;
@@ -380,81 +372,6 @@ __attribute__((destructor)) static void pathscope_fini(void)
         if (claimed) ps_final_writer_release();
         pthread_sigmask(SIG_SETMASK, &saved, NULL);
     }
-}
-
-/* Heap profiling: the shim (libpathscope-heap.so) and PATHSCOPE_HEAP must agree. */
-static void heap_init(void)
-{
-    void (*shim_init)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "pathscope_heap_shim_init");
-    if (shim_init) shim_init(); /* resolves the shim if nothing allocated yet */
-    int wanted = ps_option_on(ps_options.heap);
-    if (wanted && !ps_heap_attached())
-        die_config("PATHSCOPE_HEAP=on needs %s in LD_PRELOAD next to libpathscope.so "
-                   "(pathscope run --heap sets both)%s", "libpathscope-heap.so", "");
-    if (!wanted && ps_heap_attached())
-        die_config("libpathscope-heap.so is preloaded but PATHSCOPE_HEAP is not on: set "
-                   "PATHSCOPE_HEAP=on or remove it from LD_PRELOAD%s%s", "", "");
-    if (wanted && !ps_option_on(ps_options.paths))
-        die_config("PATHSCOPE_HEAP=on needs call paths: PATHSCOPE_PATHS=off cannot be combined "
-                   "with it%s%s", "", "");
-    if (wanted && ps_paths_on) ps_heap_start();
-}
-
-/* Kernel time: libpathscope-kernel.so and PATHSCOPE_KERNEL must agree as for the heap; the
- * process pathscope profiles registers with the node's collector (or falls back to libc). */
-static int is_kernel_shim(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size;
-    (void)data;
-    const char *base = strrchr(info->dlpi_name, '/');
-    return strcmp(base ? base + 1 : info->dlpi_name, "libpathscope-kernel.so") == 0;
-}
-
-static int kernel_shim; /* libpathscope-kernel.so is loaded */
-
-static void kernel_init(int target)
-{
-    const char *mode = ps_options.kernel;
-    int wanted = strcmp(mode, "off") != 0;
-    /* (not dlsym: a failed lookup allocates its error message, which heap profiling sees) */
-    int shim = dl_iterate_phdr(is_kernel_shim, NULL);
-    if (wanted && strcmp(mode, "ebpf") != 0 && !shim)
-        die_config("PATHSCOPE_KERNEL=%s needs libpathscope-kernel.so in LD_PRELOAD next to "
-                   "libpathscope.so (pathscope run --kernel sets both)%s", mode, "");
-    if (!wanted && shim)
-        die_config("libpathscope-kernel.so is preloaded but PATHSCOPE_KERNEL is off: set "
-                   "PATHSCOPE_KERNEL=auto or remove it from LD_PRELOAD%s%s", "", "");
-    if (wanted && !ps_option_on(ps_options.paths))
-        die_config("PATHSCOPE_KERNEL=%s needs call paths: PATHSCOPE_PATHS=off cannot be combined "
-                   "with it%s", mode, "");
-    kernel_shim = shim;
-    const char *note = NULL;
-    const char *err = ps_kernel_init(target && ps_paths_on, shim, &note);
-    if (err) die_config("%s%s", err, "");
-    if (note && launcher_rank <= 0) fprintf(stderr, "pathscope: %s\n", note);
-}
-
-/* A process that becomes an MPI rank is profiled whatever started it: kernel time too, when
- * a script between the launcher and the program made it a child of pathscope's first
- * process.  (MPI_Init is not a constructor: an error now is one line on stderr, no exit.) */
-void ps_kernel_at_mpi_init(void)
-{
-    if (strcmp(ps_options.kernel, "off") == 0 || ps_kernel_source != PS_KSRC_OFF || !ps_paths_on)
-        return;
-    const char *note = NULL;
-    const char *err = ps_kernel_init(1, kernel_shim, &note);
-    if (err || (note && launcher_rank <= 0))
-        fprintf(stderr, "pathscope: %s\n", err ? err : note);
-}
-
-/* After the rank file was written at MPI_Finalize: heap profiling goes on until the process
- * exits (frees made after MPI_Finalize are no leaks), where the file is written again. */
-void ps_heap_after_final_write(void)
-{
-    if (!ps_heap_on) return;
-    heap_rewrite_at_exit = 1;
-    ps_cct_frozen = 0; /* samplers are stopped and the wrappers pass through: heap only */
-    ps_heap_resume();
 }
 
 __attribute__((constructor)) static void pathscope_init(void)
@@ -499,17 +416,20 @@ __attribute__((constructor)) static void pathscope_init(void)
     }
     ps_signals_install();
     void ps_rank_file_host(void);
-    void ps_paths_configure(void);
     ps_rank_file_host();
-    ps_paths_configure();
-    if (strcmp(ps_options.sample_timer, "perf") == 0 && strcmp(ps_options.sample_clock, "wall") == 0)
-        die_config("PATHSCOPE_SAMPLE_TIMER=perf samples CPU time: it cannot be combined with "
-                   "PATHSCOPE_SAMPLE_CLOCK=wall (wall time is sampled by a POSIX timer)%s%s", "", "");
-    ps_sample_init();
-    heap_init();
     pthread_atfork(NULL, NULL, after_fork_in_child);
+    /* The sources, in registry order (sources.def): configure validates (the first error
+     * wins: sample's, then heap's, then kernel's) and sets up; unwind's turns call paths on
+     * (ps_paths_on).  Then the main thread is registered (its sampler starts) and the sources
+     * start (heap recording, kernel time). */
+    ps_start_t st = {.first_process = first_process, .launcher_rank = launcher_rank,
+                     .paths_wanted = ps_threads_init()};
+    const char *err = ps_sources_configure(&st);
+    if (err) die_config("%s%s", err, "");
+    if (ps_paths_on) ps_thread_register(); /* the main thread; its sampler starts here */
     nompi_target = ps_paths_on && first_process;
-    kernel_init(first_process);
+    err = ps_sources_start(&st);
+    if (err) die_config("%s%s", err, "");
     if (nompi_target && !ps_outdir[0]) {
         char stamp[32];
         time_t now = time(NULL);
@@ -544,10 +464,9 @@ void ps_block_async_signals(sigset_t *saved)
 static void after_fork_in_child(void)
 {
     rank_file_written_final = 1;
-    heap_rewrite_at_exit = 0; /* (a child forked after MPI_Finalize) */
     nompi_target = 0;
     ps_state = PS_RUN_FINISHED;
-    void ps_sample_forget_after_fork(void);
-    ps_sample_forget_after_fork();
-    ps_kernel_after_fork();
+    ps_cct_frozen = 1;
+    ps_paths_on = 0;
+    ps_sources_fork_child(); /* sample forgets its parent's samplers, heap its rewrite, ... */
 }

@@ -11,6 +11,8 @@ const ps_source_t *const ps_sources[PS_NSOURCES] = {
 #undef PS_SOURCE
 };
 
+void *ps_thread_states[PS_NSOURCES][PS_MAX_THREADS];
+
 /* The options.def fields that belong to no source. */
 const char *const ps_core_options[] = {"output", "force", "signals", "paths", "quiet", "pid",
                                        "command", NULL};

@@ -105,6 +105,15 @@ enum {
 extern const ps_source_t *const ps_sources[PS_NSOURCES];
 extern const char *const ps_core_options[]; /* options.def fields core owns, NULL-terminated */
 
+/* Per-thread state by slot: ps_thread_states[source][thread index], the source's thread_size
+ * bytes (NULL when 0), mapped with the thread and set before it is published.  A source wraps
+ * the accessor in a typed one. [signal-safe] */
+extern void *ps_thread_states[PS_NSOURCES][PS_MAX_THREADS];
+static inline void *ps_thread_state(const ps_thread_t *t, int source)
+{
+    return ps_thread_states[source][t->index];
+}
+
 /* Iteration, registry order.  The first error of configure/start is returned (NULL: none). */
 const char *ps_sources_configure(const ps_start_t *st);
 const char *ps_sources_start(const ps_start_t *st);

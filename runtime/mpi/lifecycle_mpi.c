@@ -20,6 +20,7 @@
 
 #include "mpi_internal.h"
 #include "wrap.h"
+#include "source.h"
 
 void *ps_f_in_place;
 int ps_poll_sample = PS_POLL_SAMPLE;
@@ -121,8 +122,7 @@ static void mpi_start(int provided, int agree_over_world)
     if (agree_over_world) ps_peers_init();
     ps_signals_install();
     resolve_fortran_sentinels();
-    void ps_kernel_at_mpi_init(void);
-    ps_kernel_at_mpi_init(); /* a rank that was not pathscope's first process (a script's child) */
+    ps_sources_rank_start(); /* kernel time: a rank that was not pathscope's first process */
     ps_in_wrapper = outer;
     ps_state = PS_RUN_MPI;
     if (agree_over_world) {

@@ -89,7 +89,7 @@ static inline int ps_hist_bin(uint64_t bytes)
     return b < PS_HIST_BINS ? b : PS_HIST_BINS - 1;
 }
 
-extern int ps_paths_on; /* sample/sample.c: call paths active */
+extern int ps_paths_on; /* core: call paths active */
 void ps_path_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_bytes); /* paths.c */
 void ps_paths_configure(void);
 

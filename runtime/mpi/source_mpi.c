@@ -1,5 +1,6 @@
 /* MPI as a source (core/source.h): the PMPI wrappers, their call paths and statistics. */
 #include "source.h"
+#include "mpi_internal.h"
 
 static const char *const options[] = {"mpi", "poll_timing", "unwind", NULL};
 
@@ -10,9 +11,31 @@ void ps_mpi_summary(ps_rank_summary_t *s);                       /* mpi_out.c */
 static const ps_node_kind_t kinds[] = {
     {.kind = PS_NODE_MPI, .name = "mpi", .key_name = ps_mpi_key_name}, {.kind = -1}};
 
+/* PATHSCOPE_UNWIND's groups (read again at MPI_Init). */
+static const char *mpi_configure(const ps_start_t *st)
+{
+    (void)st;
+    ps_paths_configure();
+    return NULL;
+}
+
+/* The per-communicator breakdown of the thread's MPI nodes (cct.c: ps_cct_pcomm). */
+#define PS_MAX_PCOMM (1u << 14)
+
+static int mpi_thread_init(ps_thread_t *t, void *state)
+{
+    (void)state;
+    t->pcomm = ps_map_zeroed(sizeof(ps_pcomm_t) * PS_MAX_PCOMM);
+    if (!t->pcomm) return -1;
+    t->pcomm_mask = PS_MAX_PCOMM - 1;
+    return 0;
+}
+
 const ps_source_t ps_source_mpi = {
     .name = "mpi",
     .options = options,
+    .configure = mpi_configure,
+    .thread_init = mpi_thread_init,
     .write = ps_mpi_write,
     .kinds = kinds,
     .summary = ps_mpi_summary,
