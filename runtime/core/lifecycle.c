@@ -18,6 +18,7 @@
 #include "pathscope.h"
 #include "cct.h"
 #include "source.h"
+#include "ending.h"
 
 ps_options_t ps_options;
 volatile int ps_state = PS_RUN_STARTED;
@@ -34,13 +35,11 @@ __thread int ps_in_wrapper __attribute__((tls_model("initial-exec")));
 static char program_name[256] = "program";
 static int launcher_rank = -1; /* the rank the launcher told us, before MPI_Init */
 static int launcher_size = -1; /* and the number of processes it started */
-static volatile sig_atomic_t rank_file_written_final;
 /* A process that never calls MPI_Init writes a one-rank profile at its end when it is the
  * process pathscope was started for: the first to load the library (PATHSCOPE_PID), not its
  * children, not launchers. */
 static int nompi_target;
 static char nompi_outdir[PS_PATH_MAX];
-void ps_threads_close_all(void);
 
 typedef struct {
     const char *env, *def, *accepted;
@@ -182,13 +181,12 @@ static void read_program_name(void)
     }
 }
 
+static void after_fork_in_child(void);
+
 /* The profile of a program that never initialised MPI: one rank (the launcher's rank if a
  * launcher started it, else 0), in a new directory named at start (or its .1, .2, ... if that
  * name was taken since).  [signal-safe]: raw system calls and string copies only. */
-static void after_fork_in_child(void);
-void ps_block_async_signals(sigset_t *saved);
-
-static void nompi_prepare(void)
+void ps_nompi_prepare(void)
 {
     if (!ps_outdir[0]) {
         static char name[PS_PATH_MAX], err[PS_PATH_MAX + 256];
@@ -204,35 +202,14 @@ static void nompi_prepare(void)
     if (ps_world_size <= 0) ps_world_size = launcher_size > ps_world_rank ? launcher_size : 1;
 }
 
-static int reported_rank(void) { return ps_world_rank >= 0 ? ps_world_rank : launcher_rank >= 0 ? launcher_rank : 0; }
+int ps_reported_rank(void) { return ps_world_rank >= 0 ? ps_world_rank : launcher_rank >= 0 ? launcher_rank : 0; }
+int ps_launcher_rank(void) { return launcher_rank; }
+int ps_nompi_target(void) { return nompi_target; }
 
 /* ---- fatal signals ---------------------------------------------------------------------- */
 static const int fatal_signals[] = {SIGTERM, SIGINT, SIGSEGV, SIGBUS, SIGFPE, SIGABRT, SIGQUIT};
 #define N_FATAL (sizeof fatal_signals / sizeof fatal_signals[0])
 static struct sigaction previous_action[N_FATAL];
-
-/* One writer of a final rank file at a time, whichever ending runs it (MPI_Finalize,
- * MPI_Abort, a fatal signal, a peer's request, the destructor): they share the writer's
- * static buffers.  0 idle, 1 writing. */
-static atomic_int final_writer;
-
-/* Claims the writer; when it is busy, waits (at most 3 s) if wait is set.  1: claimed.
- * [signal-safe] */
-int ps_final_writer_claim(int wait)
-{
-    struct timespec ms = {0, 1000000};
-    for (int i = 0;; i++) {
-        int idle = 0;
-        if (atomic_compare_exchange_strong(&final_writer, &idle, 1)) return 1;
-        if (!wait || i >= 3000) return 0;
-        nanosleep(&ms, NULL);
-    }
-}
-
-void ps_final_writer_release(void) { atomic_store(&final_writer, 0); }
-
-static volatile sig_atomic_t fatal_written; /* by a fatal signal: later ones do not rewrite */
-static volatile sig_atomic_t peer_written;  /* on a peer's request (output/peers.c) */
 
 /* Another rank of this node is ending the job (MPI_Abort or a crash) and asks for our file
  * before the launcher kills us: written with status "ended-by-rank R", and the process goes
@@ -240,48 +217,17 @@ static volatile sig_atomic_t peer_written;  /* on a peer's request (output/peers
  * already written, or being written, is left alone. [signal-safe: the request handler] */
 void ps_write_for_peer(int from_rank)
 {
-    if (!ps_final_writer_claim(0)) return;
-    if (ps_state == PS_RUN_MPI && !rank_file_written_final && !fatal_written && !peer_written) {
-        static char status[40] = "ended-by-rank ";
-        ps_fmt_t f = {status + 14, 0, 20, -1, 0};
-        ps_fmt_u64(&f, (uint64_t)from_rank);
-        status[14 + f.len] = 0;
-        ps_write_rank_file(status);
-        peer_written = 1;
-    }
-    ps_final_writer_release();
+    char status[40] = "ended-by-rank "; /* (on this handler's stack: requests may overlap) */
+    ps_fmt_t f = {status + 14, 0, 20, -1, 0};
+    ps_fmt_u64(&f, (uint64_t)from_rank);
+    status[14 + f.len] = 0;
+    ps_run_end(PS_END_PEER, status);
 }
 
 static void on_fatal_signal(int sig, siginfo_t *info, void *context)
 {
-    /* One thread writes; a second fatal signal (another thread, or the launcher repeating
-     * itself) waits for that write to finish instead of killing the process half-way. */
     static volatile sig_atomic_t passes[65];
-    if (ps_final_writer_claim(0)) {
-        int nompi = ps_state == PS_RUN_STARTED && nompi_target && launcher_rank < 0;
-        int before_init = ps_state == PS_RUN_STARTED && launcher_rank >= 0 && ps_outdir[0];
-        if (nompi) nompi_prepare();
-        if ((ps_state == PS_RUN_MPI || before_init || nompi) && !rank_file_written_final &&
-            !fatal_written && !peer_written) {
-            static char status[64] = "signal ";
-            ps_fmt_t f = {status + 7, 0, 40, -1, 0};
-            ps_fmt_u64(&f, (uint64_t)sig);
-            if (before_init) {
-                ps_fmt_str(&f, " before-init"); /* MPI_Init had not returned: no MPI data */
-                ps_world_rank = launcher_rank;
-            }
-            status[7 + f.len] = 0;
-            ps_write_rank_file(status);
-            ps_outfile_report(reported_rank());
-            fatal_written = 1;
-            /* a crash here: the others on this node write theirs now (the launcher is about
-             * to kill them); a launch signal stops them too, so they write on their own */
-            ps_notify_peers(sig != SIGTERM && sig != SIGINT && sig != SIGQUIT);
-        }
-        ps_final_writer_release();
-    } else {
-        if (ps_final_writer_claim(1)) ps_final_writer_release(); /* waits for the write */
-    }
+    ps_run_end_signal(sig); /* the rank file, once; a second signal waits for it */
     /* Hand the signal on to the handler that was there before us (the application's or the
      * MPI library's).  If it returns we return too (a graceful-shutdown handler), except for
      * a fault that comes back: then the default action. */
@@ -326,52 +272,12 @@ void ps_signals_install(void)
  * MPI_Finalize called from the application's atexit handler has already been seen. */
 __attribute__((destructor)) static void pathscope_fini(void)
 {
-    if (ps_state == PS_RUN_FINISHED && ps_sources_rewrite_at_exit()) {
-        sigset_t saved;
-        ps_block_async_signals(&saved);
-        ps_sources_end(PS_END_EXIT_REWRITE, PS_END_BLOCKED); /* heap: stops recording */
-        int claimed = ps_final_writer_claim(1);
-        ps_write_rank_file("complete");
-        if (claimed) ps_final_writer_release();
-        pthread_sigmask(SIG_SETMASK, &saved, NULL);
-        ps_outfile_report(reported_rank());
-        return;
-    }
-    if (ps_state == PS_RUN_STARTED && nompi_target && !rank_file_written_final) {
-        ps_end_ns = ps_clock_monotonic_ns();
-        nompi_prepare();
-        ps_threads_close_all();
-        sigset_t saved;
-        ps_block_async_signals(&saved); /* a SIGTERM now waits until the file is complete */
-        ps_sources_end(PS_END_EXIT_NOMPI, PS_END_BLOCKED); /* heap: stops recording */
-        int claimed = ps_final_writer_claim(1);
-        ps_write_rank_file("complete");
-        rank_file_written_final = 1;
-        if (claimed) ps_final_writer_release();
-        pthread_sigmask(SIG_SETMASK, &saved, NULL);
-        ps_outfile_report(reported_rank());
-        if (launcher_rank <= 0) {
-            int me = reported_rank();
-            ps_outdir_notice(0, 0, &me, ps_outfile_error(PS_FILE_RANK) ? 1 : 0, 1);
-        }
-        ps_warn_print();
-        return;
-    }
-    if (ps_state == PS_RUN_MPI && !rank_file_written_final) {
-        ps_threads_close_all();
-        sigset_t saved;
-        ps_block_async_signals(&saved);
-        int claimed = ps_final_writer_claim(1);
-        ps_write_rank_file("exit-without-finalize");
-        ps_outfile_report(reported_rank());
-        /* a rank leaving without MPI_Finalize makes some launchers kill the others */
-        rank_file_written_final = 1;
-        /* a rank leaving without MPI_Finalize makes some launchers kill the others: they
-         * write when their own ending comes, we wait for them */
-        ps_notify_peers(0);
-        if (claimed) ps_final_writer_release();
-        pthread_sigmask(SIG_SETMASK, &saved, NULL);
-    }
+    if (ps_state == PS_RUN_FINISHED && ps_sources_rewrite_at_exit())
+        ps_run_end(PS_END_EXIT_REWRITE, "complete");
+    else if (ps_state == PS_RUN_STARTED && nompi_target)
+        ps_run_end(PS_END_EXIT_NOMPI, "complete");
+    else if (ps_state == PS_RUN_MPI)
+        ps_run_end(PS_END_EXIT, "exit-without-finalize");
 }
 
 __attribute__((constructor)) static void pathscope_init(void)
@@ -443,27 +349,12 @@ __attribute__((constructor)) static void pathscope_init(void)
     }
 }
 
-void ps_mark_final_written(void) { rank_file_written_final = 1; }
-
-/* The signals a launcher sends to stop a job, blocked while a final rank file is written:
- * delivered afterwards, they find the file complete. */
-void ps_block_async_signals(sigset_t *saved)
-{
-    sigset_t block;
-    sigemptyset(&block);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGQUIT);
-    ps_peer_signal_block(&block); /* a peer's request finds the file written */
-    pthread_sigmask(SIG_BLOCK, &block, saved);
-}
-
 /* A child made by fork() (without exec) is not the process we profile: it must never write
  * (it would overwrite its parent's rank file) and its inherited samplers belong to the
  * parent's threads. */
 static void after_fork_in_child(void)
 {
-    rank_file_written_final = 1;
+    ps_mark_final_written();
     nompi_target = 0;
     ps_state = PS_RUN_FINISHED;
     ps_cct_frozen = 1;

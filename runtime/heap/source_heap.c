@@ -49,7 +49,7 @@ static const char *heap_start(const ps_start_t *st)
 
 /* After the rank file was written at MPI_Finalize: heap profiling goes on until the process
  * exits (frees made after MPI_Finalize are no leaks), where the file is written again. */
-void ps_heap_after_final_write(void)
+static void after_final_write(void)
 {
     if (!ps_heap_on) return;
     rewrite_at_exit = 1;
@@ -61,11 +61,13 @@ static int heap_rewrite_at_exit(void) { return rewrite_at_exit; }
 
 static void heap_fork_child(void) { rewrite_at_exit = 0; /* (a child forked after MPI_Finalize) */ }
 
-/* The destructor's final files: no allocation is recorded while they are written. */
+/* The destructor's final files: no allocation is recorded while they are written; after
+ * MPI_Finalize's, recording goes on. */
 static void heap_end(ps_end_how how, ps_end_phase phase)
 {
     if (phase == PS_END_BLOCKED && (how == PS_END_EXIT_REWRITE || how == PS_END_EXIT_NOMPI))
         ps_heap_stop();
+    if (phase == PS_END_HELD && how == PS_END_FINALIZE) after_final_write();
 }
 
 const ps_source_t ps_source_heap = {

@@ -31,11 +31,19 @@ static int mpi_thread_init(ps_thread_t *t, void *state)
     return 0;
 }
 
+/* After MPI_Finalize's rank file, the writer released: every rank merges its records into
+ * profile.tsv (reduce.c, collectives on MPI_COMM_WORLD's duplicate). */
+static void mpi_end(ps_end_how how, ps_end_phase phase)
+{
+    if (how == PS_END_FINALIZE && phase == PS_END_DONE) ps_reduce_and_write();
+}
+
 const ps_source_t ps_source_mpi = {
     .name = "mpi",
     .options = options,
     .configure = mpi_configure,
     .thread_init = mpi_thread_init,
+    .end = mpi_end,
     .write = ps_mpi_write,
     .kinds = kinds,
     .summary = ps_mpi_summary,

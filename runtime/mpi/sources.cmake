@@ -10,4 +10,5 @@ set(PS_MPI_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/naming.c
   ${CMAKE_CURRENT_LIST_DIR}/completion.c
   ${CMAKE_CURRENT_LIST_DIR}/lifecycle_mpi.c
+  ${CMAKE_CURRENT_LIST_DIR}/reduce.c
   ${CMAKE_CURRENT_LIST_DIR}/fortran_support.c)

@@ -8,6 +8,7 @@ static const char *const options[] = {"sample_rate", "sample_clock", "sample_tim
 
 void ps_sample_write(ps_fmt_t *f, ps_section sec, ps_thread_t *t);         /* sample_out.c */
 void ps_sample_thread_cols(const ps_thread_t *t, ps_thread_cols_t *cols); /* sample_out.c */
+
 /* The options that cannot go together, then (call paths on) the sampler's set-up. */
 static const char *sample_configure(const ps_start_t *st)
 {
@@ -59,6 +60,15 @@ static void sample_exec_failed(ps_thread_t *t)
     }
 }
 
+/* A normal end (not Abort, a signal or a peer's request): closing samples, then the samplers
+ * stop (ps_threads_close_all waits at most 50 ms). */
+static void sample_end(ps_end_how how, ps_end_phase phase)
+{
+    if (phase == PS_END_BEGIN &&
+        (how == PS_END_FINALIZE || how == PS_END_EXIT || how == PS_END_EXIT_NOMPI))
+        ps_threads_close_all();
+}
+
 const ps_source_t ps_source_sample = {
     .name = "sample",
     .options = options,
@@ -68,6 +78,7 @@ const ps_source_t ps_source_sample = {
     .before_exec = sample_before_exec,
     .exec_failed = sample_exec_failed,
     .fork_child = ps_sample_forget_after_fork,
+    .end = sample_end,
     .write = ps_sample_write,
     .thread_cols = ps_sample_thread_cols,
 };
