@@ -12,8 +12,10 @@ MPI-1 functions) are wrapped too, with a family chosen from their C parameter ty
 Outputs (into the build tree, never committed):
   ps_ops.h           enum of operations, PS_NUM_OPS, names
   ps_wrappers.c      the C wrappers
-  ps_fortran.c       the Fortran wrappers (all four symbol manglings)
+  ps_fortran.c       the Fortran wrappers (all four symbol manglings, mpi_f08), the request
+                     completion family's from mpi_semantics.COMPLETION (gen_fortran.py)
   coverage.txt       what was wrapped, hand-written, skipped, and why
+  fortran_coverage.txt  the same for the Fortran wrappers
 """
 import argparse
 import os
