@@ -281,7 +281,7 @@ void ps_complete_failed(MPI_Request before, MPI_Request after);
 void ps_complete_in_status(const MPI_Request *before, const MPI_Status *statuses,
                            const int *indices, int n);
 
-/* Fortran sentinel addresses (fortran.c), resolved at init */
+/* Fortran sentinel addresses (fortran_support.c), resolved at init */
 extern void *ps_f_in_place;
 
 /* End of run (output/) */
