@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <time.h>
 #include "pathscope.h"
+#include "timeline.h"
 
 #define PS_MAX_DEPTH 256      /* frames kept per path; deeper stacks count as failed */
 #define PS_MAX_THREADS 4096
@@ -89,15 +90,9 @@ typedef struct ps_thread {
     uint64_t start_ticks, end_ticks; /* end_ticks 0 while the thread runs */
     uint64_t start_cpu_ns, end_cpu_ns; /* the thread's CPU clock at registration and at its end */
 
-    /* ---- core: time accounting (sample.c: "Weights"); wall time in ticks, CPU time in ns.
-     * MPI adds measured time, samples charge, ps_thread_close closes. ---- */
-    uint64_t last_ticks;       /* wall clock at the previous kept sample, or the thread's start */
-    uint64_t mpi_ticks_since;  /* MPI time measured since then */
-    uint64_t mpi_ticks_total;  /* MPI time measured before then */
-    uint64_t last_cpu_ns;      /* the thread's CPU clock at the previous sample of any kind */
-    uint64_t oncpu_total, offcpu_total; /* ticks given to nodes (before the closing scales) */
-    double oncpu_scale, offcpu_scale;   /* set by ps_thread_close: the node values written are
-                                         * sample_ticks * oncpu_scale + offcpu_ticks * offcpu_scale */
+    /* ---- core: the timeline (timeline.h): MPI adds measured time, samples charge,
+     * ps_thread_close closes ---- */
+    ps_time_t time;
 
     /* ---- core: the tree ---- */
     ps_node_t *nodes;
@@ -221,7 +216,7 @@ static inline void ps_tree_leave(ps_thread_t *t)
     t->busy = 0;
 }
 
-void ps_thread_close(ps_thread_t *t, uint64_t now); /* end of the thread's timeline [signal-safe] */
+void ps_thread_close(ps_thread_t *t, uint64_t now); /* end of the thread's timeline (timeline.c) [signal-safe] */
 void ps_threads_freeze(void);                       /* before writing [signal-safe] */
 
 /* Inserts a path of frames (innermost first: frames[0] is the leaf, of kind leaf_kind; the
