@@ -15,40 +15,6 @@
 
 volatile int ps_cct_frozen;
 
-/* The end of a thread's timeline (sample.c, "Weights"): its non-MPI time is exactly its
- * elapsed time minus its MPI time.  The on-CPU time sampled is an unbiased estimate of the
- * part of it spent on a CPU, and stays as it is unless it exceeds the non-MPI time (sampling
- * noise on a thread that hardly ever left the CPU): then it is scaled down to it.  The rest is
- * off-CPU time: it fills the off-CPU time seen at kept samples (scaled down if that saw more),
- * and what no sample saw -- the time after the last kept sample, blocked time that no later
- * sample showed -- goes to [not unwound].  So per thread, on-CPU + off-CPU + MPI time = elapsed
- * time exactly.  The scales are applied when the tree is written. */
-void ps_thread_close(ps_thread_t *t, uint64_t now)
-{
-    if (!t || t->end_ticks) return;
-    t->mpi_ticks_total += t->mpi_ticks_since;
-    t->mpi_ticks_since = 0;
-    t->last_ticks = now;
-    t->end_ticks = now;
-    uint64_t cpu = ps_thread_cpu_ns(t->tid); /* (0: the thread is gone) */
-    t->end_cpu_ns = cpu > t->last_cpu_ns ? cpu : t->last_cpu_ns;
-    uint64_t elapsed = now - t->start_ticks;
-    uint64_t non_mpi = elapsed > t->mpi_ticks_total ? elapsed - t->mpi_ticks_total : 0;
-    t->oncpu_scale = t->offcpu_scale = 1.0;
-    if (t->oncpu_total > non_mpi) {
-        t->oncpu_scale = (double)non_mpi / (double)t->oncpu_total;
-        t->offcpu_scale = 0.0;
-        return;
-    }
-    uint64_t offcpu = non_mpi - t->oncpu_total;
-    if (t->offcpu_total >= offcpu) {
-        if (t->offcpu_total) t->offcpu_scale = (double)offcpu / (double)t->offcpu_total;
-        return;
-    }
-    t->nodes[t->not_unwound_node].offcpu_ticks += offcpu - t->offcpu_total;
-    t->offcpu_total = offcpu;
-}
-
 void ps_threads_freeze(void)
 {
     ps_cct_frozen = 1;

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <time.h>
 #include "pathscope.h"
+#include "timeline.h"
 
 #define PS_MAX_DEPTH 256      /* frames kept per path; deeper stacks count as failed */
 #define PS_MAX_THREADS 4096
@@ -65,7 +66,7 @@ typedef struct {
     } e[PS_MAX_DEPTH];
     uint32_t restored_top; /* e[0..restored_top) were put back, not returned through: their
                             * frames may still be live (the same activation if met again) */
-    /* installation waiting for the tree update (unwind.c: ps_unwind_commit) */
+    /* installation waiting for the tree update (traversal.c: ps_unwind_commit) */
     uint32_t pend_base, npend;
     uint64_t pend_seq;
     struct {
@@ -89,15 +90,9 @@ typedef struct ps_thread {
     uint64_t start_ticks, end_ticks; /* end_ticks 0 while the thread runs */
     uint64_t start_cpu_ns, end_cpu_ns; /* the thread's CPU clock at registration and at its end */
 
-    /* ---- core: time accounting (sample.c: "Weights"); wall time in ticks, CPU time in ns.
-     * MPI adds measured time, samples charge, ps_thread_close closes. ---- */
-    uint64_t last_ticks;       /* wall clock at the previous kept sample, or the thread's start */
-    uint64_t mpi_ticks_since;  /* MPI time measured since then */
-    uint64_t mpi_ticks_total;  /* MPI time measured before then */
-    uint64_t last_cpu_ns;      /* the thread's CPU clock at the previous sample of any kind */
-    uint64_t oncpu_total, offcpu_total; /* ticks given to nodes (before the closing scales) */
-    double oncpu_scale, offcpu_scale;   /* set by ps_thread_close: the node values written are
-                                         * sample_ticks * oncpu_scale + offcpu_ticks * offcpu_scale */
+    /* ---- core: the timeline (timeline.h): MPI adds measured time, samples charge,
+     * ps_thread_close closes ---- */
+    ps_time_t time;
 
     /* ---- core: the tree ---- */
     ps_node_t *nodes;
@@ -106,7 +101,7 @@ typedef struct ps_thread {
     uint32_t hash_mask;
     uint32_t failed_node, not_unwound_node;
     uint64_t unwind_failures, tree_full;
-    /* what the insertion of a walk's path may skip (unwind.c: walk_mode, cct.c) */
+    /* what the insertion of a walk's path may skip (unwind/traversal.c: walk_mode, cct.c) */
     uint64_t walk_seq;             /* walks whose output was used, this one included */
     uint64_t last_keys_seq;        /* the walk whose path last_keys holds */
     int walk_same_outer;           /* outermost frames known equal to walk walk_seq - 1's */
@@ -116,7 +111,7 @@ typedef struct ps_thread {
     uint32_t last_nodes[PS_MAX_DEPTH];
     uintptr_t scratch[PS_MAX_DEPTH + 64]; /* unwinder output */
 
-    /* ---- unwind (unwind/unwind.c, unwind/thunk.c) ---- */
+    /* ---- unwind (runtime/unwind/) ---- */
     unsigned walk_check_countdown; /* walks until the next check against a full walk */
     volatile int thunk_restore_request; /* set by pthread_cancel (thunk.c), cleared when done */
     int thunk_hit, thunk_owner;    /* the last walk met thunk e[thunk_hit] in frame thunk_owner's slot */
@@ -125,9 +120,9 @@ typedef struct ps_thread {
     uint64_t thunk_restores;       /* thunk stacks restored (exceptions, thread exits, ...) */
     ps_thunks_t thunks;
     uintptr_t stack_lo, stack_hi; /* the thread's stack: walks never read outside it */
-    uint64_t rules[PS_RULE_CACHE * 2]; /* unwind rules by address (unwind.c) */
+    uint64_t rules[PS_RULE_CACHE * 2]; /* unwind rules by address (rules.c) */
     unsigned unwind_generation; /* module changes seen when the caches were filled */
-    /* the previous walk, for exact reuse (unwind.c): two record buffers, swapped */
+    /* the previous walk, for exact reuse (walk.c): two record buffers, swapped */
     uint64_t walk_buf[2][PS_MAX_DEPTH * 6];
     uint64_t *walk_prev, *walk_cur;
     int walk_prev_n, walk_prev_complete;
@@ -136,7 +131,7 @@ typedef struct ps_thread {
     uint64_t walks, walk_checks, walk_agree; /* walks; of them, repeated as full walks; agreeing */
     uint64_t walks_since_full, walk_last_ticks; /* heuristic mode's drift control */
     uintptr_t check_buf[PS_MAX_DEPTH];          /* the checking full walk's output */
-    int nranges;               /* function ranges seen by samples (unwind.c) */
+    int nranges;               /* function ranges seen by samples (rules.c) */
     struct { uintptr_t start, end; } ranges[PS_RANGE_CACHE];
 
     /* ---- sample (sample/sample.c): no descriptor is kept ---- */
@@ -221,7 +216,7 @@ static inline void ps_tree_leave(ps_thread_t *t)
     t->busy = 0;
 }
 
-void ps_thread_close(ps_thread_t *t, uint64_t now); /* end of the thread's timeline [signal-safe] */
+void ps_thread_close(ps_thread_t *t, uint64_t now); /* end of the thread's timeline (timeline.c) [signal-safe] */
 void ps_threads_freeze(void);                       /* before writing [signal-safe] */
 
 /* Inserts a path of frames (innermost first: frames[0] is the leaf, of kind leaf_kind; the

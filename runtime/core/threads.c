@@ -114,8 +114,9 @@ ps_thread_t *ps_thread_register(void)
     t->hash = hash;
     t->hash_mask = max_nodes * 2 - 1;
     t->nnodes = 1; /* the root */
-    t->start_ticks = t->last_ticks = ps_now();
-    t->start_cpu_ns = t->last_cpu_ns = ps_thread_cpu_ns(t->tid);
+    t->start_ticks = ps_now();
+    t->start_cpu_ns = ps_thread_cpu_ns(t->tid);
+    ps_time_start(&t->time, t->start_ticks, t->start_cpu_ns);
     for (int s = 0; s < PS_NSOURCES; s++)
         if (ps_sources[s]->thread_init && ps_sources[s]->thread_init(t, state[s]) < 0) {
             atomic_fetch_add(&ps_counters.alloc_failures, 1);

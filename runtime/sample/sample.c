@@ -87,34 +87,18 @@ uint32_t ps_untimed_sample_node(ps_thread_t *t, int op, void *context);
 static void sample_dropped(ps_thread_t *t)
 {
     if (t->end_ticks) return;
-    uint64_t cpu = ps_thread_cpu_ns(t->tid);
-    if (cpu > t->last_cpu_ns) {
-        t->skipped_cpu_ns += cpu - t->last_cpu_ns;
-        t->last_cpu_ns = cpu;
-    }
+    t->skipped_cpu_ns += ps_time_cpu_skip(&t->time, ps_thread_cpu_ns(t->tid));
 }
 
 void ps_sample_charge(ps_thread_t *t, uint32_t node, uint64_t now, uint64_t cpu_ns)
 {
-    double per_ns = ps_ticks_per_ns();
-    uint64_t oncpu_ns = cpu_ns > t->last_cpu_ns ? cpu_ns - t->last_cpu_ns : 0;
-    double span_cpu = (double)(oncpu_ns + t->skipped_cpu_ns) * per_ns;
-    t->last_cpu_ns = cpu_ns > t->last_cpu_ns ? cpu_ns : t->last_cpu_ns;
-    t->skipped_cpu_ns = 0;
-    /* since the previous kept sample: wall, MPI (never more than wall: ps_poll_estimate) */
-    double wall = (double)(now - t->last_ticks);
-    double mpi = (double)t->mpi_ticks_since < wall ? (double)t->mpi_ticks_since : wall;
+    uint64_t on, off;
     /* (with the collector's off-CPU reports, ps_sample_offcpu places that time instead) */
-    double offcpu = wall > span_cpu && !ps_offcpu_reported ? (wall - span_cpu) * (wall - mpi) / wall : 0.0;
-    uint64_t on = (uint64_t)((double)oncpu_ns * per_ns), off = (uint64_t)offcpu;
+    ps_time_charge(&t->time, now, cpu_ns, t->skipped_cpu_ns, !ps_offcpu_reported, &on, &off);
+    t->skipped_cpu_ns = 0;
     t->nodes[node].sample_ticks += on;
     t->nodes[node].offcpu_ticks += off;
     t->nodes[node].samples++;
-    t->oncpu_total += on;
-    t->offcpu_total += off;
-    t->mpi_ticks_total += t->mpi_ticks_since;
-    t->mpi_ticks_since = 0;
-    t->last_ticks = now;
     t->samples_kept++;
 }
 
@@ -153,7 +137,7 @@ void ps_sample_offcpu(ps_thread_t *t, void *context, uint64_t ns)
                                : sample_node(t, context);
     uint64_t ticks = (uint64_t)((double)ns * ps_ticks_per_ns());
     t->nodes[node].offcpu_ticks += ticks;
-    t->offcpu_total += ticks;
+    ps_time_offcpu(&t->time, ticks);
     t->offcpu_reports++;
 }
 
