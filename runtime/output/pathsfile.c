@@ -221,7 +221,7 @@ static void write_thread(ps_fmt_t *f, ps_thread_t *t)
         }
         tab(f);
         ps_fmt_u64(f, n->visits); tab(f);
-        /* the closing scales (cct.c: ps_thread_close): one rounding for the node's time */
+        /* the closing scales (core/timeline.c: ps_thread_close): one rounding for the node's time */
         double on_scale = t->end_ticks ? t->time.oncpu_scale : 1.0, off_scale = t->end_ticks ? t->time.offcpu_scale : 1.0;
         double off = (double)n->offcpu_ticks * off_scale;
         uint64_t sampled = (uint64_t)((double)n->sample_ticks * on_scale + off + 0.5);
