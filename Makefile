@@ -32,7 +32,7 @@ mpi4py-deps: setup
 
 build: setup
 	@cmake -S . -B $(BUILD) -DPS_MPICC=$(MPICC) -DPS_MPIFORT=$(MPIFORT) \
-	  -DPS_PYTHON=$(CURDIR)/$(PY) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	  -DPS_PYTHON=$(CURDIR)/$(PY) -DPS_MPIRUN="$(MPIRUN)" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@set -o pipefail; cmake --build $(BUILD) -j $(JOBS) 2>&1 | { grep -v '^\[' || true; }
 	@echo "pathscope: built $(BUILD)/libpathscope.so; CLI: bin/pathscope"
 
