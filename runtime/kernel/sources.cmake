@@ -7,6 +7,10 @@ set(PS_KERNEL_SOURCES
 # The collector (pathscope-kcollect), a program of its own (built only when libbpf, clang and
 # bpftool are there: CMakeLists.txt).
 set(PS_KCOLLECT_SOURCES
-  ${CMAKE_CURRENT_LIST_DIR}/collector.c
+  ${CMAKE_CURRENT_LIST_DIR}/kc_main.c
+  ${CMAKE_CURRENT_LIST_DIR}/kc_load.c
+  ${CMAKE_CURRENT_LIST_DIR}/kc_track.c
+  ${CMAKE_CURRENT_LIST_DIR}/kc_snapshot.c
+  ${CMAKE_CURRENT_LIST_DIR}/kc_server.c
   ${CMAKE_CURRENT_LIST_DIR}/sysnames.c
   ${PS_SYSNAMES_C})
