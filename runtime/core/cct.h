@@ -65,7 +65,7 @@ typedef struct {
     } e[PS_MAX_DEPTH];
     uint32_t restored_top; /* e[0..restored_top) were put back, not returned through: their
                             * frames may still be live (the same activation if met again) */
-    /* installation waiting for the tree update (unwind.c: ps_unwind_commit) */
+    /* installation waiting for the tree update (unwind/traversal.c: ps_unwind_commit) */
     uint32_t pend_base, npend;
     uint64_t pend_seq;
     struct {
@@ -112,7 +112,7 @@ typedef struct ps_thread {
     volatile int exited;           /* its start routine returned or it called pthread_exit */
     uintptr_t pthread;             /* pthread_self() of the thread */
     int thunk_hit, thunk_owner;
-    /* what the insertion of a walk's path may skip (unwind.c: walk_mode, cct.c) */
+    /* what the insertion of a walk's path may skip (unwind/traversal.c: walk_mode; cct.c) */
     uint64_t walk_seq;             /* walks whose output was used, this one included */
     uint64_t walk_prev_seq;        /* the walk kept for reuse */
     uint64_t last_keys_seq;        /* the walk whose path last_keys holds */
@@ -136,9 +136,9 @@ typedef struct ps_thread {
     uint64_t offcpu_reports, offcpu_reports_in_mpi; /* the collector's off-CPU reports: placed, inside MPI */
     uintptr_t scratch[PS_MAX_DEPTH + 64]; /* unwinder output */
     uintptr_t stack_lo, stack_hi; /* the thread's stack: walks never read outside it */
-    uint64_t rules[PS_RULE_CACHE * 2]; /* unwind rules by address (unwind.c) */
+    uint64_t rules[PS_RULE_CACHE * 2]; /* unwind rules by address (unwind/rules.c) */
     unsigned unwind_generation; /* module changes seen when the caches were filled */
-    /* the previous walk, for exact reuse (unwind.c): two record buffers, swapped */
+    /* the previous walk, for exact reuse (unwind/walk.c): two record buffers, swapped */
     uint64_t walk_buf[2][PS_MAX_DEPTH * 6];
     uint64_t *walk_prev, *walk_cur;
     int walk_prev_n, walk_prev_complete;
@@ -147,7 +147,7 @@ typedef struct ps_thread {
     uint64_t walks, walk_checks, walk_agree; /* walks; of them, repeated as full walks; agreeing */
     uint64_t walks_since_full, walk_last_ticks; /* heuristic mode's drift control */
     uintptr_t check_buf[PS_MAX_DEPTH];          /* the checking full walk's output */
-    int nranges;               /* function ranges seen by samples (unwind.c) */
+    int nranges;               /* function ranges seen by samples (unwind/rules.c) */
     struct { uintptr_t start, end; } ranges[PS_RANGE_CACHE];
 } ps_thread_t;
 
