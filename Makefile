@@ -1,7 +1,9 @@
 # pathscope — the README's two commands: `make demo` and `make test`.
 #   make build [MPI=openmpi|mpich]   set up (apt + venv) and build the runtime for one MPI
 #   make demo                        build, run the stencil demo on 4 ranks, print the report
-#   make test                        build for both MPIs and run every test tier
+#   make check                       build and run the fast unit tiers (C and Python)
+#   make test                        build for both MPIs and run every test tier, the
+#                                    sanitized runtime's (make sanitize) included
 SHELL := /bin/bash
 MPI ?= openmpi
 ifeq ($(MPI),openmpi)
@@ -19,7 +21,8 @@ BUILD = build/$(MPI)
 PY = .venv/bin/python
 JOBS ?= 2
 
-.PHONY: all setup mpi4py-deps test-deps build build-all demo test test-mpi4py bench clean
+.PHONY: all setup mpi4py-deps test-deps build build-all demo check sanitize test test-mpi4py \
+  bench clean
 
 all: build
 
@@ -32,7 +35,7 @@ mpi4py-deps: setup
 
 build: setup
 	@cmake -S . -B $(BUILD) -DPS_MPICC=$(MPICC) -DPS_MPIFORT=$(MPIFORT) \
-	  -DPS_PYTHON=$(CURDIR)/$(PY) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	  -DPS_PYTHON=$(CURDIR)/$(PY) -DPS_MPIRUN="$(MPIRUN)" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@set -o pipefail; cmake --build $(BUILD) -j $(JOBS) 2>&1 | { grep -v '^\[' || true; }
 	@echo "pathscope: built $(BUILD)/libpathscope.so; CLI: bin/pathscope"
 
@@ -49,8 +52,26 @@ demo: build
 test-deps: setup
 	@scripts/setup.sh --test
 
+# The fast unit tiers (about a minute once built): the C unit tests (ctest) and the Python
+# unit tests (tests/python).  `make test` runs them too, with everything else.
+check: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@$(PY) -m pytest -q tests/python
+
+# The runtime with AddressSanitizer + UndefinedBehaviorSanitizer (build/asan, Open MPI): the
+# C unit tests and a few MPI programs with it preloaded behind libasan
+# (tests/unit/sanitize/check_run.py).  Builds only what it runs.
+SAN_BUILD = build/asan
+sanitize: setup
+	@cmake -S . -B $(SAN_BUILD) -DPS_SANITIZE=ON -DPS_MPICC=mpicc.openmpi -DPS_MPIFORT= \
+	  -DPS_PYTHON=$(CURDIR)/$(PY) -DPS_MPIRUN="mpirun.openmpi --allow-run-as-root --oversubscribe" \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@set -o pipefail; cmake --build $(SAN_BUILD) -j $(JOBS) --target sanitize 2>&1 | { grep -v '^\[' || true; }
+	@cd $(SAN_BUILD) && ctest --output-on-failure -j $(JOBS) -L 'unit|sanitize'
+
 test: build-all mpi4py-deps test-deps
 	@cd build/openmpi && ctest --output-on-failure -j $(JOBS)
+	@$(MAKE) --no-print-directory sanitize
 	@$(PY) -m pytest -q tests
 
 test-mpi4py: build-all mpi4py-deps

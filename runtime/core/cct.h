@@ -66,7 +66,7 @@ typedef struct {
     } e[PS_MAX_DEPTH];
     uint32_t restored_top; /* e[0..restored_top) were put back, not returned through: their
                             * frames may still be live (the same activation if met again) */
-    /* installation waiting for the tree update (traversal.c: ps_unwind_commit) */
+    /* installation waiting for the tree update (unwind/traversal.c: ps_unwind_commit) */
     uint32_t pend_base, npend;
     uint64_t pend_seq;
     struct {
@@ -101,7 +101,7 @@ typedef struct ps_thread {
     uint32_t hash_mask;
     uint32_t failed_node, not_unwound_node;
     uint64_t unwind_failures, tree_full;
-    /* what the insertion of a walk's path may skip (unwind/traversal.c: walk_mode, cct.c) */
+    /* what the insertion of a walk's path may skip (unwind/traversal.c: walk_mode; cct.c) */
     uint64_t walk_seq;             /* walks whose output was used, this one included */
     uint64_t last_keys_seq;        /* the walk whose path last_keys holds */
     int walk_same_outer;           /* outermost frames known equal to walk walk_seq - 1's */
@@ -111,7 +111,7 @@ typedef struct ps_thread {
     uint32_t last_nodes[PS_MAX_DEPTH];
     uintptr_t scratch[PS_MAX_DEPTH + 64]; /* unwinder output */
 
-    /* ---- unwind (runtime/unwind/) ---- */
+    /* ---- unwind (unwind/: rules.c, walk.c, traversal.c, thunk.c) ---- */
     unsigned walk_check_countdown; /* walks until the next check against a full walk */
     volatile int thunk_restore_request; /* set by pthread_cancel (thunk.c), cleared when done */
     int thunk_hit, thunk_owner;    /* the last walk met thunk e[thunk_hit] in frame thunk_owner's slot */
@@ -120,9 +120,9 @@ typedef struct ps_thread {
     uint64_t thunk_restores;       /* thunk stacks restored (exceptions, thread exits, ...) */
     ps_thunks_t thunks;
     uintptr_t stack_lo, stack_hi; /* the thread's stack: walks never read outside it */
-    uint64_t rules[PS_RULE_CACHE * 2]; /* unwind rules by address (rules.c) */
+    uint64_t rules[PS_RULE_CACHE * 2]; /* unwind rules by address (unwind/rules.c) */
     unsigned unwind_generation; /* module changes seen when the caches were filled */
-    /* the previous walk, for exact reuse (walk.c): two record buffers, swapped */
+    /* the previous walk, for exact reuse (unwind/walk.c): two record buffers, swapped */
     uint64_t walk_buf[2][PS_MAX_DEPTH * 6];
     uint64_t *walk_prev, *walk_cur;
     int walk_prev_n, walk_prev_complete;
@@ -131,7 +131,7 @@ typedef struct ps_thread {
     uint64_t walks, walk_checks, walk_agree; /* walks; of them, repeated as full walks; agreeing */
     uint64_t walks_since_full, walk_last_ticks; /* heuristic mode's drift control */
     uintptr_t check_buf[PS_MAX_DEPTH];          /* the checking full walk's output */
-    int nranges;               /* function ranges seen by samples (rules.c) */
+    int nranges;               /* function ranges seen by samples (unwind/rules.c) */
     struct { uintptr_t start, end; } ranges[PS_RANGE_CACHE];
 
     /* ---- sample (sample/sample.c): no descriptor is kept ---- */

@@ -32,7 +32,8 @@ int ps_option_on(const char *value); /* "on" -> 1 */
 
 /* ---- clock ----------------------------------------------------------------------------- */
 /* Ticks come from the invariant TSC where the CPU has one, else from CLOCK_MONOTONIC in ns.
- * ps_ticks_to_ns() is exact only after ps_clock_finish(); it is calibrated over the whole run. */
+ * ps_ticks_to_ns() takes its rate at its first call, calibrated from the library's load to
+ * then: call it first at the end of the run, where the calibration is longest. */
 extern int ps_clock_uses_tsc;
 static inline uint64_t ps_now(void)
 {
@@ -88,7 +89,6 @@ extern __thread int ps_in_wrapper __attribute__((tls_model("initial-exec")));
 #define PS_IN_UNTIMED 2
 
 /* lifecycle.c */
-void ps_lifecycle_ensure_init(void);
 const char *ps_program_name(void);
 /* Writes this rank's file; status is "complete", "abort N", "signal N", "signal N before-init",
  * "exit-without-finalize", "ended-by-rank R".  Callers hold the final writer.

@@ -284,8 +284,7 @@ void ps_complete_in_status(const MPI_Request *before, const MPI_Status *statuses
 /* Fortran sentinel addresses (fortran_support.c), resolved at init */
 extern void *ps_f_in_place;
 
-/* End of run (output/) */
-void ps_mpi_finish(void);          /* inside MPI_Finalize, before PMPI_Finalize */
+/* Start and end of MPI (lifecycle_mpi.c) */
 void ps_mpi_after_init(int provided);
 void ps_mpi_finalize_begin(void);  /* MPI_Finalize / mpi_finalize_, before PMPI_Finalize */
 void ps_mpi_abort_begin(int errorcode); /* MPI_Abort / mpi_abort_, before PMPI_Abort */
