@@ -48,6 +48,12 @@ typedef struct {
                                       * eBPF, ticks from the libc wrappers (kernel/kernel.c) */
 } ps_node_t;
 
+/* The leaf a source found last time below a parent for a key (core/record.h). */
+typedef struct {
+    uint32_t parent, leaf; /* leaf 0: nothing cached */
+    uintptr_t key;
+} ps_leaf_cache_t;
+
 typedef struct {
     uint32_t node; /* 0 = empty slot */
     int32_t comm;

@@ -7,6 +7,7 @@ set(PS_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/lifecycle.c
   ${CMAKE_CURRENT_LIST_DIR}/ending.c
   ${CMAKE_CURRENT_LIST_DIR}/cct.c
+  ${CMAKE_CURRENT_LIST_DIR}/record.c
   ${CMAKE_CURRENT_LIST_DIR}/threads.c
   ${CMAKE_CURRENT_LIST_DIR}/timeline.c
   ${CMAKE_CURRENT_LIST_DIR}/warn.c

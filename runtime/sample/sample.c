@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "cct.h"
+#include "record.h"
 #include "unwind.h"
 #include "sample.h"
 
@@ -104,20 +105,13 @@ void ps_sample_charge(ps_thread_t *t, uint32_t node, uint64_t now, uint64_t cpu_
 
 int ps_offcpu_reported;
 
-/* The node of the interrupted context, as a sample sees it (the function it is in). */
+/* The node of the interrupted context, as a sample sees it (the function it is in).
+ * [signal-safe, tree claimed] */
 static uint32_t sample_node(ps_thread_t *t, void *context)
 {
-    int complete = 0;
-    int n = ps_unwind_signal(context, t->scratch, PS_MAX_DEPTH, &complete);
-    uint32_t node = t->failed_node;
-    if (n > 0) {
-        uintptr_t start = ps_unwind_function_start(t, t->scratch[0]);
-        int kind = start ? PS_NODE_FN : PS_NODE_PC;
-        if (start) t->scratch[0] = start;
-        node = ps_cct_insert_path(t, complete ? 0 : t->failed_node, t->scratch, n, kind);
-        ps_unwind_commit(t);
-    }
-    if (!complete) t->unwind_failures++;
+    uint32_t node;
+    ps_cct_record(t, &(ps_from_t){.how = PS_FROM_CONTEXT, .context = context}, PS_LEAF_FUNCTION, 0,
+                  NULL, &node);
     return node;
 }
 
@@ -184,7 +178,7 @@ static void on_sample(int sig, siginfo_t *info, void *context)
         sample_dropped(t);
         goto out;
     }
-    if (t->busy || !ps_tree_enter(t)) {
+    if (!ps_tree_claim(t, 0)) {
         t->samples_other++;
         sample_dropped(t);
         goto out;
@@ -201,7 +195,7 @@ static void on_sample(int sig, siginfo_t *info, void *context)
     } else {
         sample_here(t, context, ps_now());
     }
-    ps_tree_leave(t);
+    ps_tree_release(t);
 out:
     errno = saved_errno;
 }
