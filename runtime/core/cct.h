@@ -156,8 +156,7 @@ typedef struct ps_thread {
 
     /* ---- heap (heap/heap.c) ---- */
     struct ps_heap_node *heap; /* heap metrics beside the nodes, or NULL */
-    uint32_t heap_leaf_parent, heap_leaf; /* the last allocator leaf and its parent */
-    int heap_leaf_fn;
+    ps_leaf_cache_t heap_leaf; /* the last allocator leaf, its parent and function */
 
     /* ---- kernel (kernel/kernel.c) ---- */
     struct ps_kstat *kstat;    /* per libc function (libc source), or NULL */

@@ -37,6 +37,7 @@
 
 #include "heap.h"
 #include "../core/cct.h"
+#include "../core/record.h"
 #include "../unwind/unwind.h"
 
 const char *const ps_heap_function_names[PS_HEAP_NFUNCTIONS] = {
@@ -219,30 +220,19 @@ static void record_alloc(hdr_t *h, uint64_t size, int fn, const uintptr_t *calle
         atomic_fetch_add_explicit(&ps_heap_stats.untracked_allocs, 1, memory_order_relaxed);
         return;
     }
-    t->busy = 1;
-    ps_tree_fence(); /* pairs with ps_threads_freeze */
-    if (ps_cct_frozen || !heap_nodes(t)) {
-        t->busy = 0;
+    if (!ps_tree_claim(t, 0)) {
         atomic_fetch_add_explicit(&ps_heap_stats.untracked_allocs, 1, memory_order_relaxed);
         return;
     }
-    int complete = 0;
-    int n = caller ? ps_unwind_from(caller[0], caller[1], caller[2], t->scratch, PS_MAX_DEPTH, &complete)
-                   : ps_unwind_caller(t->scratch, PS_MAX_DEPTH, &complete);
-    if (!complete) t->unwind_failures++;
-    uint32_t parent = complete ? 0 : t->failed_node;
-    uint32_t node = n > 0 ? ps_cct_insert_path(t, parent, t->scratch, n, PS_NODE_CALL) : parent;
-    ps_unwind_commit(t);
-    uint32_t leaf;
-    if (t->heap_leaf_parent == node && t->heap_leaf_fn == fn && t->heap_leaf) {
-        leaf = t->heap_leaf; /* the same path as last time */
-    } else {
-        leaf = ps_cct_child(t, node, PS_NODE_HEAP, (uintptr_t)fn);
-        t->heap_leaf_parent = node;
-        t->heap_leaf_fn = fn;
-        t->heap_leaf = leaf;
+    if (!heap_nodes(t)) {
+        ps_tree_release(t);
+        atomic_fetch_add_explicit(&ps_heap_stats.untracked_allocs, 1, memory_order_relaxed);
+        return;
     }
-    if (leaf) node = leaf;
+    ps_from_t from = {.how = PS_FROM_CALLER};
+    if (caller) from = (ps_from_t){.how = PS_FROM_FRAME, .ra = caller[0], .sp = caller[1], .rbp = caller[2]};
+    uint32_t node;
+    ps_cct_record(t, &from, PS_NODE_HEAP, (uintptr_t)fn, &t->heap_leaf, &node);
     ps_heap_node_t *hn = &t->heap[node];
     node_sync(hn);
     atomic_store_explicit(&hn->allocs, atomic_load_explicit(&hn->allocs, memory_order_relaxed) + 1,
@@ -252,8 +242,7 @@ static void record_alloc(hdr_t *h, uint64_t size, int fn, const uintptr_t *calle
                           memory_order_relaxed);
     h->node = node;
     h->thread = (uint16_t)t->index;
-    atomic_signal_fence(memory_order_seq_cst);
-    t->busy = 0;
+    ps_tree_release(t);
     live_changed((int64_t)size);
 }
 
