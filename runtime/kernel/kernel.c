@@ -31,6 +31,7 @@
 
 #include "kernel.h"
 #include "sysnames.h"
+#include "../core/record.h"
 #include "../unwind/unwind.h"
 #include "../sample/sample.h"
 
@@ -67,20 +68,40 @@ const char *ps_kernel_key_name(uintptr_t key, char buf[24])
 
 /* ---- attribution (both sources) ------------------------------------------------------- */
 
-/* Puts count calls and time below the path in t->scratch[0..n) (return addresses, innermost
- * first) under the leaf key. [signal-safe, tree claimed] */
-static void attribute(ps_thread_t *t, int n, int complete, uintptr_t key, uint64_t count,
+/* Puts count calls and time on the path of `from` under the leaf key; PS_TRIM_DROP: a call
+ * of pathscope's own, on no path (counted). [signal-safe, tree claimed] */
+static void attribute(ps_thread_t *t, const ps_from_t *from, uintptr_t key, uint64_t count,
                       uint64_t time)
 {
-    if (!complete) t->unwind_failures++;
-    uint32_t parent = complete ? 0 : t->failed_node;
-    uint32_t node = n > 0 ? ps_cct_insert_path(t, parent, t->scratch, n, PS_NODE_CALL) : parent;
-    ps_unwind_commit(t);
-    uint32_t leaf = ps_cct_child(t, node, PS_NODE_SYSCALL, key);
-    if (leaf) node = leaf; /* (tree full: on the deepest node we have) */
+    uint32_t node;
+    if (ps_cct_record(t, from, PS_NODE_SYSCALL, key, NULL, &node) < 0) {
+        atomic_fetch_add_explicit(&own_calls, 1, memory_order_relaxed);
+        return;
+    }
     t->nodes[node].visits += count;
     t->nodes[node].kernel_time += time;
     atomic_fetch_add_explicit(&attributions, 1, memory_order_relaxed);
+}
+
+/* The trim of a signal's path (frames from the interrupted context).  frames[0] is the
+ * instruction after the syscall, inside the function that made it (the libc function): the
+ * leaf goes below that function's caller, as with the libc source; the libc wrappers' frames
+ * (passing through to the C library) are not the program's.  pathscope's own system calls
+ * (writing the profile, reading /proc/self/maps) are not the program's either: they stay in
+ * the tables, on no path (PS_TRIM_DROP). [signal-safe] */
+static int trim_signal_path(uintptr_t *frames, int n, void *arg)
+{
+    (void)arg;
+    int drop = n > 0;
+    while (drop < n && frames[drop] >= shim_start && frames[drop] < shim_end) drop++;
+    if ((n > 0 && ps_unwind_in_self(frames[0])) ||
+        (drop < n && ps_unwind_in_self(frames[drop]) && ps_thunk_index(frames[drop]) < 0))
+        return PS_TRIM_DROP;
+    if (drop) {
+        memmove(frames, frames + drop, (size_t)(n - drop) * sizeof *frames);
+        n -= drop;
+    }
+    return n;
 }
 
 /* The collector's signal: the syscall that just returned, and what its thread did not yet
@@ -92,7 +113,7 @@ static void on_kernel_signal(int sig, siginfo_t *info, void *context)
     int saved_errno = errno;
     uint64_t v = (uint64_t)(uintptr_t)info->si_value.sival_ptr;
     ps_thread_t *t = ps_self;
-    if (!t || t->busy || !ps_tree_enter(t)) {
+    if (!t || !ps_tree_claim(t, 0)) {
         atomic_fetch_add_explicit(&lost_attributions, 1, memory_order_relaxed);
         errno = saved_errno;
         return;
@@ -100,32 +121,11 @@ static void on_kernel_signal(int sig, siginfo_t *info, void *context)
     if (PS_KVAL_NR(v) == PS_KVAL_NR_OFFCPU) {
         /* time off the CPU, the thread back where it stopped: the sampler's (sample.c) */
         ps_sample_offcpu(t, context, PS_KVAL_NS(v));
-        ps_tree_leave(t);
-        errno = saved_errno;
-        return;
+    } else {
+        ps_from_t from = {.how = PS_FROM_CONTEXT, .context = context, .trim = trim_signal_path};
+        attribute(t, &from, PS_KVAL_NR(v), PS_KVAL_COUNT(v), PS_KVAL_NS(v));
     }
-    int complete = 0;
-    int n = ps_unwind_signal(context, t->scratch, PS_MAX_DEPTH, &complete);
-    /* scratch[0] is the instruction after the syscall, inside the function that made it (the
-     * libc function): the leaf goes below that function's caller, as with the libc source;
-     * the libc wrappers' frames (passing through to the C library) are not the program's */
-    int drop = n > 0;
-    while (drop < n && t->scratch[drop] >= shim_start && t->scratch[drop] < shim_end) drop++;
-    /* pathscope's own system calls (writing the profile, reading /proc/self/maps) are not
-     * the program's: they stay in the tables, on no path */
-    if ((n > 0 && ps_unwind_in_self(t->scratch[0])) ||
-        (drop < n && ps_unwind_in_self(t->scratch[drop]) && ps_thunk_index(t->scratch[drop]) < 0)) {
-        atomic_fetch_add_explicit(&own_calls, 1, memory_order_relaxed);
-        ps_tree_leave(t);
-        errno = saved_errno;
-        return;
-    }
-    if (drop) {
-        memmove(t->scratch, t->scratch + drop, (size_t)(n - drop) * sizeof *t->scratch);
-        n -= drop;
-    }
-    attribute(t, n, complete, PS_KVAL_NR(v), PS_KVAL_COUNT(v), PS_KVAL_NS(v));
-    ps_tree_leave(t);
+    ps_tree_release(t);
     errno = saved_errno;
 }
 
@@ -150,12 +150,11 @@ void pathscope_kernel_call(int id, uint64_t t0, const uintptr_t *caller)
     k->pend_count++;
     k->pend_ticks += d;
     if (k->pend_ticks < period_ticks && k->count > 1) return;
-    if (!ps_tree_enter(t)) return;
-    int complete = 0;
-    int n = ps_unwind_from(caller[0], caller[1], caller[2], t->scratch, PS_MAX_DEPTH, &complete);
-    attribute(t, n, complete, PS_KLIBC_KEY + (uintptr_t)id, k->pend_count, k->pend_ticks);
+    if (!ps_tree_claim(t, 0)) return;
+    ps_from_t from = {.how = PS_FROM_FRAME, .ra = caller[0], .sp = caller[1], .rbp = caller[2]};
+    attribute(t, &from, PS_KLIBC_KEY + (uintptr_t)id, k->pend_count, k->pend_ticks);
     k->pend_count = k->pend_ticks = 0;
-    ps_tree_leave(t);
+    ps_tree_release(t);
 }
 
 /* ---- the collector -------------------------------------------------------------------- */
