@@ -12,6 +12,7 @@
 #include "mpi_internal.h"
 #include "wrap.h"
 #include "../core/cct.h"
+#include "../core/record.h"
 #include "../unwind/unwind.h"
 
 static unsigned char group_counted[PS_NUM_UNWIND_GROUPS]; /* 1: count only */
@@ -53,31 +54,34 @@ static uint32_t counted_op_node(ps_thread_t *t, int op)
     return node;
 }
 
-/* The node of operation op below a walked call path (innermost first); an incomplete walk
- * hangs below [failed unwind]. [signal-safe] */
-static uint32_t op_node_below(ps_thread_t *t, const uintptr_t *frames, int n, int complete, int op)
+/* The trim of an untimed sample's path: the frames outside our wrapper, cut through the
+ * last of pathscope's own frames; none (not below our wrapper after all): PS_TRIM_NO_PATH.
+ * [signal-safe] */
+static int trim_below_wrapper(uintptr_t *frames, int n, void *arg)
 {
-    if (!complete) t->unwind_failures++;
-    uint32_t parent = complete ? 0 : t->failed_node;
-    uint32_t node = n > 0 ? ps_cct_insert_path(t, parent, frames, n, PS_NODE_CALL) : parent;
-    uint32_t leaf = ps_cct_child(t, node, PS_NODE_MPI, (uintptr_t)op);
-    return leaf ? leaf : node;
+    (void)arg;
+    int last_self = -1;
+    for (int i = 0; i < n; i++)
+        if (ps_unwind_in_self(frames[i])) last_self = i;
+    if (last_self < 0) return PS_TRIM_NO_PATH;
+    n -= last_self + 1;
+    memmove(frames, frames + last_self + 1, sizeof *frames * (size_t)n);
+    return n;
 }
 
 /* A sample inside an untimed MPI call: the operation's node, below its call path when the
- * group is unwound (the walk from the signal context, our own frames cut off).
- * [signal-safe] */
+ * group is unwound (the walk from the signal context, our own frames cut off; an incomplete
+ * walk below [failed unwind]; no thunk commit).  [signal-safe, tree claimed] */
 uint32_t ps_untimed_sample_node(ps_thread_t *t, int op, void *context)
 {
     if (op < 0 || op >= PS_NUM_OPS) return t->not_unwound_node;
     if (group_counted[ps_op_unwind_group[op]]) return counted_op_node(t, op);
-    int complete = 0;
-    int n = ps_unwind_signal(context, t->scratch, PS_MAX_DEPTH, &complete);
-    int last_self = -1;
-    for (int i = 0; i < n; i++)
-        if (ps_unwind_in_self(t->scratch[i])) last_self = i;
-    if (last_self < 0) return counted_op_node(t, op); /* not below our wrapper after all */
-    return op_node_below(t, t->scratch + last_self + 1, n - last_self - 1, complete, op);
+    ps_from_t from = {.how = PS_FROM_CONTEXT, .flags = PS_FROM_NO_COMMIT, .context = context,
+                      .trim = trim_below_wrapper};
+    uint32_t node;
+    if (ps_cct_record(t, &from, PS_NODE_MPI, (uintptr_t)op, NULL, &node) < 0)
+        return counted_op_node(t, op);
+    return node;
 }
 
 /* wrap.h.  Called inside the wrapper (ps_in_wrapper set), so no sample of this thread
@@ -116,22 +120,13 @@ void ps_path_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_
         if (dt) ps_time_mpi(&t->time, dt);
         return;
     }
-    t->busy = 1;
-    ps_tree_fence(); /* pairs with ps_threads_freeze */
-    if (ps_cct_frozen || t->end_ticks) {
-        t->busy = 0;
-        return;
-    }
+    if (!ps_tree_claim(t, PS_CLAIM_OPEN)) return;
     ps_time_mpi(&t->time, dt);
     uint32_t node;
-    if (group_counted[ps_op_unwind_group[op]]) {
+    if (group_counted[ps_op_unwind_group[op]])
         node = counted_op_node(t, op);
-    } else {
-        int complete = 0;
-        int n = ps_unwind_caller(t->scratch, PS_MAX_DEPTH, &complete);
-        node = op_node_below(t, t->scratch, n, complete, op);
-        ps_unwind_commit(t);
-    }
+    else
+        ps_cct_record(t, &(ps_from_t){.how = PS_FROM_CALLER}, PS_NODE_MPI, (uintptr_t)op, NULL, &node);
     ps_node_t *nd = &t->nodes[node];
     nd->visits++;
     nd->mpi_ticks += dt;
@@ -144,8 +139,7 @@ void ps_path_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_
     } else {
         t->tree_full++;
     }
-    atomic_signal_fence(memory_order_seq_cst);
-    t->busy = 0;
+    ps_tree_release(t);
 }
 
 /* At the end (the trees are frozen): the main thread's counted calls, which the hot path left
