@@ -154,9 +154,7 @@ typedef struct ps_thread {
     uint64_t samples_perf, samples_posix, samples_wall, timer_changes;
     uint64_t offcpu_reports, offcpu_reports_in_mpi; /* the collector's off-CPU reports: placed, inside MPI */
 
-    /* ---- heap (heap/heap.c) ---- */
-    struct ps_heap_node *heap; /* heap metrics beside the nodes, or NULL */
-    ps_leaf_cache_t heap_leaf; /* the last allocator leaf, its parent and function */
+    /* ---- heap: its own state (heap/heap_thread.h: heap_thread_t, by slot) ---- */
 
     /* ---- kernel (kernel/kernel.c) ---- */
     struct ps_kstat *kstat;    /* per libc function (libc source), or NULL */

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "heap.h"
+#include "heap_thread.h"
 #include "../core/cct.h"
 #include "../core/record.h"
 #include "../unwind/unwind.h"
@@ -120,14 +121,14 @@ void ps_heap_resume(void)
     if (ps_heap_on) recording = 1;
 }
 
-static ps_heap_node_t *heap_nodes(ps_thread_t *t)
+static ps_heap_node_t *heap_nodes(const ps_thread_t *t, heap_thread_t *ht)
 {
-    if (!t->heap) {
+    if (!ht->nodes) {
         /* (first allocation of this thread: mapped once, never freed, like the tree) */
-        t->heap = ps_map_zeroed(sizeof(ps_heap_node_t) * t->max_nodes);
-        if (!t->heap) atomic_fetch_add(&ps_counters.alloc_failures, 1);
+        ht->nodes = ps_map_zeroed(sizeof(ps_heap_node_t) * t->max_nodes);
+        if (!ht->nodes) atomic_fetch_add(&ps_counters.alloc_failures, 1);
     }
-    return t->heap;
+    return ht->nodes;
 }
 
 static inline void node_sync(ps_heap_node_t *h)
@@ -224,7 +225,8 @@ static void record_alloc(hdr_t *h, uint64_t size, int fn, const uintptr_t *calle
         atomic_fetch_add_explicit(&ps_heap_stats.untracked_allocs, 1, memory_order_relaxed);
         return;
     }
-    if (!heap_nodes(t)) {
+    heap_thread_t *ht = heap_of(t);
+    if (!heap_nodes(t, ht)) {
         ps_tree_release(t);
         atomic_fetch_add_explicit(&ps_heap_stats.untracked_allocs, 1, memory_order_relaxed);
         return;
@@ -232,8 +234,8 @@ static void record_alloc(hdr_t *h, uint64_t size, int fn, const uintptr_t *calle
     ps_from_t from = {.how = PS_FROM_CALLER};
     if (caller) from = (ps_from_t){.how = PS_FROM_FRAME, .ra = caller[0], .sp = caller[1], .rbp = caller[2]};
     uint32_t node;
-    ps_cct_record(t, &from, PS_NODE_HEAP, (uintptr_t)fn, &t->heap_leaf, &node);
-    ps_heap_node_t *hn = &t->heap[node];
+    ps_cct_record(t, &from, PS_NODE_HEAP, (uintptr_t)fn, &ht->leaf, &node);
+    ps_heap_node_t *hn = &ht->nodes[node];
     node_sync(hn);
     atomic_store_explicit(&hn->allocs, atomic_load_explicit(&hn->allocs, memory_order_relaxed) + 1,
                           memory_order_relaxed);
@@ -255,11 +257,12 @@ static void record_free(const hdr_t *h, uint64_t size)
     }
     if (!recording) return; /* after the final write: the block stays live (leaked) */
     ps_thread_t *owner = h->thread < atomic_load(&ps_nthreads) ? ps_threads[h->thread] : NULL;
-    if (!owner || !owner->heap || h->node >= owner->max_nodes) {
+    heap_thread_t *ht = owner ? heap_of(owner) : NULL;
+    if (!ht || !ht->nodes || h->node >= owner->max_nodes) {
         atomic_fetch_add_explicit(&ps_heap_stats.untracked_frees, 1, memory_order_relaxed);
         return;
     }
-    ps_heap_node_t *hn = &owner->heap[h->node];
+    ps_heap_node_t *hn = &ht->nodes[h->node];
     node_sync(hn);
     shared_add(&hn->frees, 1);
     shared_add(&hn->freed_bytes, size);

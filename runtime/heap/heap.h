@@ -34,7 +34,7 @@ typedef struct {
     size_t (*usable_size)(void *);
 } ps_heap_real_t;
 
-typedef struct ps_heap_node {  /* per tree node, beside the tree (cct.h: ps_thread_t.heap) */
+typedef struct ps_heap_node {  /* per tree node, beside the tree (heap_thread.h: heap_thread_t.nodes) */
     _Atomic uint64_t allocs, alloc_bytes; /* stored by the owning thread only */
     _Atomic uint64_t frees, freed_bytes;  /* of blocks allocated here, by any thread */
     _Atomic uint64_t peak_live, stamp;    /* live bytes at the latest rank peak (heap.c) */

@@ -4,6 +4,7 @@
  * fatal-signal handler: [signal-safe], no malloc. */
 #include "source.h"
 #include "heap.h"
+#include "heap_thread.h"
 #include "../unwind/unwind.h"
 
 static void tab(ps_fmt_t *f) { ps_fmt_char(f, '\t'); }
@@ -14,11 +15,12 @@ static void write_heap(ps_fmt_t *f, int nthreads)
     uint64_t allocs = 0, bytes = 0, frees = 0, freed = 0;
     for (int i = 0; i < nthreads; i++) {
         ps_thread_t *t = ps_threads[i];
-        for (uint32_t id = 0; t && t->heap && id < t->nnodes; id++) {
-            allocs += atomic_load(&t->heap[id].allocs);
-            bytes += atomic_load(&t->heap[id].alloc_bytes);
-            frees += atomic_load(&t->heap[id].frees);
-            freed += atomic_load(&t->heap[id].freed_bytes);
+        ps_heap_node_t *hn = t ? heap_of(t)->nodes : NULL;
+        for (uint32_t id = 0; hn && id < t->nnodes; id++) {
+            allocs += atomic_load(&hn[id].allocs);
+            bytes += atomic_load(&hn[id].alloc_bytes);
+            frees += atomic_load(&hn[id].frees);
+            freed += atomic_load(&hn[id].freed_bytes);
         }
     }
     uint64_t peak, peak_at, gen;
@@ -49,8 +51,9 @@ static void write_heap(ps_fmt_t *f, int nthreads)
 /* A thread's allocations and frees per node, after its node lines. */
 static void write_hnodes(ps_fmt_t *f, ps_thread_t *t)
 {
-    for (uint32_t id = 0; t->heap && id < t->nnodes; id++) {
-        ps_heap_node_t *h = &t->heap[id];
+    ps_heap_node_t *hn = heap_of(t)->nodes;
+    for (uint32_t id = 0; hn && id < t->nnodes; id++) {
+        ps_heap_node_t *h = &hn[id];
         uint64_t allocs = atomic_load(&h->allocs), frees = atomic_load(&h->frees);
         if (!allocs && !frees) continue;
         ps_fmt_str(f, "hnode\t");

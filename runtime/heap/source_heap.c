@@ -7,6 +7,7 @@
 
 #include "source.h"
 #include "heap.h"
+#include "heap_thread.h"
 
 static const char *const options[] = {"heap", NULL};
 
@@ -75,6 +76,7 @@ const ps_source_t ps_source_heap = {
     .options = options,
     .configure = heap_configure,
     .start = heap_start,
+    .thread_size = sizeof(heap_thread_t),
     .tree_nodes = heap_tree_nodes,
     .fork_child = heap_fork_child,
     .end = heap_end,
