@@ -140,19 +140,7 @@ typedef struct ps_thread {
     int nranges;               /* function ranges seen by samples (unwind/rules.c) */
     struct { uintptr_t start, end; } ranges[PS_RANGE_CACHE];
 
-    /* ---- sample (sample/sample.c): no descriptor is kept ---- */
-    uint64_t skipped_cpu_ns;   /* CPU time of dropped samples' intervals since the last kept one */
-    volatile int close_requested; /* end of the run: take a closing sample */
-    volatile int close_done;      /* ... taken */
-    uint64_t samples_kept, samples_in_mpi, samples_other;
-    void *_Atomic sampler_page; /* the mapping that keeps the thread's perf event, or NULL */
-    _Atomic int has_timer;     /* or a POSIX timer (its kernel id) */
-    int timer_id;
-    /* PATHSCOPE_SAMPLE_TIMER=auto (sample.c: "Choosing the timer"), all handler-only */
-    uint64_t mode_check_ticks, mode_check_switches; /* the last look at the switch rate */
-    uint64_t slow_check_ticks, slow_check_preempted; /* ... and at preemptions, over longer */
-    uint64_t samples_perf, samples_posix, samples_wall, timer_changes;
-    uint64_t offcpu_reports, offcpu_reports_in_mpi; /* the collector's off-CPU reports: placed, inside MPI */
+    /* ---- sample: its own state (sample/sample_thread.h: sample_thread_t, by slot) ---- */
 
     /* ---- heap: its own state (heap/heap_thread.h: heap_thread_t, by slot) ---- */
 

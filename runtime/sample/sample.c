@@ -53,6 +53,7 @@
 #include "record.h"
 #include "unwind.h"
 #include "sample.h"
+#include "sample_thread.h"
 
 int ps_sample_rate;               /* Hz, 0 = off */
 const char *ps_sample_source = "off";
@@ -87,20 +88,22 @@ uint32_t ps_untimed_sample_node(ps_thread_t *t, int op, void *context);
  * [signal-safe] */
 static void sample_dropped(ps_thread_t *t)
 {
+    sample_thread_t *st = sample_of(t);
     if (t->end_ticks) return;
-    t->skipped_cpu_ns += ps_time_cpu_skip(&t->time, ps_thread_cpu_ns(t->tid));
+    st->skipped_cpu_ns += ps_time_cpu_skip(&t->time, ps_thread_cpu_ns(t->tid));
 }
 
 void ps_sample_charge(ps_thread_t *t, uint32_t node, uint64_t now, uint64_t cpu_ns)
 {
+    sample_thread_t *st = sample_of(t);
     uint64_t on, off;
     /* (with the collector's off-CPU reports, ps_sample_offcpu places that time instead) */
-    ps_time_charge(&t->time, now, cpu_ns, t->skipped_cpu_ns, !ps_offcpu_reported, &on, &off);
-    t->skipped_cpu_ns = 0;
+    ps_time_charge(&t->time, now, cpu_ns, st->skipped_cpu_ns, !ps_offcpu_reported, &on, &off);
+    st->skipped_cpu_ns = 0;
     t->nodes[node].sample_ticks += on;
     t->nodes[node].offcpu_ticks += off;
     t->nodes[node].samples++;
-    t->samples_kept++;
+    st->samples_kept++;
 }
 
 int ps_offcpu_reported;
@@ -121,10 +124,11 @@ static uint32_t sample_node(ps_thread_t *t, void *context)
  * claimed] */
 void ps_sample_offcpu(ps_thread_t *t, void *context, uint64_t ns)
 {
+    sample_thread_t *st = sample_of(t);
     if (!ps_sample_rate || t->end_ticks) return;
     int in_wrapper = ps_in_wrapper;
     if (in_wrapper && in_wrapper < PS_IN_UNTIMED) {
-        t->offcpu_reports_in_mpi++;
+        st->offcpu_reports_in_mpi++;
         return;
     }
     uint32_t node = in_wrapper ? ps_untimed_sample_node(t, in_wrapper - PS_IN_UNTIMED, context)
@@ -132,7 +136,7 @@ void ps_sample_offcpu(ps_thread_t *t, void *context, uint64_t ns)
     uint64_t ticks = (uint64_t)((double)ns * ps_ticks_per_ns());
     t->nodes[node].offcpu_ticks += ticks;
     ps_time_offcpu(&t->time, ticks);
-    t->offcpu_reports++;
+    st->offcpu_reports++;
 }
 
 /* A sample of this thread at the interrupted context: unwound, weighted, added. */
@@ -166,27 +170,28 @@ static void on_sample(int sig, siginfo_t *info, void *context)
         goto out;
     }
     if (!t || t->end_ticks || !ps_sample_rate) goto out;
-    if (!t->close_requested) {
-        if (atomic_load(&t->sampler_page)) t->samples_perf++;
-        else if (use_wall_clock) t->samples_wall++;
-        else t->samples_posix++;
+    sample_thread_t *st = sample_of(t);
+    if (!st->close_requested) {
+        if (atomic_load(&st->sampler_page)) st->samples_perf++;
+        else if (use_wall_clock) st->samples_wall++;
+        else st->samples_posix++;
         choose_timer(t, ps_now());
     }
     int in_wrapper = ps_in_wrapper;
-    if (in_wrapper && in_wrapper < PS_IN_UNTIMED && !t->close_requested) {
-        t->samples_in_mpi++;
+    if (in_wrapper && in_wrapper < PS_IN_UNTIMED && !st->close_requested) {
+        st->samples_in_mpi++;
         sample_dropped(t);
         goto out;
     }
     if (!ps_tree_claim(t, 0)) {
-        t->samples_other++;
+        st->samples_other++;
         sample_dropped(t);
         goto out;
     }
-    if (t->close_requested) {
+    if (st->close_requested) {
         close_here(t, context);
-        t->close_requested = 0;
-        t->close_done = 1;
+        st->close_requested = 0;
+        st->close_done = 1;
     } else if (in_wrapper) {
         /* inside an MPI call that is counted but not timed: the sample is its time */
         uint64_t now = ps_now();
@@ -282,6 +287,7 @@ static void *start_perf(int tid)
 
 static int start_timer(ps_thread_t *t, int tid)
 {
+    sample_thread_t *st = sample_of(t);
     struct sigevent ev;
     memset(&ev, 0, sizeof ev);
     ev.sigev_notify = SIGEV_THREAD_ID;
@@ -297,8 +303,8 @@ static int start_timer(ps_thread_t *t, int tid)
         syscall(SYS_timer_delete, id);
         return -1;
     }
-    t->timer_id = id;
-    atomic_store(&t->has_timer, 1);
+    st->timer_id = id;
+    atomic_store(&st->has_timer, 1);
     return 0;
 }
 
@@ -318,7 +324,7 @@ static int sampler_start_mode(ps_thread_t *t, int restart, int posix)
     if (use_perf && !perf_failed && !posix) {
         void *page = start_perf(self ? 0 : tid);
         if (page) {
-            atomic_store(&t->sampler_page, page);
+            atomic_store(&sample_of(t)->sampler_page, page);
             if (!adaptive) ps_sample_source = "perf-task-clock";
             perf_worked = 1;
             goto started;
@@ -351,21 +357,22 @@ static int sampler_start(ps_thread_t *t, int restart) { return sampler_start_mod
  * in the handler of the thread itself. [signal-safe] */
 static void choose_timer(ps_thread_t *t, uint64_t now)
 {
+    sample_thread_t *st = sample_of(t);
     if (!adaptive || perf_failed || atomic_load(&sampling_over)) return;
-    int on_perf = atomic_load(&t->sampler_page) != NULL;
-    if (!on_perf && !atomic_load(&t->has_timer)) return;
+    int on_perf = atomic_load(&st->sampler_page) != NULL;
+    if (!on_perf && !atomic_load(&st->has_timer)) return;
     double per_ms = ps_ticks_per_ns() * 1e6;
-    double fast_ms = t->mode_check_ticks ? (double)(now - t->mode_check_ticks) / per_ms : 0;
-    if (t->mode_check_ticks && fast_ms < PS_SWITCH_CHECK_MS) return;
+    double fast_ms = st->mode_check_ticks ? (double)(now - st->mode_check_ticks) / per_ms : 0;
+    if (st->mode_check_ticks && fast_ms < PS_SWITCH_CHECK_MS) return;
     struct rusage ru;
     if (syscall(SYS_getrusage, 1 /* RUSAGE_THREAD */, &ru) != 0) return;
     uint64_t switches = (uint64_t)ru.ru_nvcsw + (uint64_t)ru.ru_nivcsw;
     uint64_t preempted = (uint64_t)ru.ru_nivcsw;
-    int change = 0, restart_slow = !t->slow_check_ticks;
-    if (t->mode_check_ticks) {
-        double rate = (double)(switches - t->mode_check_switches) * 1e3 / fast_ms;
-        double slow_ms = (double)(now - t->slow_check_ticks) / per_ms;
-        double preempt_rate = (double)(preempted - t->slow_check_preempted) * 1e3 / slow_ms;
+    int change = 0, restart_slow = !st->slow_check_ticks;
+    if (st->mode_check_ticks) {
+        double rate = (double)(switches - st->mode_check_switches) * 1e3 / fast_ms;
+        double slow_ms = (double)(now - st->slow_check_ticks) / per_ms;
+        double preempt_rate = (double)(preempted - st->slow_check_preempted) * 1e3 / slow_ms;
         if (on_perf && rate > PS_SWITCHES_HIGH) {
             change = 1;
         } else if (!on_perf && slow_ms >= PS_SLOW_CHECK_MS) {
@@ -377,15 +384,15 @@ static void choose_timer(ps_thread_t *t, uint64_t now)
         }
         if (change) {
             ps_sample_thread_stop(t);
-            if (sampler_start_mode(t, 1, on_perf) == 0) t->timer_changes++;
+            if (sampler_start_mode(t, 1, on_perf) == 0) st->timer_changes++;
             restart_slow = 1;
         }
     }
-    t->mode_check_ticks = now;
-    t->mode_check_switches = switches;
+    st->mode_check_ticks = now;
+    st->mode_check_switches = switches;
     if (restart_slow) {
-        t->slow_check_ticks = now;
-        t->slow_check_preempted = preempted;
+        st->slow_check_ticks = now;
+        st->slow_check_preempted = preempted;
     }
 }
 
@@ -397,11 +404,12 @@ void ps_sample_thread_start(ps_thread_t *t)
 /* [signal-safe] */
 void ps_sample_thread_stop(ps_thread_t *t)
 {
+    sample_thread_t *st = sample_of(t);
     /* claimed atomically: the thread itself (at its end), the writer and ps_sigprof_* may
      * all stop it */
-    void *page = atomic_exchange(&t->sampler_page, NULL);
+    void *page = atomic_exchange(&st->sampler_page, NULL);
     if (page) syscall(SYS_munmap, page, (size_t)page_size); /* releases the event */
-    if (atomic_exchange(&t->has_timer, 0)) syscall(SYS_timer_delete, t->timer_id);
+    if (atomic_exchange(&st->has_timer, 0)) syscall(SYS_timer_delete, st->timer_id);
 }
 
 /* The application took SIGPROF: no thread may send it ours. [signal-safe] */
@@ -418,8 +426,8 @@ void ps_sample_restart_all(void)
     int n = atomic_load(&ps_nthreads);
     for (int i = 0; i < n; i++) {
         ps_thread_t *t = ps_threads[i];
-        if (t && !t->exited && !t->end_ticks && !atomic_load(&t->sampler_page) &&
-            !atomic_load(&t->has_timer))
+        if (t && !t->exited && !t->end_ticks && !atomic_load(&sample_of(t)->sampler_page) &&
+            !atomic_load(&sample_of(t)->has_timer))
             sampler_start(t, 1);
     }
 }
@@ -445,16 +453,18 @@ void ps_threads_close_all(void)
     for (int i = 0; i < n; i++) {
         ps_thread_t *t = ps_threads[i];
         if (!t || t == ps_self || t->end_ticks) continue;
-        t->close_requested = 1;
-        if (syscall(SYS_tgkill, pid, t->tid, PS_SAMPLE_SIGNAL) != 0) t->close_requested = 0;
+        sample_thread_t *st = sample_of(t);
+        st->close_requested = 1;
+        if (syscall(SYS_tgkill, pid, t->tid, PS_SAMPLE_SIGNAL) != 0) st->close_requested = 0;
     }
     struct timespec ms = {0, 1000000};
     for (int wait = 0; wait < 50; wait++) {
         int open = 0;
-        for (int i = 0; i < n; i++)
-            if (ps_threads[i] && ps_threads[i]->close_requested && !ps_threads[i]->close_done &&
-                !ps_threads[i]->end_ticks)
+        for (int i = 0; i < n; i++) {
+            ps_thread_t *t = ps_threads[i];
+            if (t && sample_of(t)->close_requested && !sample_of(t)->close_done && !t->end_ticks)
                 open++;
+        }
         if (!open) break;
         nanosleep(&ms, NULL);
     }
@@ -469,8 +479,9 @@ void ps_sample_forget_after_fork(void)
     int n = atomic_load(&ps_nthreads);
     for (int i = 0; i < n; i++)
         if (ps_threads[i]) {
-            atomic_store(&ps_threads[i]->sampler_page, NULL);
-            atomic_store(&ps_threads[i]->has_timer, 0);
+            sample_thread_t *st = sample_of(ps_threads[i]);
+            atomic_store(&st->sampler_page, NULL);
+            atomic_store(&st->has_timer, 0);
         }
     sample_pid = (pid_t)syscall(SYS_getpid);
     ps_sample_rate = 0;

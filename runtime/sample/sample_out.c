@@ -5,6 +5,7 @@
 
 #include "source.h"
 #include "sample.h"
+#include "sample_thread.h"
 
 static void tab(ps_fmt_t *f) { ps_fmt_char(f, '\t'); }
 
@@ -20,12 +21,13 @@ static void write_sampler(ps_fmt_t *f)
     uint64_t by_perf = 0, by_posix = 0, by_wall = 0, changes = 0, off_reports = 0, off_in_mpi = 0;
     for (int i = 0; i < nthreads; i++)
         if (ps_threads[i]) {
-            by_perf += ps_threads[i]->samples_perf;
-            by_posix += ps_threads[i]->samples_posix;
-            by_wall += ps_threads[i]->samples_wall;
-            changes += ps_threads[i]->timer_changes;
-            off_reports += ps_threads[i]->offcpu_reports;
-            off_in_mpi += ps_threads[i]->offcpu_reports_in_mpi;
+            const sample_thread_t *st = sample_of(ps_threads[i]);
+            by_perf += st->samples_perf;
+            by_posix += st->samples_posix;
+            by_wall += st->samples_wall;
+            changes += st->timer_changes;
+            off_reports += st->offcpu_reports;
+            off_in_mpi += st->offcpu_reports_in_mpi;
         }
     tab(f); ps_fmt_u64(f, by_perf);
     tab(f); ps_fmt_u64(f, by_posix);
@@ -47,7 +49,8 @@ void ps_sample_write(ps_fmt_t *f, ps_section sec, ps_thread_t *t)
 
 void ps_sample_thread_cols(const ps_thread_t *t, ps_thread_cols_t *cols)
 {
-    cols->samples_kept = t->samples_kept;
-    cols->samples_in_mpi = t->samples_in_mpi;
-    cols->samples_other = t->samples_other;
+    const sample_thread_t *st = sample_of(t);
+    cols->samples_kept = st->samples_kept;
+    cols->samples_in_mpi = st->samples_in_mpi;
+    cols->samples_other = st->samples_other;
 }

@@ -3,6 +3,7 @@
 
 #include "source.h"
 #include "sample.h"
+#include "sample_thread.h"
 
 static const char *const options[] = {"sample_rate", "sample_clock", "sample_timer", NULL};
 
@@ -73,6 +74,7 @@ const ps_source_t ps_source_sample = {
     .name = "sample",
     .options = options,
     .configure = sample_configure,
+    .thread_size = sizeof(sample_thread_t),
     .thread_start = sample_thread_start,
     .thread_exit = sample_thread_exit,
     .before_exec = sample_before_exec,
