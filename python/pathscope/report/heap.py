@@ -20,9 +20,10 @@ from typing import Callable, Optional
 
 from pathscope.calltree import (ALLOC_BYTES, ALLOCS, FREED_BYTES, FREES, PEAK_BYTES, CallTree,
                                 MergedNode, build_tree)
-from pathscope.cct import HEAP, HeapSummary
+from pathscope.cct import HEAP
 from pathscope.reader import Profile
 from pathscope.report.layout import INDENT, table
+from pathscope.sources.heap import HeapSummary
 from pathscope.symbols import SymbolTable
 from pathscope.units import format_bytes, format_percent, format_time
 
