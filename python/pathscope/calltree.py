@@ -19,23 +19,45 @@ Nothing here prints or exits.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping, Optional, Sequence
+from functools import reduce
+from operator import attrgetter
+from typing import Callable, Iterator, Mapping, Optional, Sequence
 
 from pathscope import ranges
 from pathscope.cct import FAILED, MPI, NOT_UNWOUND, SYSCALL, KERNEL_UNATTRIBUTED, Node
 from pathscope.errors import ProfileError
+from pathscope.merge import RULES
+from pathscope.metrics import COLUMN_COUNT, COLUMNS, METRICS, STORED
 from pathscope.cct import RankCallPaths
 from pathscope.reader import Profile
 from pathscope.symbols import ROOT_FRAME, Frame, frame_of
 
-VISITS, SAMPLE_NS, SAMPLES, MPI_NS, BYTES = range(5)
-# heap profiling (cct.HeapStats): blocks allocated on the path, freed, live at the rank's peak
-ALLOCS, ALLOC_BYTES, FREES, FREED_BYTES, PEAK_BYTES = range(5, 10)
-ENTRIES = 10                  # thunk mode: calls made at a call site, a lower bound
-# kernel time (cct.KernelSummary): calls of a system call (or libc function) and the time in it
-SYSCALLS, KERNEL_NS = 11, 12
-OFFCPU_NS = 13                # the part of SAMPLE_NS off the CPU (format 2.4; 0 before)
-METRIC_COUNT = 14
+# the stored metrics' columns in MergedNode.by_rank, by name (pathscope.metrics)
+VISITS, SAMPLE_NS, SAMPLES, MPI_NS, BYTES = (COLUMNS[name] for name in (
+    "visits", "sample_ns", "samples", "mpi_ns", "bytes"))
+ALLOCS, ALLOC_BYTES, FREES, FREED_BYTES, PEAK_BYTES = (COLUMNS[name] for name in (
+    "allocs", "alloc_bytes", "frees", "freed_bytes", "peak_bytes"))
+ENTRIES, SYSCALLS, KERNEL_NS, OFFCPU_NS = (COLUMNS[name] for name in (
+    "entries", "syscalls", "kernel_ns", "offcpu_ns"))
+METRIC_COUNT = COLUMN_COUNT
+# [(a part of a CCT node, None: the node itself; [(by_rank column, the value's getter)])]
+_Readers = list[tuple[Optional[str], list[tuple[int, Callable[[object], int]]]]]
+
+
+def _node_readers() -> tuple[dict[str, _Readers], _Readers]:
+    """What a CCT node feeds into by_rank: the stored metrics of its kind when some are
+    read only from that kind (metrics.Metric.kind), else every metric without a kind,
+    grouped by the part of the node they read (a node without the part adds nothing)."""
+    by_kind: dict[str, dict[Optional[str], list[tuple[int, Callable[[object], int]]]]] = {}
+    for m in STORED:
+        part, _, name = (m.field or "").rpartition(".")
+        by_kind.setdefault(m.kind or "", {}).setdefault(part or None, []).append(
+            (m.column or 0, attrgetter(name)))
+    readers = {kind: list(parts.items()) for kind, parts in by_kind.items()}
+    return readers, readers.pop("", [])
+
+
+_READ_BY_KIND, _READ_OTHER_KINDS = _node_readers()
 
 
 def no_call_paths_message(profile: Profile) -> str:
@@ -63,23 +85,15 @@ class MergedNode:
 
     def add(self, rank: int, node: Node) -> None:
         values = self.by_rank.setdefault(rank, [0] * METRIC_COUNT)
-        if node.kind == SYSCALL:   # its visits are the calls of a syscall, not MPI visits
-            values[SYSCALLS] += node.visits
-            values[KERNEL_NS] += node.kernel_ns
-            return
-        values[VISITS] += node.visits
-        values[SAMPLE_NS] += node.sample_ns
-        values[SAMPLES] += node.samples
-        values[MPI_NS] += node.mpi_ns
-        values[BYTES] += node.bytes
-        values[ENTRIES] += node.entries
-        values[OFFCPU_NS] += node.offcpu_ns
-        if node.heap is not None:
-            values[ALLOCS] += node.heap.allocs
-            values[ALLOC_BYTES] += node.heap.alloc_bytes
-            values[FREES] += node.heap.frees
-            values[FREED_BYTES] += node.heap.freed_bytes
-            values[PEAK_BYTES] += node.heap.peak_bytes
+        for part, reads in _READ_BY_KIND.get(node.kind, _READ_OTHER_KINDS):
+            source = node if part is None else getattr(node, part)
+            if source is not None:
+                for column, read in reads:
+                    value = read(source)
+                    if value:
+                        values[column] += value
+        if node.kind in _READ_BY_KIND:
+            return                  # a leaf with metrics of its own (a system call)
         for part in node.comms:
             into = self.comms.setdefault(part.comm, [0, 0, 0])
             into[0] += part.calls
@@ -90,10 +104,14 @@ class MergedNode:
         """An exclusive metric summed over ranks."""
         return sum(values[metric] for values in self.by_rank.values())
 
+    def value(self, metric: str) -> int:
+        """A metric of the registry by name (stored or derived), exclusive, over all ranks."""
+        return METRICS[metric].value(lambda name: self.total(COLUMNS[name]))
+
     @property
     def time_ns(self) -> int:
         """Exclusive time over all ranks."""
-        return self.total(SAMPLE_NS) + self.total(MPI_NS)
+        return self.value("time")
 
     @property
     def incl_time_ns(self) -> int:
@@ -137,12 +155,12 @@ class RankStats:
 
 def rank_stats(values: Mapping[int, int], ranks: Sequence[int]) -> RankStats:
     """Sum, min, mean and max over ranks (a rank without a value counts as 0); the lowest
-    rank on ties."""
+    rank on ties (pathscope.merge's rules, as profile.tsv's op lines)."""
     if not ranks:
         return RankStats(0, 0, 0, 0.0, 0, 0)
     per_rank = [(values.get(r, 0), r) for r in sorted(ranks)]
-    low = min(per_rank, key=lambda vr: (vr[0], vr[1]))
-    high = max(per_rank, key=lambda vr: (vr[0], -vr[1]))
+    low = reduce(RULES["min_lowest_rank"], per_rank)
+    high = reduce(RULES["max_lowest_rank"], per_rank)
     total = sum(v for v, _ in per_rank)
     return RankStats(total, low[0], low[1], total / len(per_rank), high[0], high[1])
 

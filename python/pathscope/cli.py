@@ -37,14 +37,15 @@ EXIT_PARTIAL = 3              # export refused: the profile is partial (see --al
 # options.def fields the CLI sets itself instead of offering a flag
 RUN_SETS_ITSELF = ("command", "pid")
 SHORT_FLAGS = {"output": "-o"}
-TABLE_FORMATS = ("csv", "json")
-CALL_PATH_FORMATS = ("folded", "speedscope")
+# one list each, in pathscope.export: the formats, the tables (export/tables.py) and the
+# call-path metrics (pathscope.metrics)
+from pathscope import export as _export  # noqa: E402
+from pathscope.export import (CALL_PATH_METRICS, DEFAULT_FORMAT, DEFAULT_METRIC,  # noqa: E402
+                              DEFAULT_TABLE)
+TABLE_FORMATS = tuple(_export.FORMATS)
+CALL_PATH_FORMATS = tuple(_export.CALL_PATH_FORMATS)
 EXPORT_FORMATS = TABLE_FORMATS + CALL_PATH_FORMATS
-# one list each: export/stacks.py's METRICS and export/tables.py's TABLES
-from pathscope.export import CALL_PATH_METRICS, TABLES  # noqa: E402
-EXPORT_TABLES = tuple(TABLES)
-DEFAULT_TABLE = "comm-ops"
-DEFAULT_METRIC = "time"
+EXPORT_TABLES = tuple(_export.TABLES)
 
 
 class UsageError(Exception):
@@ -354,28 +355,29 @@ def build_parser(options: Optional[Sequence[Option]]) -> tuple[
     report = sub.add_parser("report", help="print the text report of a profile directory",
                             description="Print the text report of a profile directory.")
     report.add_argument("directory", metavar="DIR")
+    table_phrases = [f.phrase for f in _export.FORMATS.values()]
+    path_phrases = [f.phrase for f in _export.CALL_PATH_FORMATS.values()]
+    for_tables, for_paths = " and ".join(TABLE_FORMATS), " and ".join(CALL_PATH_FORMATS)
     export = sub.add_parser(
-        "export", help="write a table (CSV, JSON) or the call paths (folded, speedscope)",
-        description="Write one table of a profile as CSV or JSON, or its call paths as folded "
-                    "stacks or a speedscope file (stdout unless -o).  Tables: comm-ops (per "
-                    "communicator and operation), ops (per operation, over all "
-                    "communicators), comms (communicators), ranks, warnings (the runtime's "
-                    "warnings per rank), threads (per thread: elapsed, MPI, on-CPU, "
-                    "off-CPU and CPU time), heap-timeline, heap-ranks, kernel-syscalls, "
-                    "kernel-threads.  Exit status 3: the profile is partial and "
-                    "--allow-partial was not given (nothing is written).")
+        "export", help=f"write a table ({', '.join(table_phrases)}) or the call paths "
+                       f"({', '.join(CALL_PATH_FORMATS)})",
+        description=f"Write one table of a profile as {' or '.join(table_phrases)}, or its "
+                    f"call paths as {' or '.join(path_phrases)} (stdout unless -o).  Tables: {_export.tables_help()}.  "
+                    f"Exit status 3: the profile is partial and --allow-partial was not "
+                    f"given (nothing is written).")
     export.add_argument("directory", metavar="DIR")
-    export.add_argument("--format", choices=EXPORT_FORMATS, default="csv", help="default: csv")
+    export.add_argument("--format", choices=EXPORT_FORMATS, default=DEFAULT_FORMAT,
+                        help=f"default: {DEFAULT_FORMAT}")
     export.add_argument("--table", choices=EXPORT_TABLES,
-                        help=f"csv and json: the table (default: {DEFAULT_TABLE})")
+                        help=f"{for_tables}: the table (default: {DEFAULT_TABLE})")
     export.add_argument("--metric", choices=CALL_PATH_METRICS,
-                        help=f"folded and speedscope: the value of a path (default: "
+                        help=f"{for_paths}: the value of a path (default: "
                              f"{DEFAULT_METRIC}; times in microseconds)")
     export.add_argument("--rank", type=_count, metavar="R",
-                        help="folded and speedscope: only world rank R (default: all, summed)")
+                        help=f"{for_paths}: only world rank R (default: all, summed)")
     export.add_argument("--thread", type=_count, metavar="T",
-                        help="folded and speedscope: only thread index T (0: the main thread; "
-                             "default: all, summed)")
+                        help=f"{for_paths}: only thread index T (0: the main thread; "
+                             f"default: all, summed)")
     export.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     export.add_argument("--allow-partial", action="store_true",
                         help="export a partial profile (missing, incomplete or unreadable "

@@ -44,7 +44,7 @@ from pathscope.errors import FormatVersionError, ProfileError
 from pathscope.sources import SOURCES
 # Comm, UNDEFINED_RANK: importable from here too (they were defined here)
 from pathscope.sources.mpi import (UNDEFINED_RANK, Comm, MpiParser, RankComm,  # noqa: F401
-                                   add_hist as _add_hist, check_members, freed_fields)
+                                   check_members, freed_fields)
 # parse_hist, unescape, READER_MAJOR, MAX_WORLD_SIZE: importable from here too (they were
 # defined here)
 from pathscope.tsv import (MAX_WORLD_SIZE, READER_MAJOR, CutShort, Record,  # noqa: F401
@@ -541,20 +541,11 @@ def _read_rank_file(directory_fd: int, entry: str, name: str, rank_from_name: in
 
 
 # ---- merging rank files (the in-job reduction, in Python) -------------------------------------
-
-def merge_op(into: OpStat, other: OpStat) -> None:
-    """Adds other into into, as reduce.c's merge_op: lowest rank wins ties."""
-    into.calls += other.calls
-    into.bytes += other.bytes
-    into.time_sum_ns += other.time_sum_ns
-    if (other.time_min_ns < into.time_min_ns
-            or (other.time_min_ns == into.time_min_ns and other.rank_min < into.rank_min)):
-        into.time_min_ns, into.rank_min = other.time_min_ns, other.rank_min
-    if (other.time_max_ns > into.time_max_ns
-            or (other.time_max_ns == into.time_max_ns and other.rank_max < into.rank_max)):
-        into.time_max_ns, into.rank_max = other.time_max_ns, other.rank_max
-    into.nranks += other.nranks
-    into.hist = _add_hist(into.hist, other.hist)
+# The rules are pathscope.merge's (docs/format.md, "Merge rules").  merge_rank_files calls
+# merge_op through this module's name: tests replace reader.merge_op.
+from pathscope.merge import add_hist as _add_hist  # noqa: E402
+from pathscope.merge import lowest_group_first as _lowest_group_first  # noqa: E402
+from pathscope.merge import merge_comm, merge_op  # noqa: E402
 
 
 def _rank_op_records(rank_file: _RankFile) -> Iterable[OpStat]:
@@ -590,36 +581,10 @@ def merge_rank_files(rank_files: Iterable[_RankFile]) -> tuple[dict[str, Comm],
                                      c.sent_bytes, c.recv_msgs, c.recv_bytes, c.freed_sends,
                                      c.freed_recvs, c.freed_recv_capacity, c.failed_requests)
                 continue
-            into = comms[c.name]
-            into.sent_msgs += c.sent_msgs
-            into.sent_bytes += c.sent_bytes
-            into.recv_msgs += c.recv_msgs
-            into.recv_bytes += c.recv_bytes
-            into.freed_sends += c.freed_sends
-            into.freed_recvs += c.freed_recvs
-            into.freed_recv_capacity += c.freed_recv_capacity
-            into.failed_requests += c.failed_requests
-            into.freed = int(bool(into.freed and c.freed))
+            merge_comm(comms[c.name], c)
     for comm in comms.values():
         _lowest_group_first(comm)
     return dict(sorted(comms.items())), dict(sorted(ops.items()))
-
-
-def _lowest_group_first(comm: Comm) -> None:
-    """An intercommunicator as profile.tsv describes it: the group holding the lowest world
-    rank first (rank files write local|remote, which differs between the two sides)."""
-    if not comm.is_inter or comm.members.count("|") != 1:
-        return
-    first, second = comm.members.split("|")
-    try:
-        a, b = ranges.parse(first)[0][0], ranges.parse(second)[0][0]
-    except ValueError:
-        return
-    low_a = min((lo for lo, _ in a), default=None)
-    low_b = min((lo for lo, _ in b), default=None)
-    if low_b is not None and (low_a is None or low_b < low_a):
-        comm.members = f"{second}|{first}"
-        comm.size, comm.remote_size = ranges.span_count(b), ranges.span_count(a)
 
 
 def _expand_members(comms: dict[str, Comm], rank_files: dict[int, _RankFile]) -> None:

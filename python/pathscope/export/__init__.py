@@ -7,28 +7,37 @@ Call paths (pathscope.export.stacks) as flame-graph formats, each with
     export_call_paths(profile, "folded", sys.stdout, symbols, metric="time", rank=0)
 """
 import importlib
+from dataclasses import dataclass
 from typing import Optional, TextIO
 
-from pathscope.export.stacks import METRICS
-from pathscope.export.tables import TABLES, build_table
+from pathscope.export.tables import DEFAULT_TABLE, TABLES, build_table, tables_help
+from pathscope.metrics import CALL_PATH_METRICS, DEFAULT_METRIC
 from pathscope.reader import Profile
 from pathscope.symbols import SymbolTable
 
-FORMATS = {"csv": "pathscope.export.csv_format", "json": "pathscope.export.json_format"}
-CALL_PATH_FORMATS = {"folded": "pathscope.export.folded",
-                     "speedscope": "pathscope.export.speedscope"}
-# the metric names of the call-path formats: one list, export/stacks.py's METRICS
-CALL_PATH_METRICS = tuple(METRICS)
+
+@dataclass(frozen=True)
+class Format:
+    module: str                   # imported when the format is asked for
+    phrase: str                   # what it writes, in `pathscope export --help`
+
+
+# every export format, once; `pathscope export --format` and its --help read these
+FORMATS = {"csv": Format("pathscope.export.csv_format", "CSV"),
+           "json": Format("pathscope.export.json_format", "JSON")}
+CALL_PATH_FORMATS = {"folded": Format("pathscope.export.folded", "folded stacks"),
+                     "speedscope": Format("pathscope.export.speedscope", "a speedscope file")}
+DEFAULT_FORMAT = "csv"
 
 
 def export(profile: Profile, table: str, fmt: str, out: TextIO) -> None:
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r} (known: {', '.join(FORMATS)})")
-    importlib.import_module(FORMATS[fmt]).write(build_table(profile, table), out)
+    importlib.import_module(FORMATS[fmt].module).write(build_table(profile, table), out)
 
 
 def export_call_paths(profile: Profile, fmt: str, out: TextIO, symbols: SymbolTable,
-                      metric: str = "time", rank: Optional[int] = None,
+                      metric: str = DEFAULT_METRIC, rank: Optional[int] = None,
                       thread: Optional[int] = None) -> None:
     """ProfileError when the profile has no call paths, or rank / thread are not in it."""
     from pathscope.export.stacks import collect_stacks
@@ -36,11 +45,12 @@ def export_call_paths(profile: Profile, fmt: str, out: TextIO, symbols: SymbolTa
     if fmt not in CALL_PATH_FORMATS:
         raise ValueError(f"unknown call-path format {fmt!r} "
                          f"(known: {', '.join(CALL_PATH_FORMATS)})")
-    module = importlib.import_module(CALL_PATH_FORMATS[fmt])
+    module = importlib.import_module(CALL_PATH_FORMATS[fmt].module)
     stacks = collect_stacks(profile, symbols, metric, rank, thread, module.WITH_FILES)
     name = str(profile.meta.get("program") or (profile.path.name if profile.path else "profile"))
     module.write(stacks, out, name)
 
 
-__all__ = ["CALL_PATH_FORMATS", "CALL_PATH_METRICS", "FORMATS", "TABLES", "export",
-           "export_call_paths"]
+__all__ = ["CALL_PATH_FORMATS", "CALL_PATH_METRICS", "DEFAULT_FORMAT", "DEFAULT_METRIC",
+           "DEFAULT_TABLE", "FORMATS", "TABLES", "Format", "export", "export_call_paths",
+           "tables_help"]

@@ -10,6 +10,8 @@ from pathscope.export.stacks import StackFrame, Stacks
 
 SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 WITH_FILES = True             # a function's frames in different files stay apart
+# speedscope's unit of a metric's unit (pathscope.metrics; times are exported in microseconds)
+UNITS = {"ns": "microseconds", "bytes": "bytes", "count": "none"}
 
 
 def document(stacks: Stacks, name: str) -> dict[str, Any]:
@@ -26,7 +28,7 @@ def document(stacks: Stacks, name: str) -> dict[str, Any]:
             sample.append(index[frame])
         samples.append(sample)
     profile = {"type": "sampled", "name": f"{name}: {stacks.metric.name} ({stacks.selection})",
-               "unit": stacks.metric.unit, "startValue": 0, "endValue": stacks.total,
+               "unit": UNITS[stacks.metric.unit], "startValue": 0, "endValue": stacks.total,
                "samples": samples, "weights": [value for _, value in stacks.stacks]}
     return {"$schema": SCHEMA, "shared": {"frames": frames}, "profiles": [profile],
             "name": name, "activeProfileIndex": 0, "exporter": f"pathscope {__version__}"}

@@ -20,51 +20,21 @@ Rules kept here (docs/user-guide.md, Exporting call paths):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Optional, Sequence
 
-from pathscope.calltree import (ALLOC_BYTES, ALLOCS, BYTES, ENTRIES, FREED_BYTES, FREES,
-                                KERNEL_NS, MPI_NS, OFFCPU_NS, PEAK_BYTES, SAMPLE_NS, SYSCALLS,
-                                VISITS, MergedNode, build_tree)
-from pathscope.cct import CODE_KINDS, OFFCPU_FORMAT
+from pathscope.calltree import MergedNode, build_tree
+from pathscope.cct import CODE_KINDS
 from pathscope.errors import ProfileError
+from pathscope.metrics import CALL_PATH_METRICS
+from pathscope.metrics import METRICS as _REGISTRY
+from pathscope.metrics import Metric
 from pathscope.reader import Profile
 from pathscope.symbols import SymbolTable
+from pathscope.tsv import version_at_least
 
 NS_PER_US = 1000
-
-
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    unit: str                     # speedscope's unit
-    value: Callable[[MergedNode], int]
-    time: bool                    # nanoseconds, exported in microseconds
-    offcpu: bool = False          # needs the on/off-CPU split of format 2.4
-
-
-METRICS: dict[str, Metric] = {m.name: m for m in (
-    Metric("time", "microseconds", lambda n: n.total(SAMPLE_NS) + n.total(MPI_NS), True),
-    Metric("mpi_time", "microseconds", lambda n: n.total(MPI_NS), True),
-    # sampled time (outside MPI) split (format 2.4): the thread running, and off the CPU
-    # (in the run queue or blocked); time = oncpu_time + offcpu_time + mpi_time
-    Metric("oncpu_time", "microseconds", lambda n: n.total(SAMPLE_NS) - n.total(OFFCPU_NS),
-           True, offcpu=True),
-    Metric("offcpu_time", "microseconds", lambda n: n.total(OFFCPU_NS), True, offcpu=True),
-    Metric("visits", "none", lambda n: n.total(VISITS), False),
-    Metric("bytes", "bytes", lambda n: n.total(BYTES), False),
-    # thunk mode: calls made at each call site that a walk saw start, a lower bound
-    Metric("calls", "none", lambda n: n.total(ENTRIES), False),
-    # heap profiling (--heap): the allocating call paths, the allocator function innermost
-    Metric("alloc_count", "none", lambda n: n.total(ALLOCS), False),
-    Metric("alloc_bytes", "bytes", lambda n: n.total(ALLOC_BYTES), False),
-    Metric("free_count", "none", lambda n: n.total(FREES), False),
-    Metric("leaked_bytes", "bytes", lambda n: n.total(ALLOC_BYTES) - n.total(FREED_BYTES), False),
-    Metric("peak_bytes", "bytes", lambda n: n.total(PEAK_BYTES), False),
-    # kernel time (--kernel): the system call (or libc function) innermost, below the path
-    # that made it; `[kernel: no call path]` holds what no path got (totals = the tables)
-    Metric("syscall_count", "none", lambda n: n.total(SYSCALLS), False),
-    Metric("syscall_time", "microseconds", lambda n: n.total(KERNEL_NS), True),
-)}
+# the metrics of the call-path formats, in --metric order (pathscope.metrics)
+METRICS: dict[str, Metric] = {name: _REGISTRY[name] for name in CALL_PATH_METRICS}
 
 
 @dataclass(frozen=True)
@@ -101,17 +71,17 @@ def stack_text(stack: Stack) -> str:
 
 
 def check_metric(profile: Profile, metric: str, ranks: Sequence[int]) -> None:
-    """ProfileError when a rank of ranks lacks what metric needs (the on/off-CPU split:
-    format 2.4): a clear refusal rather than zeros or the whole sampled time."""
-    if not METRICS[metric].offcpu:
+    """ProfileError when a rank of ranks is older than the format metric needs (the on/off-CPU
+    split: 2.4): a clear refusal rather than zeros or the whole sampled time."""
+    chosen = METRICS[metric]
+    if chosen.needs_format is None:
         return
     old = sorted({profile.callpaths[r].version for r in ranks
-                  if not profile.callpaths[r].knows_offcpu()})
+                  if not version_at_least(profile.callpaths[r].version, *chosen.needs_format)})
     if old:
         raise ProfileError(f"metric {metric} needs profile format "
-                           f"{'.'.join(map(str, OFFCPU_FORMAT))} or later: this profile "
-                           f"(format {', '.join(old)}) does not split sampled time into "
-                           f"on-CPU and off-CPU time")
+                           f"{'.'.join(map(str, chosen.needs_format))} or later: this profile "
+                           f"(format {', '.join(old)}) does not {chosen.needs_what}")
 
 
 def collect_stacks(profile: Profile, symbols: SymbolTable, metric: str,
@@ -130,12 +100,12 @@ def collect_stacks(profile: Profile, symbols: SymbolTable, metric: str,
             continue
         stack = paths[id(node.parent)] + tuple(_frames(node, symbols, with_files))
         paths[id(node)] = stack
-        value = chosen.value(node)
+        value = node.value(metric)
         if value:
             sums[stack] = sums.get(stack, 0) + value
     stacks = []
     for stack, value in sums.items():
-        if chosen.time:
+        if chosen.unit == "ns":     # exported in microseconds
             value = (value + NS_PER_US // 2) // NS_PER_US
         if value:
             stacks.append((stack, value))

@@ -4,20 +4,8 @@ A Table is a list of column names and rows of plain values: int, float (seconds)
 (unknown) and, for `hist`, a dict {bin: count} (docs/format.md, Histograms).  Text fields keep
 the profile's spelling, including `-` for "none".
 
-Tables:
-  comm-ops  one row per (communicator, operation), without the `*` totals
-  ops       the `*` rows: per operation, totals over all communicators of each rank
-  comms     one row per communicator
-  ranks     one row per rank of MPI_COMM_WORLD (status `missing` when it has no rank file,
-            `unreadable` when its file breaks a rule of the format)
-  warnings  one row per rank and warning key: the problems the runtime reported (format 2.3)
-  threads   call paths: one row per rank and thread: elapsed, MPI and sampled time, the
-            sampled time on and off the CPU, the exact CPU time (the last three: format 2.4)
-  heap-timeline  heap profiling: one row per timeline point of each rank (live bytes over time)
-  heap-ranks     heap profiling: one row per rank with its totals, peak and leaks
-  kernel-syscalls  kernel time: one row per rank, thread and system call (count, time)
-  kernel-threads   kernel time: one row per rank and thread (syscalls, OS CPU times, faults,
-                 and from eBPF the time off the CPU: blocked and in the run queue)
+TABLES lists every table once (TableSpec: name, --help phrase, columns, builder); each
+builder's docstring says what a row is.  `pathscope export --table` and its --help read it.
 """
 from __future__ import annotations
 
@@ -57,6 +45,7 @@ def _stat_values(stat: OpStat) -> dict[str, Any]:
 
 
 def comm_ops_table(profile: Profile) -> Table:
+    """One row per (communicator, operation), without the `*` totals."""
     rows = []
     for (comm, op), stat in profile.ops.items():
         if comm == TOTAL_COMM:
@@ -69,6 +58,7 @@ def comm_ops_table(profile: Profile) -> Table:
 
 
 def ops_table(profile: Profile) -> Table:
+    """The `*` rows: per operation, totals over all communicators of each rank."""
     rows = []
     for stat in profile.op_totals():
         row = {"op": stat.op}
@@ -78,6 +68,7 @@ def ops_table(profile: Profile) -> Table:
 
 
 def comms_table(profile: Profile) -> Table:
+    """One row per communicator."""
     rows = []
     for comm in profile.comms.values():
         hosts = [profile.host_of(r) for r in comm.members_list if r != UNDEFINED_RANK]
@@ -92,6 +83,8 @@ def comms_table(profile: Profile) -> Table:
 
 
 def ranks_table(profile: Profile) -> Table:
+    """One row per rank of MPI_COMM_WORLD (status `missing` when it has no rank file,
+    `unreadable` when its file breaks a rule of the format)."""
     def rows() -> Iterator[dict[str, Any]]:
         for info in profile.ranks:
             known = info.status != "missing" or info.wall_ns > 0
@@ -108,6 +101,7 @@ WARNINGS_COLUMNS = ["rank", "key", "count", "first_s", "text"]
 
 
 def warnings_table(profile: Profile) -> Table:
+    """One row per rank and warning key: the problems the runtime reported (format 2.3)."""
     rows = []
     for info in profile.ranks:
         for w in info.warnings:
@@ -121,8 +115,9 @@ THREADS_COLUMNS = ["rank", "thread", "tid", "mpi_runtime", "elapsed_s", "mpi_s",
 
 
 def threads_table(profile: Profile) -> Table:
-    """Per thread: its tree's totals (sampled_s = oncpu_s + offcpu_s; elapsed_s = mpi_s +
-    sampled_s within 1 ns per node) and the thread's exact CPU time.  The split and the CPU
+    """Call paths: one row per rank and thread: elapsed, MPI and sampled time from its tree
+    (sampled_s = oncpu_s + offcpu_s; elapsed_s = mpi_s + sampled_s within 1 ns per node), the
+    sampled time on and off the CPU, and the thread's exact CPU time.  The split and the CPU
     time are None before format 2.4, cpu_s also when the runtime could not read it."""
     rows = []
     for rank, paths in sorted(profile.callpaths.items()):
@@ -154,6 +149,7 @@ def _heap_ranks(profile: Profile):
 
 
 def heap_timeline_table(profile: Profile) -> Table:
+    """Heap profiling: one row per timeline point of each rank (live bytes over time)."""
     rows = []
     for rank, heap in _heap_ranks(profile):
         for point in heap.timeline:
@@ -163,6 +159,7 @@ def heap_timeline_table(profile: Profile) -> Table:
 
 
 def heap_ranks_table(profile: Profile) -> Table:
+    """Heap profiling: one row per rank with its totals, peak and leaks."""
     rows = []
     for rank, heap in _heap_ranks(profile):
         rows.append({"rank": rank, "traversal": heap.traversal, "allocs": heap.allocs,
@@ -188,7 +185,8 @@ def _kernel_ranks(profile: Profile):
 
 
 def kernel_syscalls_table(profile: Profile) -> Table:
-    """STaKTAU's table: one row per rank, thread and system call (exact counts and times)."""
+    """Kernel time, STaKTAU's table: one row per rank, thread and system call (exact counts
+    and times)."""
     rows = []
     for rank, k, index in _kernel_ranks(profile):
         for s in sorted(k.syscalls, key=lambda s: (s.tid, -s.time_ns, s.name)):
@@ -199,8 +197,8 @@ def kernel_syscalls_table(profile: Profile) -> Table:
 
 
 def kernel_threads_table(profile: Profile) -> Table:
-    """One row per rank and thread: system calls, the OS's CPU times and faults, and (eBPF)
-    the time off the CPU."""
+    """Kernel time: one row per rank and thread: system calls, the OS's CPU times and
+    faults, and (eBPF) the time off the CPU (blocked and in the run queue)."""
     rows = []
     for rank, k, index in _kernel_ranks(profile):
         tids = sorted({s.tid for s in k.syscalls} | {t.tid for t in k.threads} |
@@ -227,14 +225,36 @@ def kernel_threads_table(profile: Profile) -> Table:
     return Table(KERNEL_THREADS_COLUMNS, rows)
 
 
-TABLES: dict[str, Callable[[Profile], Table]] = {
-    "comm-ops": comm_ops_table, "ops": ops_table, "comms": comms_table, "ranks": ranks_table,
-    "warnings": warnings_table, "threads": threads_table,
-    "heap-timeline": heap_timeline_table, "heap-ranks": heap_ranks_table,
-    "kernel-syscalls": kernel_syscalls_table, "kernel-threads": kernel_threads_table}
+@dataclass(frozen=True)
+class TableSpec:
+    name: str                     # `--table NAME`
+    help: str                     # its phrase in `pathscope export --help` ("": the name says it)
+    columns: list[str]
+    build: Callable[[Profile], Table]
+
+
+TABLES: dict[str, TableSpec] = {spec.name: spec for spec in (
+    TableSpec("comm-ops", "per communicator and operation", COMM_OPS_COLUMNS, comm_ops_table),
+    TableSpec("ops", "per operation, over all communicators", OPS_COLUMNS, ops_table),
+    TableSpec("comms", "communicators", COMMS_COLUMNS, comms_table),
+    TableSpec("ranks", "", RANKS_COLUMNS, ranks_table),
+    TableSpec("warnings", "the runtime's warnings per rank", WARNINGS_COLUMNS, warnings_table),
+    TableSpec("threads", "per thread: elapsed, MPI, on-CPU, off-CPU and CPU time",
+              THREADS_COLUMNS, threads_table),
+    TableSpec("heap-timeline", "", HEAP_TIMELINE_COLUMNS, heap_timeline_table),
+    TableSpec("heap-ranks", "", HEAP_RANKS_COLUMNS, heap_ranks_table),
+    TableSpec("kernel-syscalls", "", KERNEL_SYSCALLS_COLUMNS, kernel_syscalls_table),
+    TableSpec("kernel-threads", "", KERNEL_THREADS_COLUMNS, kernel_threads_table),
+)}
+DEFAULT_TABLE = "comm-ops"    # `pathscope export` without --table
+
+
+def tables_help() -> str:
+    """The table list of `pathscope export --help`: `name (help), name, ...`."""
+    return ", ".join(f"{s.name} ({s.help})" if s.help else s.name for s in TABLES.values())
 
 
 def build_table(profile: Profile, name: str) -> Table:
     if name not in TABLES:
         raise ValueError(f"unknown table {name!r} (known: {', '.join(TABLES)})")
-    return TABLES[name](profile)
+    return TABLES[name].build(profile)

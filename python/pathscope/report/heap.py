@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from pathscope.calltree import (ALLOC_BYTES, ALLOCS, FREED_BYTES, FREES, PEAK_BYTES, CallTree,
+from pathscope.calltree import (ALLOC_BYTES, ALLOCS, FREES, PEAK_BYTES, CallTree,
                                 MergedNode, build_tree)
 from pathscope.cct import HEAP
 from pathscope.reader import Profile
@@ -110,7 +110,7 @@ def _heap(profile: Profile, heaps: dict[int, HeapSummary], tree: Optional[CallTr
                     lambda n: f"{n.total(ALLOCS):,}", "blocks")
     at_peak = top("Live at the peak", lambda n: n.total(PEAK_BYTES),
                   lambda n: f"{n.total(ALLOCS):,}", "blocks")
-    leaked = top("Live at the end (leaks)", lambda n: n.total(ALLOC_BYTES) - n.total(FREED_BYTES),
+    leaked = top("Live at the end (leaks)", lambda n: n.value("leaked_bytes"),
                  lambda n: f"{n.total(ALLOCS) - n.total(FREES):,}", "blocks")
     lines.extend(part for part in (allocated, at_peak, leaked) if part)
     lines.append(_timelines(heaps))

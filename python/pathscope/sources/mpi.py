@@ -18,6 +18,7 @@ from typing import Callable, Optional
 from pathscope import ranges
 from pathscope.cct import MAX_ID, MPI, RankCallPaths, named_node
 from pathscope.errors import ProfileError
+from pathscope.merge import add_hist
 from pathscope.sources.base import Source
 from pathscope.tsv import MAX_WORLD_SIZE, Record
 
@@ -109,13 +110,6 @@ def freed_fields(record: Record, first: int) -> tuple[int, ...]:
     if len(record.fields) < first + 4:
         return 0, 0, 0, 0
     return tuple(record.number(first + i) for i in range(4))
-
-
-def add_hist(a: dict[int, int], b: dict[int, int]) -> dict[int, int]:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = out.get(k, 0) + v
-    return out
 
 
 class MpiParser:

@@ -1,0 +1,164 @@
+"""The metric registry: every value kept per call-tree node or exported per call path, once.
+
+    METRICS["time"].formula, METRICS["sample_ns"].column    # by name
+    COLUMNS["mpi_ns"] == 3            # a stored metric's index in MergedNode.by_rank
+    CALL_PATH_METRICS                 # `pathscope export --metric` choices, in their order
+
+Two kinds of metric, one namespace:
+- stored: a node's exclusive value, an attribute of a CCT node (`field`), kept per rank in
+  calltree.MergedNode.by_rank at `column`.  The columns are pinned (0..13; tests check the
+  layout): a new stored metric takes the next column.  A metric with `kind` is read only from
+  nodes of that kind, and a node of such a kind feeds only those metrics (a system call's
+  visits are its calls, not MPI visits);
+- exported: the value of a call path in the flame-graph formats (`exports` holds
+  CALL_PATHS): a stored metric itself, or a `formula` over stored metrics by name.
+Rules kept here:
+- unit: "ns", "bytes" or "count".  Exports show ns in microseconds, rounded half up after
+  summing (export/stacks.py); each format names the unit in its own words.
+- merge: how the values of threads and ranks combine, a rule of pathscope.merge (docs/format.md,
+  "Merge rules").  Every stored metric sums, over a rank's threads and over ranks, with
+  per-rank min/mean/max (calltree.rank_stats: a rank without the node counts as 0, the lowest
+  rank on ties).
+- needs_format: the profile format that introduced the metric; a profile with an older rank
+  is refused for it (export/stacks.check_metric: "does not <needs_what>"), never exported as
+  zeros.
+- order: the place among the --metric choices (ascending); the choices keep today's order.
+Adding a metric is one entry in _ALL (with its source named).  Nothing here reads a profile.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from pathscope.cct import OFFCPU_FORMAT, SYSCALL
+from pathscope.merge import RULES
+
+CALL_PATHS = "call-paths"     # `exports` tag: every call-path format (export.CALL_PATH_FORMATS)
+UNITS = ("ns", "bytes", "count")
+SOURCES = ("core", "mpi", "sample", "heap", "kernel", "unwind")
+TREE_MERGE = "sum"            # the one rule calltree.MergedNode applies to stored metrics
+DEFAULT_METRIC = "time"       # export --metric when none is given
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    source: str                   # the measurement source that produces it (SOURCES)
+    unit: str                     # UNITS
+    merge: str = TREE_MERGE       # a rule of pathscope.merge.RULES
+    field: Optional[str] = None   # stored: the exclusive value's attribute of a cct.Node,
+                                  # or of a part of it ("heap.allocs": 0 without the part)
+    kind: Optional[str] = None    # stored: read only from nodes of this kind (see above)
+    column: Optional[int] = None  # stored: index in MergedNode.by_rank
+    formula: Optional[Callable[[Callable[[str], int]], int]] = None  # exported, derived:
+                                  # its value from the stored metrics' values by name
+    exports: tuple[str, ...] = ()  # CALL_PATHS when the flame-graph formats carry it
+    order: int = 0                # exported: place among the --metric choices
+    needs_format: Optional[tuple[int, int]] = None  # the format that introduced it
+    needs_what: str = ""          # what older profiles do not do ("split sampled time ...")
+
+    @property
+    def stored(self) -> bool:
+        return self.column is not None
+
+    def value(self, stored_value: Callable[[str], int]) -> int:
+        """This metric given the stored metrics' values by name (a node's, summed, ...)."""
+        return self.formula(stored_value) if self.formula else stored_value(self.name)
+
+
+_SPLIT = dict(needs_format=OFFCPU_FORMAT,
+              needs_what="split sampled time into on-CPU and off-CPU time")
+
+# Stored metrics by column, then the exported ones that are formulas, by choice order.
+_ALL = (
+    Metric("visits", "mpi", "count", field="visits", column=0,
+           exports=(CALL_PATHS,), order=50),
+    Metric("sample_ns", "sample", "ns", field="sample_ns", column=1),
+    Metric("samples", "sample", "count", field="samples", column=2),
+    Metric("mpi_ns", "mpi", "ns", field="mpi_ns", column=3),
+    Metric("bytes", "mpi", "bytes", field="bytes", column=4,
+           exports=(CALL_PATHS,), order=60),
+    # heap profiling (cct.HeapStats): blocks allocated on the path, freed, live at the peak
+    Metric("allocs", "heap", "count", field="heap.allocs", column=5),
+    Metric("alloc_bytes", "heap", "bytes", field="heap.alloc_bytes", column=6,
+           exports=(CALL_PATHS,), order=90),
+    Metric("frees", "heap", "count", field="heap.frees", column=7),
+    Metric("freed_bytes", "heap", "bytes", field="heap.freed_bytes", column=8),
+    Metric("peak_bytes", "heap", "bytes", field="heap.peak_bytes", column=9,
+           exports=(CALL_PATHS,), order=120),
+    # thunk mode: calls made at a call site, a lower bound
+    Metric("entries", "unwind", "count", field="entries", column=10),
+    # kernel time (cct.KernelSummary): calls of a system call (or libc function), time in it
+    Metric("syscalls", "kernel", "count", field="visits", kind=SYSCALL, column=11),
+    Metric("kernel_ns", "kernel", "ns", field="kernel_ns", kind=SYSCALL, column=12),
+    # the part of sample_ns off the CPU (format 2.4; 0 before)
+    Metric("offcpu_ns", "sample", "ns", field="offcpu_ns", column=13),
+
+    Metric("time", "core", "ns", formula=lambda v: v("sample_ns") + v("mpi_ns"),
+           exports=(CALL_PATHS,), order=10),
+    Metric("mpi_time", "mpi", "ns", formula=lambda v: v("mpi_ns"), exports=(CALL_PATHS,),
+           order=20),
+    # sampled time (outside MPI) split: the thread running, and off the CPU (in the run
+    # queue or blocked); time = oncpu_time + offcpu_time + mpi_time
+    Metric("oncpu_time", "sample", "ns", formula=lambda v: v("sample_ns") - v("offcpu_ns"),
+           exports=(CALL_PATHS,), order=30, **_SPLIT),
+    Metric("offcpu_time", "sample", "ns", formula=lambda v: v("offcpu_ns"),
+           exports=(CALL_PATHS,), order=40, **_SPLIT),
+    # thunk mode: calls made at each call site that a walk saw start, a lower bound
+    Metric("calls", "unwind", "count", formula=lambda v: v("entries"), exports=(CALL_PATHS,),
+           order=70),
+    # heap profiling (--heap): the allocating call paths, the allocator function innermost
+    Metric("alloc_count", "heap", "count", formula=lambda v: v("allocs"),
+           exports=(CALL_PATHS,), order=80),
+    Metric("free_count", "heap", "count", formula=lambda v: v("frees"),
+           exports=(CALL_PATHS,), order=100),
+    Metric("leaked_bytes", "heap", "bytes",
+           formula=lambda v: v("alloc_bytes") - v("freed_bytes"), exports=(CALL_PATHS,),
+           order=110),
+    # kernel time (--kernel): the system call (or libc function) innermost, below the path
+    # that made it; `[kernel: no call path]` holds what no path got (totals = the tables)
+    Metric("syscall_count", "kernel", "count", formula=lambda v: v("syscalls"),
+           exports=(CALL_PATHS,), order=130),
+    Metric("syscall_time", "kernel", "ns", formula=lambda v: v("kernel_ns"),
+           exports=(CALL_PATHS,), order=140),
+)
+
+
+def _require(condition: bool, what: str) -> None:
+    if not condition:
+        raise ValueError(f"metric registry: {what}")
+
+
+def _check(metrics: tuple[Metric, ...]) -> None:
+    """The registry's invariants; a broken one is a programming error (raised at import)."""
+    names = [m.name for m in metrics]
+    _require(len(set(names)) == len(names), f"names repeated: {names}")
+    stored = [m for m in metrics if m.stored]
+    _require(sorted(m.column or 0 for m in stored) == list(range(len(stored))),
+             "columns not 0..n-1, each once")
+    for m in metrics:
+        _require(m.source in SOURCES and m.unit in UNITS and m.merge in RULES,
+                 f"{m.name}: source, unit or merge rule")
+        _require((m.field is not None) == m.stored, f"{m.name}: a stored metric needs field")
+        _require(not m.field or m.field.count(".") <= 1, f"{m.name}: field a.b at most")
+        _require(m.stored != (m.formula is not None), f"{m.name}: stored or a formula")
+        _require(not m.stored or m.merge == TREE_MERGE, f"{m.name}: the tree only sums")
+    exported = [m for m in metrics if CALL_PATHS in m.exports]
+    orders = [m.order for m in exported]
+    _require(len(set(orders)) == len(orders), f"--metric orders repeated: {orders}")
+    known = {m.name for m in stored}
+    for m in exported:
+        used: list[str] = []
+        m.value(lambda name: used.append(name) or 0)
+        _require(set(used) <= known, f"{m.name}: formula of unknown metrics {used}")
+
+
+_check(_ALL)
+METRICS: dict[str, Metric] = {m.name: m for m in _ALL}
+STORED: tuple[Metric, ...] = tuple(sorted((m for m in _ALL if m.stored),
+                                          key=lambda m: m.column or 0))
+COLUMNS: dict[str, int] = {m.name: m.column for m in STORED if m.column is not None}
+COLUMN_COUNT = len(STORED)
+CALL_PATH_METRICS: tuple[str, ...] = tuple(
+    m.name for m in sorted((m for m in _ALL if CALL_PATHS in m.exports), key=lambda m: m.order))
+_require(DEFAULT_METRIC in CALL_PATH_METRICS, "the default metric is not exported")
