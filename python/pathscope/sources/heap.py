@@ -7,11 +7,16 @@ lines) and the heap metrics of call-path nodes (`hnode` lines), docs/format.md.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from pathscope.cct import MAX_ID, RankCallPaths, named_node
-from pathscope.sources.base import Source
+from pathscope.sources.base import CALL_PATHS, Metric, Section, Source, Table, TableSpec
 from pathscope.tsv import Record
+from pathscope.units import seconds
+
+if TYPE_CHECKING:
+    from pathscope.reader import Profile
+    from pathscope.symbols import SymbolTable
 
 
 @dataclass
@@ -91,4 +96,76 @@ class HeapParser:
         return self.heap
 
 
-SOURCE = Source("heap", HeapParser)
+# ---- export tables ----------------------------------------------------------------------------
+
+HEAP_TIMELINE_COLUMNS = ["rank", "time_s", "live_bytes", "max_bytes"]
+HEAP_RANKS_COLUMNS = ["rank", "traversal", "allocs", "alloc_bytes", "frees", "freed_bytes",
+                      "peak_bytes", "peak_time_s", "leaked_bytes", "untracked_allocs",
+                      "foreign_frees"]
+
+
+def _heap_ranks(profile: Profile):
+    return [(rank, paths.heap) for rank, paths in sorted(profile.callpaths.items())
+            if paths.heap is not None]
+
+
+def heap_timeline_table(profile: Profile) -> Table:
+    """Heap profiling: one row per timeline point of each rank (live bytes over time)."""
+    rows = []
+    for rank, heap in _heap_ranks(profile):
+        for point in heap.timeline:
+            rows.append({"rank": rank, "time_s": seconds(point.time_ns),
+                         "live_bytes": point.live_bytes, "max_bytes": point.max_bytes})
+    return Table(HEAP_TIMELINE_COLUMNS, rows)
+
+
+def heap_ranks_table(profile: Profile) -> Table:
+    """Heap profiling: one row per rank with its totals, peak and leaks."""
+    rows = []
+    for rank, heap in _heap_ranks(profile):
+        rows.append({"rank": rank, "traversal": heap.traversal, "allocs": heap.allocs,
+                     "alloc_bytes": heap.alloc_bytes, "frees": heap.frees,
+                     "freed_bytes": heap.freed_bytes, "peak_bytes": heap.peak_bytes,
+                     "peak_time_s": seconds(heap.peak_ns), "leaked_bytes": heap.live_bytes,
+                     "untracked_allocs": heap.untracked_allocs,
+                     "foreign_frees": heap.foreign_frees})
+    return Table(HEAP_RANKS_COLUMNS, rows)
+
+
+TABLES = (
+    TableSpec("heap-timeline", "", HEAP_TIMELINE_COLUMNS, heap_timeline_table, 50),
+    TableSpec("heap-ranks", "", HEAP_RANKS_COLUMNS, heap_ranks_table, 51),
+)
+
+METRICS = (
+    # heap profiling (HeapStats): blocks allocated on the path, freed, live at the peak
+    Metric("allocs", "heap", "count", field="heap.allocs", column=5),
+    Metric("alloc_bytes", "heap", "bytes", field="heap.alloc_bytes", column=6,
+           exports=(CALL_PATHS,), order=90),
+    Metric("frees", "heap", "count", field="heap.frees", column=7),
+    Metric("freed_bytes", "heap", "bytes", field="heap.freed_bytes", column=8),
+    Metric("peak_bytes", "heap", "bytes", field="heap.peak_bytes", column=9,
+           exports=(CALL_PATHS,), order=120),
+    # heap profiling (--heap): the allocating call paths, the allocator function innermost
+    Metric("alloc_count", "heap", "count", formula=lambda v: v("allocs"),
+           exports=(CALL_PATHS,), order=80),
+    Metric("free_count", "heap", "count", formula=lambda v: v("frees"),
+           exports=(CALL_PATHS,), order=100),
+    Metric("leaked_bytes", "heap", "bytes",
+           formula=lambda v: v("alloc_bytes") - v("freed_bytes"), exports=(CALL_PATHS,),
+           order=110),
+)
+
+
+
+# ---- report ------------------------------------------------------------------------------------
+
+def report_sections(profile: Profile, symbols: SymbolTable) -> list[str]:
+    """The report's heap section: totals per rank, the top allocating and leaking paths, the
+    timelines ([] without heap profiling)."""
+    from pathscope.report import heap as heap_report   # the analysis imports the sources
+    return heap_report.sections(profile, symbols)
+
+
+SOURCE = Source("heap", HeapParser, metrics=METRICS, tables=TABLES,
+                sections=(Section(40, report_sections),))
