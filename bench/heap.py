@@ -2,7 +2,7 @@
 """Heap profiling overhead: pathscope --heap per traversal mode against heaptrack, in one run.
 
     python3 bench/heap.py [--reps 5] [--modes full,reuse,heuristic,thunk] [--depths 10,20,30,40]
-                          [--scale 1300] [--work 2] [--iterations 2000000]
+                          [--scale 1300] [--work 2] [--iterations 2000000] [--quick]
                           [--variants base,pathscope-full,...,heaptrack] [--preload] [--json FILE]
 
 Programs (built here with -O2 -g, no frame pointers, into build/bench/heap/):
@@ -200,17 +200,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modes", default="full,reuse,heuristic,thunk",
                     help="pathscope traversal modes, one variant pathscope-MODE each")
     ap.add_argument("--depths", default="10,20,30,40", help="heap_depth stack depths")
-    ap.add_argument("--scale", type=int, default=1300, help="heap_alloc steps (default 1300)")
+    ap.add_argument("--scale", type=int, help="heap_alloc steps (default 1300; --quick: 200)")
     ap.add_argument("--work", type=int, default=2,
                     help="heap_alloc computation units per allocation (default 2, 0: none)")
-    ap.add_argument("--iterations", type=int, default=2_000_000,
-                    help="heap_depth malloc+free pairs per run (default 2000000)")
+    ap.add_argument("--iterations", type=int,
+                    help="heap_depth malloc+free pairs per run (default 2000000; --quick: 300000)")
+    ap.add_argument("--quick", action="store_true",
+                    help="small sizes, 3 repetitions, depths 10 and 40: a before/after check of "
+                    "a change in minutes")
     ap.add_argument("--variants", help="only these variants (comma-separated; base is always "
                     "run), e.g. base,heaptrack")
     ap.add_argument("--preload", action="store_true",
                     help="run pathscope through LD_PRELOAD (environment form), not the CLI")
     ap.add_argument("--json", help="also write every measurement to this file")
     args = ap.parse_args(argv)
+    if args.scale is None:
+        args.scale = 200 if args.quick else 1300
+    if args.iterations is None:
+        args.iterations = 300_000 if args.quick else 2_000_000
+    if args.quick and args.reps == 5:
+        args.reps = 3
+    if args.quick and args.depths == "10,20,30,40":
+        args.depths = "10,40"
     modes = [m for m in args.modes.split(",") if m]
     depths = [int(d) for d in args.depths.split(",") if d]
     variants = ["base"] + [f"pathscope-{m}" for m in modes] + [HEAPTRACK]

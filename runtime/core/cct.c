@@ -1,4 +1,4 @@
-/* Threads and calling context trees: see cct.h for the contract.
+/* Calling context trees: see cct.h for the contract (the threads: threads.c).
  *
  * A tree is an array of nodes plus an open-addressing hash of (parent, kind, key) -> node,
  * both mapped once per thread (MAP_NORESERVE: only touched pages cost memory).  The path of
@@ -13,110 +13,7 @@
 
 #include "cct.h"
 
-/* Nodes per thread: 131,072 (call paths of MPI calls and samples); with heap profiling
- * 1,048,576, as allocations come from many more paths (an interpreter's, for one).  Mapped
- * with MAP_NORESERVE: only the nodes used cost memory. */
-#define PS_MAX_NODES (1u << 17)
-#define PS_MAX_NODES_HEAP (1u << 20)
-#define PS_MAX_PCOMM (1u << 14)
-
-__thread ps_thread_t *ps_self __attribute__((tls_model("initial-exec")));
-ps_thread_t *ps_threads[PS_MAX_THREADS];
-_Atomic int ps_nthreads;
 volatile int ps_cct_frozen;
-
-void ps_sample_thread_start(ps_thread_t *t); /* sample/sample.c */
-
-void *ps_map_zeroed(size_t bytes)
-{
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
-    return p == MAP_FAILED ? NULL : p;
-}
-
-ps_thread_t *ps_thread_register(void)
-{
-    if (ps_self) return ps_self;
-    if (atomic_load(&ps_nthreads) >= PS_MAX_THREADS) return NULL;
-    ps_thread_t *t = ps_map_zeroed(sizeof *t);
-    uint32_t max_nodes = ps_option_on(ps_options.heap) ? PS_MAX_NODES_HEAP : PS_MAX_NODES;
-    ps_node_t *nodes = ps_map_zeroed(sizeof(ps_node_t) * max_nodes);
-    uint32_t *hash = ps_map_zeroed(sizeof(uint32_t) * max_nodes * 2);
-    ps_pcomm_t *pcomm = ps_map_zeroed(sizeof(ps_pcomm_t) * PS_MAX_PCOMM);
-    if (!t || !nodes || !hash || !pcomm) {
-        atomic_fetch_add(&ps_counters.alloc_failures, 1);
-        return NULL;
-    }
-    t->tid = (int)syscall(SYS_gettid);
-    t->pthread = (uintptr_t)pthread_self();
-    t->nodes = nodes;
-    t->max_nodes = max_nodes;
-    t->hash = hash;
-    t->hash_mask = max_nodes * 2 - 1;
-    t->pcomm = pcomm;
-    t->pcomm_mask = PS_MAX_PCOMM - 1;
-    t->nnodes = 1; /* the root */
-    t->start_ticks = t->last_ticks = ps_now();
-    t->start_cpu_ns = t->last_cpu_ns = ps_thread_cpu_ns(t->tid);
-    void ps_unwind_thread_init(ps_thread_t *t);
-    ps_unwind_thread_init(t);
-    t->walk_prev = t->walk_buf[0];
-    t->walk_cur = t->walk_buf[1];
-    t->failed_node = ps_cct_child(t, 0, PS_NODE_FAILED, 0);
-    t->not_unwound_node = ps_cct_child(t, 0, PS_NODE_NOT_UNWOUND, 0);
-    int index = atomic_fetch_add(&ps_nthreads, 1);
-    if (index >= PS_MAX_THREADS) {
-        atomic_fetch_sub(&ps_nthreads, 1);
-        return NULL;
-    }
-    t->index = index;
-    ps_self = t;
-    ps_threads[index] = t; /* published last: the writer reads only complete entries */
-    ps_sample_thread_start(t);
-    return t;
-}
-
-/* The end of a thread's timeline (sample.c, "Weights"): its non-MPI time is exactly its
- * elapsed time minus its MPI time.  The on-CPU time sampled is an unbiased estimate of the
- * part of it spent on a CPU, and stays as it is unless it exceeds the non-MPI time (sampling
- * noise on a thread that hardly ever left the CPU): then it is scaled down to it.  The rest is
- * off-CPU time: it fills the off-CPU time seen at kept samples (scaled down if that saw more),
- * and what no sample saw -- the time after the last kept sample, blocked time that no later
- * sample showed -- goes to [not unwound].  So per thread, on-CPU + off-CPU + MPI time = elapsed
- * time exactly.  The scales are applied when the tree is written. */
-void ps_thread_close(ps_thread_t *t, uint64_t now)
-{
-    if (!t || t->end_ticks) return;
-    t->mpi_ticks_total += t->mpi_ticks_since;
-    t->mpi_ticks_since = 0;
-    t->last_ticks = now;
-    t->end_ticks = now;
-    uint64_t cpu = ps_thread_cpu_ns(t->tid); /* (0: the thread is gone) */
-    t->end_cpu_ns = cpu > t->last_cpu_ns ? cpu : t->last_cpu_ns;
-    uint64_t elapsed = now - t->start_ticks;
-    uint64_t non_mpi = elapsed > t->mpi_ticks_total ? elapsed - t->mpi_ticks_total : 0;
-    t->oncpu_scale = t->offcpu_scale = 1.0;
-    if (t->oncpu_total > non_mpi) {
-        t->oncpu_scale = (double)non_mpi / (double)t->oncpu_total;
-        t->offcpu_scale = 0.0;
-        return;
-    }
-    uint64_t offcpu = non_mpi - t->oncpu_total;
-    if (t->offcpu_total >= offcpu) {
-        if (t->offcpu_total) t->offcpu_scale = (double)offcpu / (double)t->offcpu_total;
-        return;
-    }
-    t->nodes[t->not_unwound_node].offcpu_ticks += offcpu - t->offcpu_total;
-    t->offcpu_total = offcpu;
-}
-
-int ps_membarrier_ok;
-
-/* At load time: register for private expedited membarrier (Linux 4.14+). */
-void ps_membarrier_init(void)
-{
-    ps_membarrier_ok = syscall(SYS_membarrier, 1 << 4 /* REGISTER_PRIVATE_EXPEDITED */, 0, 0) == 0;
-}
 
 void ps_threads_freeze(void)
 {

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <time.h>
 #include "pathscope.h"
+#include "timeline.h"
 
 #define PS_MAX_DEPTH 256      /* frames kept per path; deeper stacks count as failed */
 #define PS_MAX_THREADS 4096
@@ -65,7 +66,7 @@ typedef struct {
     } e[PS_MAX_DEPTH];
     uint32_t restored_top; /* e[0..restored_top) were put back, not returned through: their
                             * frames may still be live (the same activation if met again) */
-    /* installation waiting for the tree update (unwind.c: ps_unwind_commit) */
+    /* installation waiting for the tree update (traversal.c: ps_unwind_commit) */
     uint32_t pend_base, npend;
     uint64_t pend_seq;
     struct {
@@ -75,70 +76,53 @@ typedef struct {
 } ps_thunks_t;
 
 typedef struct ps_thread {
+    /* Every field has one owner, in blocks: core (the thread, its time accounting, its tree),
+     * then each source in sources.def order.  A source's block leaves for its own per-thread
+     * state (core/source.h: thread_size) when the source moves to the recording call. */
+
+    /* ---- core: the thread ---- */
+    volatile int busy;         /* inside a tree update (ps_tree_enter) */
     int index;                 /* 0 = first registered (the main thread) */
     int tid;
+    volatile int exited;       /* its start routine returned or it called pthread_exit */
+    uintptr_t pthread;         /* pthread_self() of the thread */
     uintptr_t start_routine;   /* the function pthread_create started (0: the main thread) */
     uint64_t start_ticks, end_ticks; /* end_ticks 0 while the thread runs */
-    /* hybrid accounting (sample.c: "Weights"); wall time in ticks, CPU time in ns */
-    uint64_t last_ticks;       /* wall clock at the previous kept sample, or the thread's start */
-    uint64_t mpi_ticks_since;  /* MPI time measured since then */
-    uint64_t mpi_ticks_total;  /* MPI time measured before then */
-    uint64_t last_cpu_ns;      /* the thread's CPU clock at the previous sample of any kind */
-    uint64_t skipped_cpu_ns;   /* CPU time of dropped samples' intervals since the last kept one */
     uint64_t start_cpu_ns, end_cpu_ns; /* the thread's CPU clock at registration and at its end */
-    uint64_t oncpu_total, offcpu_total; /* ticks given to nodes (before the closing scales) */
-    double oncpu_scale, offcpu_scale;   /* set by ps_thread_close: the node values written are
-                                         * sample_ticks * oncpu_scale + offcpu_ticks * offcpu_scale */
-    volatile int busy;         /* inside a tree update */
-    volatile int close_requested; /* end of the run: take a closing sample (sample.c) */
-    volatile int close_done;      /* ... taken */
-    uint64_t samples_kept, samples_in_mpi, samples_other, unwind_failures, tree_full;
-    /* the tree */
+
+    /* ---- core: the timeline (timeline.h): MPI adds measured time, samples charge,
+     * ps_thread_close closes ---- */
+    ps_time_t time;
+
+    /* ---- core: the tree ---- */
     ps_node_t *nodes;
     uint32_t nnodes, max_nodes;
     uint32_t *hash;            /* node ids by (parent, kind, key); 0 = empty */
     uint32_t hash_mask;
-    ps_pcomm_t *pcomm;
-    uint32_t pcomm_mask, npcomm;
     uint32_t failed_node, not_unwound_node;
-    struct ps_heap_node *heap; /* heap metrics beside the nodes (heap/heap.c), or NULL */
-    uint32_t heap_leaf_parent, heap_leaf; /* the last allocator leaf and its parent */
-    int heap_leaf_fn;
-    struct ps_kstat *kstat;    /* per libc function (kernel/kernel.c, libc source), or NULL */
-    struct ps_krusage { uint64_t utime_ns, stime_ns, minflt, majflt, nvcsw, nivcsw; int valid; }
-        krusage;               /* the thread's own getrusage at its end (kernel time on) */
-    unsigned walk_check_countdown; /* walks until the next check against a full walk */
-    volatile int thunk_restore_request; /* set by pthread_cancel (thunk.c), cleared when done */
-    volatile int exited;           /* its start routine returned or it called pthread_exit */
-    uintptr_t pthread;             /* pthread_self() of the thread */
-    int thunk_hit, thunk_owner;
-    /* what the insertion of a walk's path may skip (unwind.c: walk_mode, cct.c) */
+    uint64_t unwind_failures, tree_full;
+    /* what the insertion of a walk's path may skip (unwind/traversal.c: walk_mode, cct.c) */
     uint64_t walk_seq;             /* walks whose output was used, this one included */
-    uint64_t walk_prev_seq;        /* the walk kept for reuse */
     uint64_t last_keys_seq;        /* the walk whose path last_keys holds */
-    int walk_same_outer;           /* outermost frames known equal to walk walk_seq - 1's */    /* the last walk met thunk e[thunk_hit] in frame thunk_owner's slot */
-    uint64_t thunk_errors;         /* a thunk whose entry did not match its slot (walk stopped) */
-    uint64_t thunk_restores;       /* thunk stacks restored (exceptions, thread exits, ...) */
-    ps_thunks_t thunks;
-    uint32_t op_node[PS_OP_NODE_CACHE]; /* [not unwound] -> operation nodes, by op number */
+    int walk_same_outer;           /* outermost frames known equal to walk walk_seq - 1's */
     /* the previous path from the root: reused while it is a prefix of the next one */
     int last_n;
     uintptr_t last_keys[PS_MAX_DEPTH];
     uint32_t last_nodes[PS_MAX_DEPTH];
-    /* sampler (sample/sample.c): no descriptor is kept */
-    void *_Atomic sampler_page; /* the mapping that keeps the thread's perf event, or NULL */
-    _Atomic int has_timer;     /* or a POSIX timer (its kernel id) */
-    int timer_id;
-    /* PATHSCOPE_SAMPLE_TIMER=auto (sample.c: "Choosing the timer"), all handler-only */
-    uint64_t mode_check_ticks, mode_check_switches; /* the last look at the switch rate */
-    uint64_t slow_check_ticks, slow_check_preempted; /* ... and at preemptions, over longer */
-    uint64_t samples_perf, samples_posix, samples_wall, timer_changes;
-    uint64_t offcpu_reports, offcpu_reports_in_mpi; /* the collector's off-CPU reports: placed, inside MPI */
     uintptr_t scratch[PS_MAX_DEPTH + 64]; /* unwinder output */
+
+    /* ---- unwind (runtime/unwind/) ---- */
+    unsigned walk_check_countdown; /* walks until the next check against a full walk */
+    volatile int thunk_restore_request; /* set by pthread_cancel (thunk.c), cleared when done */
+    int thunk_hit, thunk_owner;    /* the last walk met thunk e[thunk_hit] in frame thunk_owner's slot */
+    uint64_t walk_prev_seq;        /* the walk kept for reuse */
+    uint64_t thunk_errors;         /* a thunk whose entry did not match its slot (walk stopped) */
+    uint64_t thunk_restores;       /* thunk stacks restored (exceptions, thread exits, ...) */
+    ps_thunks_t thunks;
     uintptr_t stack_lo, stack_hi; /* the thread's stack: walks never read outside it */
-    uint64_t rules[PS_RULE_CACHE * 2]; /* unwind rules by address (unwind.c) */
+    uint64_t rules[PS_RULE_CACHE * 2]; /* unwind rules by address (rules.c) */
     unsigned unwind_generation; /* module changes seen when the caches were filled */
-    /* the previous walk, for exact reuse (unwind.c): two record buffers, swapped */
+    /* the previous walk, for exact reuse (walk.c): two record buffers, swapped */
     uint64_t walk_buf[2][PS_MAX_DEPTH * 6];
     uint64_t *walk_prev, *walk_cur;
     int walk_prev_n, walk_prev_complete;
@@ -147,17 +131,54 @@ typedef struct ps_thread {
     uint64_t walks, walk_checks, walk_agree; /* walks; of them, repeated as full walks; agreeing */
     uint64_t walks_since_full, walk_last_ticks; /* heuristic mode's drift control */
     uintptr_t check_buf[PS_MAX_DEPTH];          /* the checking full walk's output */
-    int nranges;               /* function ranges seen by samples (unwind.c) */
+    int nranges;               /* function ranges seen by samples (rules.c) */
     struct { uintptr_t start, end; } ranges[PS_RANGE_CACHE];
+
+    /* ---- sample (sample/sample.c): no descriptor is kept ---- */
+    uint64_t skipped_cpu_ns;   /* CPU time of dropped samples' intervals since the last kept one */
+    volatile int close_requested; /* end of the run: take a closing sample */
+    volatile int close_done;      /* ... taken */
+    uint64_t samples_kept, samples_in_mpi, samples_other;
+    void *_Atomic sampler_page; /* the mapping that keeps the thread's perf event, or NULL */
+    _Atomic int has_timer;     /* or a POSIX timer (its kernel id) */
+    int timer_id;
+    /* PATHSCOPE_SAMPLE_TIMER=auto (sample.c: "Choosing the timer"), all handler-only */
+    uint64_t mode_check_ticks, mode_check_switches; /* the last look at the switch rate */
+    uint64_t slow_check_ticks, slow_check_preempted; /* ... and at preemptions, over longer */
+    uint64_t samples_perf, samples_posix, samples_wall, timer_changes;
+    uint64_t offcpu_reports, offcpu_reports_in_mpi; /* the collector's off-CPU reports: placed, inside MPI */
+
+    /* ---- heap (heap/heap.c) ---- */
+    struct ps_heap_node *heap; /* heap metrics beside the nodes, or NULL */
+    uint32_t heap_leaf_parent, heap_leaf; /* the last allocator leaf and its parent */
+    int heap_leaf_fn;
+
+    /* ---- kernel (kernel/kernel.c) ---- */
+    struct ps_kstat *kstat;    /* per libc function (libc source), or NULL */
+    struct ps_krusage { uint64_t utime_ns, stime_ns, minflt, majflt, nvcsw, nivcsw; int valid; }
+        krusage;               /* the thread's own getrusage at its end (kernel time on) */
+
+    /* ---- mpi (mpi/paths.c) ---- */
+    ps_pcomm_t *pcomm;         /* per-communicator breakdown of the MPI nodes */
+    uint32_t pcomm_mask, npcomm;
+    uint32_t op_node[PS_OP_NODE_CACHE]; /* [not unwound] -> operation nodes, by op number */
 } ps_thread_t;
 
 extern __thread ps_thread_t *ps_self __attribute__((tls_model("initial-exec")));
 extern ps_thread_t *ps_threads[PS_MAX_THREADS];
 extern _Atomic int ps_nthreads;
 extern volatile int ps_cct_frozen; /* the end of the run is reading the trees */
+extern int ps_paths_on;             /* call paths (unwinding, trees) active in this process */
 
+/* Threads (threads.c).  At load time, before the sources' configure: whether call paths are
+ * asked for in this process (PATHSCOPE_PATHS=on, not a launcher); if so the membarrier below
+ * is registered. */
+int ps_threads_init(void);
 ps_thread_t *ps_thread_register(void);  /* not signal-safe (maps memory) */
 void *ps_map_zeroed(size_t bytes);      /* anonymous, NORESERVE; NULL on failure [signal-safe] */
+/* The CPU-time clock of thread tid, and its value in ns (0 if unknown). [signal-safe] */
+clockid_t ps_thread_cpu_clock(int tid);
+uint64_t ps_thread_cpu_ns(int tid);
 
 /* The handshake between a thread updating its tree ("busy, then frozen?") and the writer
  * ("frozen, then busy?") needs a full barrier on both sides.  With Linux's membarrier the
@@ -195,7 +216,7 @@ static inline void ps_tree_leave(ps_thread_t *t)
     t->busy = 0;
 }
 
-void ps_thread_close(ps_thread_t *t, uint64_t now); /* end of the thread's timeline [signal-safe] */
+void ps_thread_close(ps_thread_t *t, uint64_t now); /* end of the thread's timeline (timeline.c) [signal-safe] */
 void ps_threads_freeze(void);                       /* before writing [signal-safe] */
 
 /* Inserts a path of frames (innermost first: frames[0] is the leaf, of kind leaf_kind; the
@@ -205,9 +226,7 @@ uint32_t ps_cct_insert_path(ps_thread_t *t, uint32_t parent, const uintptr_t *fr
 uint32_t ps_cct_child(ps_thread_t *t, uint32_t parent, int kind, uintptr_t key); /* [signal-safe] */
 ps_pcomm_t *ps_cct_pcomm(ps_thread_t *t, uint32_t node, int comm); /* NULL if full [signal-safe] */
 
-/* The hybrid accounting (sample.c): the CPU clock of thread tid in ns (0 if unknown), and a
- * kept sample of this thread at node: its on-CPU weight and the off-CPU time seen since the
- * previous kept sample. [signal-safe] */
-uint64_t ps_thread_cpu_ns(int tid);
+/* The hybrid accounting (sample.c): a kept sample of this thread at node: its on-CPU weight
+ * and the off-CPU time seen since the previous kept sample. [signal-safe] */
 void ps_sample_charge(ps_thread_t *t, uint32_t node, uint64_t now, uint64_t cpu_ns);
 #endif

@@ -4,8 +4,6 @@
  * here prints except the final one-line notice.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
-#include <link.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -19,8 +17,8 @@
 
 #include "pathscope.h"
 #include "cct.h"
-#include "../heap/heap.h"
-#include "../kernel/kernel.h"
+#include "source.h"
+#include "ending.h"
 
 ps_options_t ps_options;
 volatile int ps_state = PS_RUN_STARTED;
@@ -37,17 +35,11 @@ __thread int ps_in_wrapper __attribute__((tls_model("initial-exec")));
 static char program_name[256] = "program";
 static int launcher_rank = -1; /* the rank the launcher told us, before MPI_Init */
 static int launcher_size = -1; /* and the number of processes it started */
-static volatile sig_atomic_t rank_file_written_final;
 /* A process that never calls MPI_Init writes a one-rank profile at its end when it is the
  * process pathscope was started for: the first to load the library (PATHSCOPE_PID), not its
  * children, not launchers. */
 static int nompi_target;
-static int heap_rewrite_at_exit; /* the rank file is written again at exit (heap profiling) */
 static char nompi_outdir[PS_PATH_MAX];
-extern int ps_paths_on;
-void ps_sample_init(void);
-void ps_threads_stop_sampling(void);
-void ps_threads_close_all(void);
 
 typedef struct {
     const char *env, *def, *accepted;
@@ -189,13 +181,12 @@ static void read_program_name(void)
     }
 }
 
+static void after_fork_in_child(void);
+
 /* The profile of a program that never initialised MPI: one rank (the launcher's rank if a
  * launcher started it, else 0), in a new directory named at start (or its .1, .2, ... if that
  * name was taken since).  [signal-safe]: raw system calls and string copies only. */
-static void after_fork_in_child(void);
-void ps_block_async_signals(sigset_t *saved);
-
-static void nompi_prepare(void)
+void ps_nompi_prepare(void)
 {
     if (!ps_outdir[0]) {
         static char name[PS_PATH_MAX], err[PS_PATH_MAX + 256];
@@ -211,35 +202,14 @@ static void nompi_prepare(void)
     if (ps_world_size <= 0) ps_world_size = launcher_size > ps_world_rank ? launcher_size : 1;
 }
 
-static int reported_rank(void) { return ps_world_rank >= 0 ? ps_world_rank : launcher_rank >= 0 ? launcher_rank : 0; }
+int ps_reported_rank(void) { return ps_world_rank >= 0 ? ps_world_rank : launcher_rank >= 0 ? launcher_rank : 0; }
+int ps_launcher_rank(void) { return launcher_rank; }
+int ps_nompi_target(void) { return nompi_target; }
 
 /* ---- fatal signals ---------------------------------------------------------------------- */
 static const int fatal_signals[] = {SIGTERM, SIGINT, SIGSEGV, SIGBUS, SIGFPE, SIGABRT, SIGQUIT};
 #define N_FATAL (sizeof fatal_signals / sizeof fatal_signals[0])
 static struct sigaction previous_action[N_FATAL];
-
-/* One writer of a final rank file at a time, whichever ending runs it (MPI_Finalize,
- * MPI_Abort, a fatal signal, a peer's request, the destructor): they share the writer's
- * static buffers.  0 idle, 1 writing. */
-static atomic_int final_writer;
-
-/* Claims the writer; when it is busy, waits (at most 3 s) if wait is set.  1: claimed.
- * [signal-safe] */
-int ps_final_writer_claim(int wait)
-{
-    struct timespec ms = {0, 1000000};
-    for (int i = 0;; i++) {
-        int idle = 0;
-        if (atomic_compare_exchange_strong(&final_writer, &idle, 1)) return 1;
-        if (!wait || i >= 3000) return 0;
-        nanosleep(&ms, NULL);
-    }
-}
-
-void ps_final_writer_release(void) { atomic_store(&final_writer, 0); }
-
-static volatile sig_atomic_t fatal_written; /* by a fatal signal: later ones do not rewrite */
-static volatile sig_atomic_t peer_written;  /* on a peer's request (output/peers.c) */
 
 /* Another rank of this node is ending the job (MPI_Abort or a crash) and asks for our file
  * before the launcher kills us: written with status "ended-by-rank R", and the process goes
@@ -247,48 +217,17 @@ static volatile sig_atomic_t peer_written;  /* on a peer's request (output/peers
  * already written, or being written, is left alone. [signal-safe: the request handler] */
 void ps_write_for_peer(int from_rank)
 {
-    if (!ps_final_writer_claim(0)) return;
-    if (ps_state == PS_RUN_MPI && !rank_file_written_final && !fatal_written && !peer_written) {
-        static char status[40] = "ended-by-rank ";
-        ps_fmt_t f = {status + 14, 0, 20, -1, 0};
-        ps_fmt_u64(&f, (uint64_t)from_rank);
-        status[14 + f.len] = 0;
-        ps_write_rank_file(status);
-        peer_written = 1;
-    }
-    ps_final_writer_release();
+    char status[40] = "ended-by-rank "; /* (on this handler's stack: requests may overlap) */
+    ps_fmt_t f = {status + 14, 0, 20, -1, 0};
+    ps_fmt_u64(&f, (uint64_t)from_rank);
+    status[14 + f.len] = 0;
+    ps_run_end(PS_END_PEER, status);
 }
 
 static void on_fatal_signal(int sig, siginfo_t *info, void *context)
 {
-    /* One thread writes; a second fatal signal (another thread, or the launcher repeating
-     * itself) waits for that write to finish instead of killing the process half-way. */
     static volatile sig_atomic_t passes[65];
-    if (ps_final_writer_claim(0)) {
-        int nompi = ps_state == PS_RUN_STARTED && nompi_target && launcher_rank < 0;
-        int before_init = ps_state == PS_RUN_STARTED && launcher_rank >= 0 && ps_outdir[0];
-        if (nompi) nompi_prepare();
-        if ((ps_state == PS_RUN_MPI || before_init || nompi) && !rank_file_written_final &&
-            !fatal_written && !peer_written) {
-            static char status[64] = "signal ";
-            ps_fmt_t f = {status + 7, 0, 40, -1, 0};
-            ps_fmt_u64(&f, (uint64_t)sig);
-            if (before_init) {
-                ps_fmt_str(&f, " before-init"); /* MPI_Init had not returned: no MPI data */
-                ps_world_rank = launcher_rank;
-            }
-            status[7 + f.len] = 0;
-            ps_write_rank_file(status);
-            ps_outfile_report(reported_rank());
-            fatal_written = 1;
-            /* a crash here: the others on this node write theirs now (the launcher is about
-             * to kill them); a launch signal stops them too, so they write on their own */
-            ps_notify_peers(sig != SIGTERM && sig != SIGINT && sig != SIGQUIT);
-        }
-        ps_final_writer_release();
-    } else {
-        if (ps_final_writer_claim(1)) ps_final_writer_release(); /* waits for the write */
-    }
+    ps_run_end_signal(sig); /* the rank file, once; a second signal waits for it */
     /* Hand the signal on to the handler that was there before us (the application's or the
      * MPI library's).  If it returns we return too (a graceful-shutdown handler), except for
      * a fault that comes back: then the default action. */
@@ -333,128 +272,12 @@ void ps_signals_install(void)
  * MPI_Finalize called from the application's atexit handler has already been seen. */
 __attribute__((destructor)) static void pathscope_fini(void)
 {
-    if (heap_rewrite_at_exit && ps_state == PS_RUN_FINISHED) {
-        heap_rewrite_at_exit = 0;
-        sigset_t saved;
-        ps_block_async_signals(&saved);
-        ps_heap_stop();
-        int claimed = ps_final_writer_claim(1);
-        ps_write_rank_file("complete");
-        if (claimed) ps_final_writer_release();
-        pthread_sigmask(SIG_SETMASK, &saved, NULL);
-        ps_outfile_report(reported_rank());
-        return;
-    }
-    if (ps_state == PS_RUN_STARTED && nompi_target && !rank_file_written_final) {
-        ps_end_ns = ps_clock_monotonic_ns();
-        nompi_prepare();
-        ps_threads_close_all();
-        sigset_t saved;
-        ps_block_async_signals(&saved); /* a SIGTERM now waits until the file is complete */
-        ps_heap_stop();
-        int claimed = ps_final_writer_claim(1);
-        ps_write_rank_file("complete");
-        rank_file_written_final = 1;
-        if (claimed) ps_final_writer_release();
-        pthread_sigmask(SIG_SETMASK, &saved, NULL);
-        ps_outfile_report(reported_rank());
-        if (launcher_rank <= 0) {
-            int me = reported_rank();
-            ps_outdir_notice(0, 0, &me, ps_outfile_error(PS_FILE_RANK) ? 1 : 0, 1);
-        }
-        ps_warn_print();
-        return;
-    }
-    if (ps_state == PS_RUN_MPI && !rank_file_written_final) {
-        ps_threads_close_all();
-        sigset_t saved;
-        ps_block_async_signals(&saved);
-        int claimed = ps_final_writer_claim(1);
-        ps_write_rank_file("exit-without-finalize");
-        ps_outfile_report(reported_rank());
-        /* a rank leaving without MPI_Finalize makes some launchers kill the others */
-        rank_file_written_final = 1;
-        /* a rank leaving without MPI_Finalize makes some launchers kill the others: they
-         * write when their own ending comes, we wait for them */
-        ps_notify_peers(0);
-        if (claimed) ps_final_writer_release();
-        pthread_sigmask(SIG_SETMASK, &saved, NULL);
-    }
-}
-
-/* Heap profiling: the shim (libpathscope-heap.so) and PATHSCOPE_HEAP must agree. */
-static void heap_init(void)
-{
-    void (*shim_init)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "pathscope_heap_shim_init");
-    if (shim_init) shim_init(); /* resolves the shim if nothing allocated yet */
-    int wanted = ps_option_on(ps_options.heap);
-    if (wanted && !ps_heap_attached())
-        die_config("PATHSCOPE_HEAP=on needs %s in LD_PRELOAD next to libpathscope.so "
-                   "(pathscope run --heap sets both)%s", "libpathscope-heap.so", "");
-    if (!wanted && ps_heap_attached())
-        die_config("libpathscope-heap.so is preloaded but PATHSCOPE_HEAP is not on: set "
-                   "PATHSCOPE_HEAP=on or remove it from LD_PRELOAD%s%s", "", "");
-    if (wanted && !ps_option_on(ps_options.paths))
-        die_config("PATHSCOPE_HEAP=on needs call paths: PATHSCOPE_PATHS=off cannot be combined "
-                   "with it%s%s", "", "");
-    if (wanted && ps_paths_on) ps_heap_start();
-}
-
-/* Kernel time: libpathscope-kernel.so and PATHSCOPE_KERNEL must agree as for the heap; the
- * process pathscope profiles registers with the node's collector (or falls back to libc). */
-static int is_kernel_shim(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size;
-    (void)data;
-    const char *base = strrchr(info->dlpi_name, '/');
-    return strcmp(base ? base + 1 : info->dlpi_name, "libpathscope-kernel.so") == 0;
-}
-
-static int kernel_shim; /* libpathscope-kernel.so is loaded */
-
-static void kernel_init(int target)
-{
-    const char *mode = ps_options.kernel;
-    int wanted = strcmp(mode, "off") != 0;
-    /* (not dlsym: a failed lookup allocates its error message, which heap profiling sees) */
-    int shim = dl_iterate_phdr(is_kernel_shim, NULL);
-    if (wanted && strcmp(mode, "ebpf") != 0 && !shim)
-        die_config("PATHSCOPE_KERNEL=%s needs libpathscope-kernel.so in LD_PRELOAD next to "
-                   "libpathscope.so (pathscope run --kernel sets both)%s", mode, "");
-    if (!wanted && shim)
-        die_config("libpathscope-kernel.so is preloaded but PATHSCOPE_KERNEL is off: set "
-                   "PATHSCOPE_KERNEL=auto or remove it from LD_PRELOAD%s%s", "", "");
-    if (wanted && !ps_option_on(ps_options.paths))
-        die_config("PATHSCOPE_KERNEL=%s needs call paths: PATHSCOPE_PATHS=off cannot be combined "
-                   "with it%s", mode, "");
-    kernel_shim = shim;
-    const char *note = NULL;
-    const char *err = ps_kernel_init(target && ps_paths_on, shim, &note);
-    if (err) die_config("%s%s", err, "");
-    if (note && launcher_rank <= 0) fprintf(stderr, "pathscope: %s\n", note);
-}
-
-/* A process that becomes an MPI rank is profiled whatever started it: kernel time too, when
- * a script between the launcher and the program made it a child of pathscope's first
- * process.  (MPI_Init is not a constructor: an error now is one line on stderr, no exit.) */
-void ps_kernel_at_mpi_init(void)
-{
-    if (strcmp(ps_options.kernel, "off") == 0 || ps_kernel_source != PS_KSRC_OFF || !ps_paths_on)
-        return;
-    const char *note = NULL;
-    const char *err = ps_kernel_init(1, kernel_shim, &note);
-    if (err || (note && launcher_rank <= 0))
-        fprintf(stderr, "pathscope: %s\n", err ? err : note);
-}
-
-/* After the rank file was written at MPI_Finalize: heap profiling goes on until the process
- * exits (frees made after MPI_Finalize are no leaks), where the file is written again. */
-void ps_heap_after_final_write(void)
-{
-    if (!ps_heap_on) return;
-    heap_rewrite_at_exit = 1;
-    ps_cct_frozen = 0; /* samplers are stopped and the wrappers pass through: heap only */
-    ps_heap_resume();
+    if (ps_state == PS_RUN_FINISHED && ps_sources_rewrite_at_exit())
+        ps_run_end(PS_END_EXIT_REWRITE, "complete");
+    else if (ps_state == PS_RUN_STARTED && nompi_target)
+        ps_run_end(PS_END_EXIT_NOMPI, "complete");
+    else if (ps_state == PS_RUN_MPI)
+        ps_run_end(PS_END_EXIT, "exit-without-finalize");
 }
 
 __attribute__((constructor)) static void pathscope_init(void)
@@ -499,17 +322,20 @@ __attribute__((constructor)) static void pathscope_init(void)
     }
     ps_signals_install();
     void ps_rank_file_host(void);
-    void ps_paths_configure(void);
     ps_rank_file_host();
-    ps_paths_configure();
-    if (strcmp(ps_options.sample_timer, "perf") == 0 && strcmp(ps_options.sample_clock, "wall") == 0)
-        die_config("PATHSCOPE_SAMPLE_TIMER=perf samples CPU time: it cannot be combined with "
-                   "PATHSCOPE_SAMPLE_CLOCK=wall (wall time is sampled by a POSIX timer)%s%s", "", "");
-    ps_sample_init();
-    heap_init();
     pthread_atfork(NULL, NULL, after_fork_in_child);
+    /* The sources, in registry order (sources.def): configure validates (the first error
+     * wins: sample's, then heap's, then kernel's) and sets up; unwind's turns call paths on
+     * (ps_paths_on).  Then the main thread is registered (its sampler starts) and the sources
+     * start (heap recording, kernel time). */
+    ps_start_t st = {.first_process = first_process, .launcher_rank = launcher_rank,
+                     .paths_wanted = ps_threads_init()};
+    const char *err = ps_sources_configure(&st);
+    if (err) die_config("%s%s", err, "");
+    if (ps_paths_on) ps_thread_register(); /* the main thread; its sampler starts here */
     nompi_target = ps_paths_on && first_process;
-    kernel_init(first_process);
+    err = ps_sources_start(&st);
+    if (err) die_config("%s%s", err, "");
     if (nompi_target && !ps_outdir[0]) {
         char stamp[32];
         time_t now = time(NULL);
@@ -523,31 +349,15 @@ __attribute__((constructor)) static void pathscope_init(void)
     }
 }
 
-void ps_mark_final_written(void) { rank_file_written_final = 1; }
-
-/* The signals a launcher sends to stop a job, blocked while a final rank file is written:
- * delivered afterwards, they find the file complete. */
-void ps_block_async_signals(sigset_t *saved)
-{
-    sigset_t block;
-    sigemptyset(&block);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGQUIT);
-    ps_peer_signal_block(&block); /* a peer's request finds the file written */
-    pthread_sigmask(SIG_BLOCK, &block, saved);
-}
-
 /* A child made by fork() (without exec) is not the process we profile: it must never write
  * (it would overwrite its parent's rank file) and its inherited samplers belong to the
  * parent's threads. */
 static void after_fork_in_child(void)
 {
-    rank_file_written_final = 1;
-    heap_rewrite_at_exit = 0; /* (a child forked after MPI_Finalize) */
+    ps_mark_final_written();
     nompi_target = 0;
     ps_state = PS_RUN_FINISHED;
-    void ps_sample_forget_after_fork(void);
-    ps_sample_forget_after_fork();
-    ps_kernel_after_fork();
+    ps_cct_frozen = 1;
+    ps_paths_on = 0;
+    ps_sources_fork_child(); /* sample forgets its parent's samplers, heap its rewrite, ... */
 }

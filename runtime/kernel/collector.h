@@ -1,4 +1,4 @@
-/* Data shared by the BPF programs (collector.bpf.c) and the daemon (collector.c) of
+/* Data shared by the BPF programs (collector.bpf.c) and the daemon (kc_*.c) of
  * pathscope-kcollect.  The wire protocol towards the profiled processes is protocol.h; nothing
  * here is seen by them.
  *
@@ -7,7 +7,7 @@
  *    which writes struct ps_kc_rec records;
  *  - once it has exited: the hash maps ps_kc_exited_sys and ps_kc_exited_threads, filled by
  *    the sched_process_exit program; every 250 ms the daemon moves what they hold into its
- *    own memory (collector.c: kc_harvest), so they only need room for the threads that exit
+ *    own memory (kc_track.c: kc_harvest), so they only need room for the threads that exit
  *    in between, and forgets a process's numbers when the process is gone.
  */
 #ifndef PS_KERNEL_COLLECTOR_H

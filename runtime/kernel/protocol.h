@@ -1,4 +1,4 @@
-/* The contract between the node's eBPF collector (runtime/kernel/collector.c, the program
+/* The contract between the node's eBPF collector (runtime/kernel/kc_*.c, the program
  * pathscope-kcollect) and the runtime inside each profiled process (runtime/kernel/kernel.c).
  *
  * Finding the collector.  One collector per node, user and batch job serves every profiled

@@ -1,7 +1,9 @@
-/* Fortran side of the MPI source: what the generated Fortran wrappers (build/<mpi>/gen/
- * ps_fortran.c, from gen_fortran.py) need, and the hand-written Fortran wrappers whose C twins
- * are hand-written too (lifecycle_mpi.c, completion.c): MPI_INIT, MPI_INIT_THREAD,
- * MPI_FINALIZE, MPI_ABORT, MPI_PCONTROL and the request completion family.
+/* Fortran side of the MPI source: the helpers of the generated Fortran wrappers (build/<mpi>/
+ * gen/ps_fortran.c, from gen_fortran.py; declared in fortran.h) and the hand-written Fortran
+ * wrappers whose C twins are hand-written too (lifecycle_mpi.c): MPI_INIT, MPI_INIT_THREAD,
+ * MPI_FINALIZE, MPI_ABORT and MPI_PCONTROL.  The request completion family is generated from
+ * mpi_semantics.COMPLETION; what it shares (the batch of requests, the completion bookkeeping
+ * on Fortran statuses) is here.
  *
  * Every Fortran wrapper forwards the call unchanged to the MPI library's own Fortran profiling
  * entry point (pmpi_wait_ ...), so the library keeps handling every Fortran sentinel; the only
@@ -13,7 +15,7 @@
  * Handles: Fortran INTEGER handles are converted with PMPI_*_f2c; requests BEFORE the call
  * (the library overwrites completed ones with MPI_REQUEST_NULL), so they find the entry the
  * posting wrapper added to the request table under the same C handle.  Fortran indices
- * (MPI_WAITANY, MPI_WAITSOME...) are 1-based (but see ibase() for MPICH 4.0's mpi_f08).
+ * (MPI_WAITANY, MPI_WAITSOME...) are 1-based (but see ps_f_index_base in fortran.h).
  */
 #include <ctype.h>
 #include <dlfcn.h>
@@ -22,16 +24,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fortran.h"
 #include "mpi_internal.h"
 #include "wrap.h"
-
-#ifdef MPI_F_STATUS_SIZE
-#define PS_F_STATUS_SIZE MPI_F_STATUS_SIZE
-#else
-#define PS_F_STATUS_SIZE ((int)(sizeof(MPI_Status) / sizeof(MPI_Fint)))
-#endif
-#define PS_F_OK(e) (!(e) || *(e) == MPI_SUCCESS)
-#define LOCAL_N 64 /* requests handled without allocation */
 
 /* ---- resolving the library's Fortran entry points -------------------------------------- */
 
@@ -90,13 +85,6 @@ void *ps_f_resolve_f08(const char *lname)
     abort();
 }
 
-#define PS_F_TARGET(T, var, lname) \
-    T fn = __atomic_load_n(&var, __ATOMIC_RELAXED); \
-    if (__builtin_expect(!fn, 0)) { \
-        fn = (T)ps_f_resolve(lname); \
-        __atomic_store_n(&var, fn, __ATOMIC_RELAXED); \
-    }
-
 /* The four manglings of one wrapper. */
 #define PS_F_EXPORT(fw, args, lower, upper) \
     extern void fw##_0 args __asm__(lower "_") __attribute__((alias(#fw), visibility("default"))); \
@@ -130,18 +118,6 @@ void ps_f_sentinels_slow(void)
     if (MPI_F_STATUS_IGNORE && MPI_F_STATUSES_IGNORE) ps_f_sentinels_ok = 1;
 }
 
-static inline MPI_Fint *status_ignore(void)
-{
-    if (__builtin_expect(!ps_f_sentinels_ok, 0)) ps_f_sentinels_slow();
-    return MPI_F_STATUS_IGNORE;
-}
-
-static inline MPI_Fint *statuses_ignore(void)
-{
-    if (__builtin_expect(!ps_f_sentinels_ok, 0)) ps_f_sentinels_slow();
-    return MPI_F_STATUSES_IGNORE;
-}
-
 int ps_f_is_in_place(const void *buf)
 {
     if (__builtin_expect(!ps_f_sentinels_ok, 0)) ps_f_sentinels_slow();
@@ -171,59 +147,18 @@ int ps_f_types(const void *f, int n, MPI_Datatype *local, int nlocal, MPI_Dataty
 
 /* ---- entry points ---------------------------------------------------------------------- */
 
-/* Each hand-written wrapper is a body_<name>(fn, f08, f08, args...) taking the library's entry
+/* Each hand-written wrapper is a body_<name>(fn, f08, args...) taking the library's entry
  * point; PS_F_ENTRIES defines its exported entry points: the four manglings forwarding to
  * pmpi_<name>_, and the mpi_f08 one, mpi_<name>_f08_, forwarding to pmpi_<name>_f08_ (Open MPI
  * 4) or to the library's own mpi_<name>_f08_ (MPICH 4, whose non-buffer mpi_f08 procedures call
  * the C PMPI_ functions directly and have no profiling twins).  mpi_f08 handles are the address
  * of their one INTEGER and TYPE(MPI_Status) has the INTEGER status layout in both; IERROR is
  * OPTIONAL there, so we pass one of ours when it is absent, to learn the outcome.  f08 selects
- * the binding's MPI_STATUS(ES)_IGNORE and index base (MPICH 4.0's mpi_f08 Waitany, Testany,
- * Waitsome, Testsome return 0-based indices: pmodels/mpich#6270, fixed in 4.1). */
-#if defined(OPEN_MPI) && OMPI_MAJOR_VERSION == 4
-#define PS_F08 1
-#endif
-#if defined(MPICH_NUMVERSION) && MPICH_NUMVERSION >= 40000000
-#define PS_F08 1
-#define PS_F08_MPICH 1
-#endif
-
-static inline MPI_Fint *ign(int f08)
-{
-#ifdef PS_F08_MPICH
-    if (f08) return (MPI_Fint *)MPI_F08_STATUS_IGNORE;
-#endif
-    (void)f08;
-    return status_ignore();
-}
-
-static inline MPI_Fint *igns(int f08)
-{
-#ifdef PS_F08_MPICH
-    if (f08) return (MPI_Fint *)MPI_F08_STATUSES_IGNORE;
-#endif
-    (void)f08;
-    return statuses_ignore();
-}
-
-static inline int ibase(int f08)
-{
-#if defined(PS_F08_MPICH) && MPICH_NUMVERSION < 40100000
-    if (f08) return 0;
-#endif
-    (void)f08;
-    return 1;
-}
+ * the binding's MPI_STATUS(ES)_IGNORE and index base (fortran.h).  The generated wrappers
+ * (gen_fortran.py) have the same two entry points. */
 
 /* the generated mpi_f08 wrappers' MPI_STATUS_IGNORE */
-MPI_Fint *ps_f08_status_ignore(void) { return ign(1); }
-
-#define PS_F08_TARGET(T, var, lname) \
-    T fn = __atomic_load_n(&var, __ATOMIC_RELAXED); \
-    if (__builtin_expect(!fn, 0)) { \
-        fn = (T)ps_f_resolve_f08(lname); \
-        __atomic_store_n(&var, fn, __ATOMIC_RELAXED); \
-    }
+MPI_Fint *ps_f08_status_ignore(void) { return ps_f_ign(1); }
 
 #ifdef PS_F08
 #define PS_F08_ENTRY(name, T, params, args, ierr) \
@@ -323,26 +258,20 @@ extern void ps_fw08_pcontrol(MPI_Fint *) __asm__("mpi_pcontrol_f08_")
     __attribute__((alias("ps_fw_pcontrol"), visibility("default")));
 #endif
 
-/* ---- request completion ---------------------------------------------------------------- */
+/* ---- request completion: the helpers of the generated wrappers (fortran.h) --------------- */
 
-typedef struct {
-    MPI_Request before_local[LOCAL_N], *before;
-    MPI_Fint status_local[LOCAL_N * PS_F_STATUS_SIZE], *statuses;
-} fbatch_t;
-
-/* Remembers the requests as C handles and, for MPI_STATUSES_IGNORE, substitutes our own
- * statuses (*fstatuses is updated: pass it on to the library). */
-static int fbatch_open(fbatch_t *b, int n, const MPI_Fint *freqs, MPI_Fint **fstatuses,
-                       int f08)
+int ps_f_batch_open(ps_f_batch_t *b, int n, const MPI_Fint *freqs, MPI_Fint **fstatuses, int f08)
 {
     if (n < 0) n = 0;
-    b->before = n <= LOCAL_N ? b->before_local : malloc(sizeof(MPI_Request) * (size_t)n);
+    b->before = n <= PS_F_LOCAL_REQUESTS ? b->before_local
+                                         : malloc(sizeof(MPI_Request) * (size_t)n);
     b->statuses = NULL;
     if (!b->before) return -1;
     for (int i = 0; i < n; i++) b->before[i] = PMPI_Request_f2c(freqs[i]);
-    if (fstatuses && *fstatuses == igns(f08)) {
-        b->statuses = n <= LOCAL_N ? b->status_local
-                                   : malloc(sizeof(MPI_Fint) * PS_F_STATUS_SIZE * (size_t)n);
+    if (fstatuses && *fstatuses == ps_f_igns(f08)) {
+        b->statuses = n <= PS_F_LOCAL_REQUESTS
+                          ? b->status_local
+                          : malloc(sizeof(MPI_Fint) * PS_F_STATUS_SIZE * (size_t)n);
         if (!b->statuses) {
             if (b->before != b->before_local) free(b->before);
             return -1;
@@ -352,14 +281,13 @@ static int fbatch_open(fbatch_t *b, int n, const MPI_Fint *freqs, MPI_Fint **fst
     return 0;
 }
 
-static void fbatch_close(fbatch_t *b)
+void ps_f_batch_close(ps_f_batch_t *b)
 {
     if (b->before != b->before_local) free(b->before);
     if (b->statuses && b->statuses != b->status_local) free(b->statuses);
 }
 
-/* One completed request, its status as the library left it in Fortran form. */
-static void complete_f(MPI_Request before, const MPI_Fint *fstatus)
+void ps_f_complete(MPI_Request before, const MPI_Fint *fstatus)
 {
     if (before == MPI_REQUEST_NULL) return;
     MPI_Status st;
@@ -367,10 +295,34 @@ static void complete_f(MPI_Request before, const MPI_Fint *fstatus)
     ps_complete_one(before, &st, NULL);
 }
 
-/* A call that returned MPI_ERR_IN_STATUS: statuses[k] belongs to request indices[k] - base
- * (k when indices is NULL); as ps_complete_in_status (completion.c). */
-static void complete_in_status_f(const MPI_Request *before, int n, const MPI_Fint *statuses,
-                                 const MPI_Fint *indices, int base, int count)
+void ps_f_complete_failed(MPI_Request before, const MPI_Fint *after)
+{
+    ps_complete_failed(before, PMPI_Request_f2c(*after));
+}
+
+void ps_f_complete_all(const MPI_Request *before, int n, const MPI_Fint *statuses)
+{
+    for (int i = 0; i < n; i++) ps_f_complete(before[i], statuses + (size_t)i * PS_F_STATUS_SIZE);
+}
+
+void ps_f_complete_index(const MPI_Request *before, int n, const MPI_Fint *index,
+                         const MPI_Fint *fstatus, int base, const MPI_Fint *freqs, int ok)
+{
+    if (*index == MPI_UNDEFINED || *index < base || *index >= n + base) return;
+    if (ok) ps_f_complete(before[*index - base], fstatus);
+    else ps_f_complete_failed(before[*index - base], &freqs[*index - base]);
+}
+
+void ps_f_complete_some(const MPI_Request *before, int n, const MPI_Fint *indices, int base,
+                        int count, const MPI_Fint *statuses)
+{
+    for (int k = 0; k < count; k++)
+        if (indices[k] >= base && indices[k] < n + base)
+            ps_f_complete(before[indices[k] - base], statuses + (size_t)k * PS_F_STATUS_SIZE);
+}
+
+void ps_f_complete_in_status(const MPI_Request *before, int n, const MPI_Fint *statuses,
+                             const MPI_Fint *indices, int base, int count)
 {
     for (int k = 0; k < count; k++) {
         int i = indices ? indices[k] - base : k;
@@ -380,284 +332,3 @@ static void complete_in_status_f(const MPI_Request *before, int n, const MPI_Fin
         ps_complete_in_status(&before[i], &st, NULL, 1);
     }
 }
-
-/* The request a failed MPI_WAIT, MPI_TEST, MPI_WAITANY or MPI_TESTANY was about. */
-static void complete_failed_f(MPI_Request before, const MPI_Fint *after)
-{
-    ps_complete_failed(before, PMPI_Request_f2c(*after));
-}
-
-typedef void (*ft_wait)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
-static void body_wait(ft_wait fn, int f08, MPI_Fint *request, MPI_Fint *status, MPI_Fint *ierr)
-{
-    if (!ps_wrap_enter()) { fn(request, status, ierr); return; }
-    MPI_Request before = PMPI_Request_f2c(*request);
-    MPI_Fint st[PS_F_STATUS_SIZE + 2];
-    if (status == ign(f08)) status = st;
-    int comm = ps_first_comm(&before, 1);
-    uint64_t t0 = ps_now();
-    fn(request, status, ierr);
-    uint64_t dt = ps_now() - t0;
-    if (PS_F_OK(ierr)) complete_f(before, status);
-    else complete_failed_f(before, request);
-    ps_record(comm, PS_OP_MPI_Wait, dt, 0, 0);
-    ps_wrap_leave();
-}
-PS_F_ENTRIES(wait, ft_wait, (MPI_Fint *request, MPI_Fint *status, MPI_Fint *ierr),
-             (fn, f08, request, status, ierr), ierr, "MPI_WAIT")
-
-typedef void (*ft_test)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
-static void body_test(ft_test fn, int f08, MPI_Fint *request, MPI_Fint *flag, MPI_Fint *status,
-                      MPI_Fint *ierr)
-{
-    if (!ps_wrap_enter()) { fn(request, flag, status, ierr); return; }
-    MPI_Request before = PMPI_Request_f2c(*request);
-    MPI_Fint st[PS_F_STATUS_SIZE + 2];
-    if (status == ign(f08)) status = st;
-    int comm = ps_first_comm(&before, 1);
-    int timed = ps_poll_timed(); /* a poll: sampled timing (wrap.h) */
-    uint64_t t0 = timed ? ps_now() : 0;
-    fn(request, flag, status, ierr);
-    uint64_t dt = timed ? ps_poll_estimate(t0, ps_now()) : 0;
-    if (!PS_F_OK(ierr)) complete_failed_f(before, request);
-    else if (*flag) complete_f(before, status);
-    ps_record(comm, PS_OP_MPI_Test, dt, 0, 0);
-    ps_wrap_leave();
-}
-PS_F_ENTRIES(test, ft_test, (MPI_Fint *request, MPI_Fint *flag, MPI_Fint *status, MPI_Fint *ierr),
-             (fn, f08, request, flag, status, ierr), ierr, "MPI_TEST")
-
-typedef void (*ft_waitall)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
-static void body_waitall(ft_waitall fn, int f08, MPI_Fint *count, MPI_Fint *reqs, MPI_Fint *statuses,
-                         MPI_Fint *ierr)
-{
-    if (!ps_wrap_enter()) { fn(count, reqs, statuses, ierr); return; }
-    fbatch_t b;
-    int n = *count;
-    if (fbatch_open(&b, n, reqs, &statuses, f08)) {
-        ps_wrap_leave();
-        atomic_fetch_add(&ps_counters.alloc_failures, 1);
-        fn(count, reqs, statuses, ierr);
-        return;
-    }
-    int comm = ps_first_comm(b.before, n);
-    uint64_t t0 = ps_now();
-    fn(count, reqs, statuses, ierr);
-    uint64_t dt = ps_now() - t0;
-    if (PS_F_OK(ierr))
-        for (int i = 0; i < n; i++) complete_f(b.before[i], statuses + (size_t)i * PS_F_STATUS_SIZE);
-    else if (*ierr == MPI_ERR_IN_STATUS)
-        complete_in_status_f(b.before, n, statuses, NULL, 0, n);
-    ps_record(comm, PS_OP_MPI_Waitall, dt, 0, 0);
-    fbatch_close(&b);
-    ps_wrap_leave();
-}
-PS_F_ENTRIES(waitall, ft_waitall,
-             (MPI_Fint *count, MPI_Fint *reqs, MPI_Fint *statuses, MPI_Fint *ierr),
-             (fn, f08, count, reqs, statuses, ierr), ierr, "MPI_WAITALL")
-
-typedef void (*ft_testall)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
-static void body_testall(ft_testall fn, int f08, MPI_Fint *count, MPI_Fint *reqs, MPI_Fint *flag,
-                         MPI_Fint *statuses, MPI_Fint *ierr)
-{
-    if (!ps_wrap_enter()) { fn(count, reqs, flag, statuses, ierr); return; }
-    fbatch_t b;
-    int n = *count;
-    if (fbatch_open(&b, n, reqs, &statuses, f08)) {
-        ps_wrap_leave();
-        atomic_fetch_add(&ps_counters.alloc_failures, 1);
-        fn(count, reqs, flag, statuses, ierr);
-        return;
-    }
-    int comm = ps_first_comm(b.before, n);
-    int timed = ps_poll_timed(); /* a poll: sampled timing (wrap.h) */
-    uint64_t t0 = timed ? ps_now() : 0;
-    fn(count, reqs, flag, statuses, ierr);
-    uint64_t dt = timed ? ps_poll_estimate(t0, ps_now()) : 0;
-    if (PS_F_OK(ierr) && *flag)
-        for (int i = 0; i < n; i++) complete_f(b.before[i], statuses + (size_t)i * PS_F_STATUS_SIZE);
-    else if (!PS_F_OK(ierr) && *ierr == MPI_ERR_IN_STATUS)
-        complete_in_status_f(b.before, n, statuses, NULL, 0, n);
-    ps_record(comm, PS_OP_MPI_Testall, dt, 0, 0);
-    fbatch_close(&b);
-    ps_wrap_leave();
-}
-PS_F_ENTRIES(testall, ft_testall,
-             (MPI_Fint *count, MPI_Fint *reqs, MPI_Fint *flag, MPI_Fint *statuses, MPI_Fint *ierr),
-             (fn, f08, count, reqs, flag, statuses, ierr), ierr, "MPI_TESTALL")
-
-/* Waitany / Testany: index is 1-based, MPI_UNDEFINED when no request was active.  After an
- * error, the index names the request that failed. */
-static void any_done(const fbatch_t *b, int n, const MPI_Fint *index, const MPI_Fint *status,
-                     int base, const MPI_Fint *reqs, int ok)
-{
-    if (*index == MPI_UNDEFINED || *index < base || *index >= n + base) return;
-    if (ok) complete_f(b->before[*index - base], status);
-    else complete_failed_f(b->before[*index - base], &reqs[*index - base]);
-}
-
-typedef void (*ft_waitany)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
-static void body_waitany(ft_waitany fn, int f08, MPI_Fint *count, MPI_Fint *reqs, MPI_Fint *index,
-                         MPI_Fint *status, MPI_Fint *ierr)
-{
-    if (!ps_wrap_enter()) { fn(count, reqs, index, status, ierr); return; }
-    fbatch_t b;
-    int n = *count;
-    if (fbatch_open(&b, n, reqs, NULL, f08)) {
-        ps_wrap_leave();
-        atomic_fetch_add(&ps_counters.alloc_failures, 1);
-        fn(count, reqs, index, status, ierr);
-        return;
-    }
-    MPI_Fint st[PS_F_STATUS_SIZE + 2];
-    if (status == ign(f08)) status = st;
-    int comm = ps_first_comm(b.before, n);
-    uint64_t t0 = ps_now();
-    fn(count, reqs, index, status, ierr);
-    uint64_t dt = ps_now() - t0;
-    any_done(&b, n, index, status, ibase(f08), reqs, PS_F_OK(ierr));
-    ps_record(comm, PS_OP_MPI_Waitany, dt, 0, 0);
-    fbatch_close(&b);
-    ps_wrap_leave();
-}
-PS_F_ENTRIES(waitany, ft_waitany,
-             (MPI_Fint *count, MPI_Fint *reqs, MPI_Fint *index, MPI_Fint *status, MPI_Fint *ierr),
-             (fn, f08, count, reqs, index, status, ierr), ierr, "MPI_WAITANY")
-
-typedef void (*ft_testany)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
-                           MPI_Fint *);
-static void body_testany(ft_testany fn, int f08, MPI_Fint *count, MPI_Fint *reqs, MPI_Fint *index,
-                         MPI_Fint *flag, MPI_Fint *status, MPI_Fint *ierr)
-{
-    if (!ps_wrap_enter()) { fn(count, reqs, index, flag, status, ierr); return; }
-    fbatch_t b;
-    int n = *count;
-    if (fbatch_open(&b, n, reqs, NULL, f08)) {
-        ps_wrap_leave();
-        atomic_fetch_add(&ps_counters.alloc_failures, 1);
-        fn(count, reqs, index, flag, status, ierr);
-        return;
-    }
-    MPI_Fint st[PS_F_STATUS_SIZE + 2];
-    if (status == ign(f08)) status = st;
-    int comm = ps_first_comm(b.before, n);
-    int timed = ps_poll_timed(); /* a poll: sampled timing (wrap.h) */
-    uint64_t t0 = timed ? ps_now() : 0;
-    fn(count, reqs, index, flag, status, ierr);
-    uint64_t dt = timed ? ps_poll_estimate(t0, ps_now()) : 0;
-    if (!PS_F_OK(ierr) || *flag) any_done(&b, n, index, status, ibase(f08), reqs, PS_F_OK(ierr));
-    ps_record(comm, PS_OP_MPI_Testany, dt, 0, 0);
-    fbatch_close(&b);
-    ps_wrap_leave();
-}
-PS_F_ENTRIES(testany, ft_testany,
-             (MPI_Fint *count, MPI_Fint *reqs, MPI_Fint *index, MPI_Fint *flag, MPI_Fint *status,
-              MPI_Fint *ierr),
-             (fn, f08, count, reqs, index, flag, status, ierr), ierr, "MPI_TESTANY")
-
-/* Waitsome / Testsome: outcount completed, their 1-based indices and statuses in order. */
-typedef void (*ft_some)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
-static void some(ft_some fn, int f08, int op, MPI_Fint *incount, MPI_Fint *reqs, MPI_Fint *outcount,
-                 MPI_Fint *indices, MPI_Fint *statuses, MPI_Fint *ierr)
-{
-    if (!ps_wrap_enter()) { fn(incount, reqs, outcount, indices, statuses, ierr); return; }
-    fbatch_t b;
-    int n = *incount;
-    if (fbatch_open(&b, n, reqs, &statuses, f08)) {
-        ps_wrap_leave();
-        atomic_fetch_add(&ps_counters.alloc_failures, 1);
-        fn(incount, reqs, outcount, indices, statuses, ierr);
-        return;
-    }
-    int comm = ps_first_comm(b.before, n);
-    uint64_t t0 = ps_now();
-    fn(incount, reqs, outcount, indices, statuses, ierr);
-    uint64_t dt = ps_now() - t0;
-    if (PS_F_OK(ierr) && *outcount != MPI_UNDEFINED) {
-        for (int k = 0, base = ibase(f08); k < *outcount; k++)
-            if (indices[k] >= base && indices[k] < n + base)
-                complete_f(b.before[indices[k] - base], statuses + (size_t)k * PS_F_STATUS_SIZE);
-    } else if (!PS_F_OK(ierr) && *ierr == MPI_ERR_IN_STATUS && *outcount != MPI_UNDEFINED)
-        complete_in_status_f(b.before, n, statuses, indices, ibase(f08), *outcount);
-    ps_record(comm, op, dt, 0, 0);
-    fbatch_close(&b);
-    ps_wrap_leave();
-}
-
-static void body_waitsome(ft_some fn, int f08, MPI_Fint *incount, MPI_Fint *reqs, MPI_Fint *outcount,
-                          MPI_Fint *indices, MPI_Fint *statuses, MPI_Fint *ierr)
-{
-    some(fn, f08, PS_OP_MPI_Waitsome, incount, reqs, outcount, indices, statuses, ierr);
-}
-PS_F_ENTRIES(waitsome, ft_some,
-             (MPI_Fint *incount, MPI_Fint *reqs, MPI_Fint *outcount, MPI_Fint *indices,
-              MPI_Fint *statuses, MPI_Fint *ierr),
-             (fn, f08, incount, reqs, outcount, indices, statuses, ierr), ierr, "MPI_WAITSOME")
-
-static void body_testsome(ft_some fn, int f08, MPI_Fint *incount, MPI_Fint *reqs, MPI_Fint *outcount,
-                          MPI_Fint *indices, MPI_Fint *statuses, MPI_Fint *ierr)
-{
-    some(fn, f08, PS_OP_MPI_Testsome, incount, reqs, outcount, indices, statuses, ierr);
-}
-PS_F_ENTRIES(testsome, ft_some,
-             (MPI_Fint *incount, MPI_Fint *reqs, MPI_Fint *outcount, MPI_Fint *indices,
-              MPI_Fint *statuses, MPI_Fint *ierr),
-             (fn, f08, incount, reqs, outcount, indices, statuses, ierr), ierr, "MPI_TESTSOME")
-
-/* Persistent requests: as MPI_Start / MPI_Startall in completion.c. */
-typedef void (*ft_start)(MPI_Fint *, MPI_Fint *);
-static void body_start(ft_start fn, int f08, MPI_Fint *request, MPI_Fint *ierr)
-{
-    if (!ps_wrap_enter()) { fn(request, ierr); return; }
-    MPI_Request before = PMPI_Request_f2c(*request);
-    int comm = ps_first_comm(&before, 1);
-    uint64_t t0 = ps_now();
-    fn(request, ierr);
-    uint64_t dt = ps_now() - t0;
-    ps_record(comm, PS_OP_MPI_Start, dt, 0, 0);
-    if (PS_F_OK(ierr)) ps_req_started(before, PS_OP_MPI_Start);
-    ps_wrap_leave();
-}
-PS_F_ENTRIES(start, ft_start, (MPI_Fint *request, MPI_Fint *ierr), (fn, f08, request, ierr), ierr,
-             "MPI_START")
-
-typedef void (*ft_startall)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
-static void body_startall(ft_startall fn, int f08, MPI_Fint *count, MPI_Fint *reqs, MPI_Fint *ierr)
-{
-    if (!ps_wrap_enter()) { fn(count, reqs, ierr); return; }
-    fbatch_t b;
-    int n = *count;
-    if (fbatch_open(&b, n, reqs, NULL, f08)) {
-        ps_wrap_leave();
-        atomic_fetch_add(&ps_counters.alloc_failures, 1);
-        fn(count, reqs, ierr);
-        return;
-    }
-    int comm = ps_first_comm(b.before, n);
-    uint64_t t0 = ps_now();
-    fn(count, reqs, ierr);
-    uint64_t dt = ps_now() - t0;
-    ps_record(comm, PS_OP_MPI_Startall, dt, 0, 0);
-    if (PS_F_OK(ierr))
-        for (int i = 0; i < n; i++) ps_req_started(b.before[i], PS_OP_MPI_Startall);
-    fbatch_close(&b);
-    ps_wrap_leave();
-}
-PS_F_ENTRIES(startall, ft_startall, (MPI_Fint *count, MPI_Fint *reqs, MPI_Fint *ierr),
-             (fn, f08, count, reqs, ierr), ierr, "MPI_STARTALL")
-
-typedef void (*ft_request_free)(MPI_Fint *, MPI_Fint *);
-static void body_request_free(ft_request_free fn, int f08, MPI_Fint *request, MPI_Fint *ierr)
-{
-    if (!ps_wrap_enter()) { fn(request, ierr); return; }
-    MPI_Request before = PMPI_Request_f2c(*request);
-    int comm = ps_first_comm(&before, 1);
-    uint64_t t0 = ps_now();
-    fn(request, ierr);
-    uint64_t dt = ps_now() - t0;
-    ps_record(comm, PS_OP_MPI_Request_free, dt, 0, 0);
-    if (PS_F_OK(ierr)) ps_req_freed(before);
-    ps_wrap_leave();
-}
-PS_F_ENTRIES(request_free, ft_request_free, (MPI_Fint *request, MPI_Fint *ierr),
-             (fn, f08, request, ierr), ierr, "MPI_REQUEST_FREE")

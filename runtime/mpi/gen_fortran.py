@@ -27,10 +27,11 @@ mpi_f08: the same wrappers under the mpi_f08 symbol mpi_<name>_f08_ for the proc
 mpi_f08 binding passes the same arguments the same way (Open MPI 4: all such procedures of the
 families, MPICH 4: those without a choice buffer); see the comment above F08_EXTRA.
 
-The Init/Finalize/Abort/Pcontrol and request completion wrappers are hand-written in
-fortran_support.c, as their C twins are.  Also written: fortran_coverage.txt next to
-ps_fortran.c, one line per procedure (generated / family, default family only and why, not
-wrapped and why, mpi_f08).
+The request completion family (MPI_WAIT, MPI_TESTANY, MPI_START, MPI_REQUEST_FREE ...) is
+generated from mpi_semantics.COMPLETION (completion_body), on the helpers of fortran_support.c.
+The Init/Finalize/Abort/Pcontrol wrappers are hand-written in fortran_support.c, as their C
+twins are.  Also written: fortran_coverage.txt next to ps_fortran.c, one line per procedure
+(generated / family, default family only and why, not wrapped and why, mpi_f08).
 """
 import os
 import re
@@ -79,52 +80,9 @@ PROLOGUE = r'''#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "fortran.h"
 #include "mpi_internal.h"
 #include "wrap.h"
-
-/* fortran_support.c */
-void *ps_f_resolve(const char *lname);
-extern int ps_f_sentinels_ok;
-void ps_f_sentinels_slow(void);
-int ps_f_is_in_place(const void *buf);
-int ps_f_types(const void *f, int n, MPI_Datatype *local, int nlocal, MPI_Datatype **out);
-
-_Static_assert(sizeof(MPI_Fint) == sizeof(int), "Fortran INTEGER arrays are passed as int arrays");
-#ifdef MPI_F_STATUS_SIZE
-#define PS_F_STATUS_SIZE MPI_F_STATUS_SIZE
-#else
-#define PS_F_STATUS_SIZE ((int)(sizeof(MPI_Status) / sizeof(MPI_Fint)))
-#endif
-#define PS_F_LOCAL_TYPES 32
-/* mpi_f08 wrappers (see gen_fortran.py): Open MPI 4 (all) and MPICH 4 (no choice buffer) */
-#if defined(OPEN_MPI) && OMPI_MAJOR_VERSION == 4
-#define PS_F08_OMPI 1
-#endif
-#if defined(MPICH_NUMVERSION) && MPICH_NUMVERSION >= 40000000
-#define PS_F08_MPICH 1
-#endif
-#define PS_F_OK(e) (!(e) || *(e) == MPI_SUCCESS)
-/* MPI_STATUS_IGNORE as the Fortran library sees it (MPICH fills it in lazily) */
-static inline MPI_Fint *ps_f_status_ignore(void)
-{
-    if (__builtin_expect(!ps_f_sentinels_ok, 0)) ps_f_sentinels_slow();
-    return MPI_F_STATUS_IGNORE;
-}
-#define PS_F_TARGET(T, var, lname) \
-    T fn = __atomic_load_n(&var, __ATOMIC_RELAXED); \
-    if (__builtin_expect(!fn, 0)) { \
-        fn = (T)ps_f_resolve(lname); \
-        __atomic_store_n(&var, fn, __ATOMIC_RELAXED); \
-    }
-'''
-
-
-PS_F08_TARGET = r'''#define PS_F08_TARGET(T, var, lname) \
-    T fn = __atomic_load_n(&var, __ATOMIC_RELAXED); \
-    if (__builtin_expect(!fn, 0)) { \
-        fn = (T)ps_f_resolve_f08(lname); \
-        __atomic_store_n(&var, fn, __ATOMIC_RELAXED); \
-    }
 '''
 
 
@@ -423,6 +381,122 @@ def emit_wrapper(cname, fnames, chars, names, ctypes, pinfo, decls, result, f08=
     return "\n".join(out), note
 
 
+# ---------------------------------------------------------------------------------------------
+# the request completion family (mpi_semantics.COMPLETION)
+# ---------------------------------------------------------------------------------------------
+def completion_body(cname, fnames):
+    """C text of ps_fb_<cname>(fn, f08, Fortran arguments...): the wrapper of one operation of
+    mpi_semantics.COMPLETION, behind both entry points (completion_entries).  It converts the
+    requests before the call, substitutes our statuses for MPI_STATUS(ES)_IGNORE, times the
+    call (sampled for a poll), then hands what completed to the helpers of fortran_support.c
+    (fortran.h), which call the bookkeeping of completion.c."""
+    kind, shape, params = sem.COMPLETION[cname]
+    if list(fnames) != list(params) + ["ierror"]:
+        raise SystemExit(f"gen_fortran: {cname}: the standard's Fortran parameters {fnames} "
+                         f"are not mpi_semantics.COMPLETION's {list(params)} + ierror")
+    args = ", ".join(f"f_{n}" for n in fnames)
+    decl = ", ".join(f"MPI_Fint *f_{n}" for n in fnames)
+    op = f"PS_OP_{cname}"
+    ok = "PS_F_OK(f_ierror)"
+    out = [f"typedef void (*ps_ft_{cname})({', '.join(['MPI_Fint *'] * len(fnames))});",
+           f"static void ps_fb_{cname}(ps_ft_{cname} fn, int f08, {decl})", "{",
+           f"    if (!ps_wrap_enter()) {{ fn({args}); return; }}"]
+    if shape == "one":
+        before, n = "ps_before", "1"
+        out.append("    MPI_Request ps_before = PMPI_Request_f2c(*f_request);")
+        first = "&ps_before"
+    else:
+        before, n = "ps_b.before", "ps_n"
+        statuses = "&f_array_of_statuses" if "array_of_statuses" in params else "NULL"
+        out += ["    ps_f_batch_t ps_b;",
+                f"    int ps_n = *f_{params[0]};",
+                f"    if (ps_f_batch_open(&ps_b, ps_n, f_array_of_requests, {statuses}, f08)) {{",
+                "        ps_wrap_leave();",
+                "        atomic_fetch_add(&ps_counters.alloc_failures, 1);",
+                f"        fn({args});",
+                "        return;",
+                "    }"]
+        first = "ps_b.before"
+    if "status" in params:  # ours for MPI_STATUS_IGNORE: received bytes are in the status
+        out += ["    MPI_Fint ps_st[PS_F_STATUS_SIZE + 2];",
+                "    if (f_status == ps_f_ign(f08)) f_status = ps_st;"]
+    out.append(f"    int ps_comm = ps_first_comm({first}, {n});")
+    if kind == "test":
+        out += ["    int ps_timed = ps_poll_timed(); /* a poll: sampled timing (wrap.h) */",
+                "    uint64_t ps_t0 = ps_timed ? ps_now() : 0;",
+                f"    fn({args});",
+                "    uint64_t ps_dt = ps_timed ? ps_poll_estimate(ps_t0, ps_now()) : 0;"]
+    else:
+        out += ["    uint64_t ps_t0 = ps_now();",
+                f"    fn({args});",
+                "    uint64_t ps_dt = ps_now() - ps_t0;"]
+    done = f"{ok} && *f_flag" if "flag" in params else ok
+    in_status = f"!{ok} && *f_ierror == MPI_ERR_IN_STATUS"
+    record = f"    ps_record(ps_comm, {op}, ps_dt, 0, 0);"
+    if kind in ("start", "free"):
+        out.append(record)
+        call = (f"ps_req_started({{}}, {op})" if kind == "start" else "ps_req_freed({})")
+        if shape == "one":
+            out.append(f"    if ({ok}) {call.format(before)};")
+        else:
+            out.append(f"    if ({ok})")
+            out.append(f"        for (int ps_i = 0; ps_i < ps_n; ps_i++) "
+                       f"{call.format(before + '[ps_i]')};")
+    else:
+        if shape == "one":
+            out += [f"    if (!{ok}) ps_f_complete_failed({before}, f_request);",
+                    "    else if (*f_flag) ps_f_complete(ps_before, f_status);" if "flag" in params
+                    else "    else ps_f_complete(ps_before, f_status);"]
+        elif shape == "all":
+            out += [f"    if ({done}) ps_f_complete_all({before}, {n}, f_array_of_statuses);",
+                    f"    else if ({in_status})",
+                    f"        ps_f_complete_in_status({before}, {n}, f_array_of_statuses, NULL, "
+                    f"0, {n});"]
+        elif shape == "any":  # after an error, the index names the request that failed
+            cond = f"!{ok} || *f_flag" if "flag" in params else None
+            call = (f"ps_f_complete_index({before}, {n}, f_index, f_status, ps_f_index_base(f08), "
+                    f"f_array_of_requests, {ok});")
+            out.append(f"    if ({cond}) {call}" if cond else f"    {call}")
+        elif shape == "some":
+            out += [f"    if ({done} && *f_outcount != MPI_UNDEFINED)",
+                    f"        ps_f_complete_some({before}, {n}, f_array_of_indices, "
+                    f"ps_f_index_base(f08), *f_outcount, f_array_of_statuses);",
+                    f"    else if ({in_status} && *f_outcount != MPI_UNDEFINED)",
+                    f"        ps_f_complete_in_status({before}, {n}, f_array_of_statuses, "
+                    f"f_array_of_indices, ps_f_index_base(f08), *f_outcount);"]
+        else:
+            raise SystemExit(f"gen_fortran: {cname}: unknown completion shape {shape}")
+        out.append(record)
+    if shape != "one":
+        out.append("    ps_f_batch_close(&ps_b);")
+    out += ["    ps_wrap_leave();", "}"]
+    return "\n".join(out)
+
+
+def completion_entries(cname, fnames, f08):
+    """The exported entry points of ps_fb_<cname>: the four manglings (F90, mpif.h), or the
+    mpi_f08 one (IERROR OPTIONAL: we pass one of ours when it is absent, to learn the
+    outcome)."""
+    lname = cname[4:].lower()
+    fw = f"ps_fw{'08' if f08 else ''}_{cname}"
+    fp = f"ps_fp{'08' if f08 else ''}_{cname}"
+    decl = ", ".join(f"MPI_Fint *f_{n}" for n in fnames)
+    args = ", ".join(f"f_{n}" for n in fnames)
+    out = [f"static ps_ft_{cname} {fp};", f"static void {fw}({decl})", "{"]
+    if f08:
+        out += [f'    PS_F08_TARGET(ps_ft_{cname}, {fp}, "{lname}")',
+                "    MPI_Fint ps_ierr_local = MPI_SUCCESS;",
+                "    if (!f_ierror) f_ierror = &ps_ierr_local;"]
+    else:
+        out.append(f'    PS_F_TARGET(ps_ft_{cname}, {fp}, "{lname}")')
+    out += [f"    ps_fb_{cname}(fn, {1 if f08 else 0}, {args});", "}"]
+    syms = [f"mpi_{lname}_f08_"] if f08 else manglings(cname)
+    for i, sym in enumerate(syms):
+        out.append(f'extern void {fw}_{i}({decl}) __asm__("{sym}")')
+        out.append(f'    __attribute__((alias("{fw}"), visibility("default")));')
+    return "\n".join(out)
+
+
 # mpi_f08.  Open MPI 4: every mpi_f08 procedure (mpi_send_f08_ ...) calls the C PMPI_
 # functions directly, like its mpif.h ones; its profiling twin is pmpi_send_f08_.  MPICH 4: the
 # procedures with a choice buffer are mpi_send_f08ts_ ... and call the C MPI_ functions (the C
@@ -465,9 +539,11 @@ def f08_problem(proc, fnames):
     return None, "TYPE(*)" in text
 
 
-def emit(path, procs, std_procs, stamp):
+def emit(path, procs, std_procs, stamp, completion=()):
     """procs: [(C name, (F90 parameter names, CHARACTER parameters), the C wrapper's parameter
-    names, their C types)] for every generated C wrapper with an F90 binding."""
+    names, their C types)] for every generated C wrapper with an F90 binding; completion:
+    [(C name, (F90 parameter names, CHARACTER parameters))] for the operations of
+    mpi_semantics.COMPLETION that mpi.h declares."""
     bodies, coverage, f08_bodies, f08_buffer, f08_names = [], [], [], [], []
     n_full = n_default = 0
     for cname, (fnames, chars), names, ctypes in procs:
@@ -500,17 +576,24 @@ def emit(path, procs, std_procs, stamp):
             n_default += 1
         else:
             n_full += 1
-    for name in sorted(sem.HAND_WRITTEN):
+    completion_bodies, completion_f08 = [], []
+    for cname, (fnames, _) in completion:
+        kind, shape, _ = sem.COMPLETION[cname]
+        completion_bodies.append(completion_body(cname, fnames) + "\n" +
+                                 completion_entries(cname, fnames, f08=False))
+        completion_f08.append(completion_entries(cname, fnames, f08=True))
+        coverage.append(f"{cname}\tgenerated\tcompletion {kind}, {shape}")
+        f08_names.append((cname, False))
+    for name in sorted(sem.LIFECYCLE):
         coverage.append(f"{name}\thand-written\truntime/mpi/fortran_support.c")
     with open(path, "w") as f:
         f.write(stamp + PROLOGUE + "\n")
         f.write("\n\n".join(bodies) + "\n")
+        f.write("\n/* ---- the request completion family (mpi_semantics.COMPLETION) ---- */\n")
+        f.write("\n\n".join(completion_bodies) + "\n")
         f.write("\n/* ---- mpi_f08: procedures without a choice buffer (Open MPI 4, MPICH 4) ---- */\n")
         f.write("#if defined(PS_F08_OMPI) || defined(PS_F08_MPICH)\n")
-        f.write("void *ps_f_resolve_f08(const char *lname);\n")
-        f.write("MPI_Fint *ps_f08_status_ignore(void);\n")
-        f.write(PS_F08_TARGET + "\n")
-        f.write("\n\n".join(f08_bodies) + "\n")
+        f.write("\n\n".join(f08_bodies + completion_f08) + "\n")
         f.write("\n/* ---- mpi_f08: procedures with a choice buffer (Open MPI 4; MPICH's\n"
                 " * mpi_<name>_f08ts_ call the C MPI_ functions, which the C wrappers see) ---- */\n")
         f.write("#ifdef PS_F08_OMPI\n")
@@ -523,5 +606,6 @@ def emit(path, procs, std_procs, stamp):
         f.write("\n".join(coverage) + "\n")
     print(f"pathscope: {n_full + n_default} Fortran wrappers generated "
           f"({n_default} with the default family only), "
-          f"{len(sem.HAND_WRITTEN)} hand-written, {len(f08_names)} mpi_f08",
+          f"{len(completion)} of the completion family, {len(sem.LIFECYCLE)} hand-written, "
+          f"{len(f08_names)} mpi_f08",
           file=sys.stderr)

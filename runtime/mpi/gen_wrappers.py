@@ -12,8 +12,10 @@ MPI-1 functions) are wrapped too, with a family chosen from their C parameter ty
 Outputs (into the build tree, never committed):
   ps_ops.h           enum of operations, PS_NUM_OPS, names
   ps_wrappers.c      the C wrappers
-  ps_fortran.c       the Fortran wrappers (all four symbol manglings)
+  ps_fortran.c       the Fortran wrappers (all four symbol manglings, mpi_f08), the request
+                     completion family's from mpi_semantics.COMPLETION (gen_fortran.py)
   coverage.txt       what was wrapped, hand-written, skipped, and why
+  fortran_coverage.txt  the same for the Fortran wrappers
 """
 import argparse
 import os
@@ -226,7 +228,7 @@ def main():
     macros = set(re.findall(r"#define\s+(MPI_\w+)\b", preprocess(a.mpicc, macros=True)))
     std_procs = standard_procedures()
 
-    ops, c_wrappers, coverage, fortran = [], [], [], []
+    ops, c_wrappers, coverage, fortran, completion = [], [], [], [], []
     for name in sorted(header):
         ret, params = header[name]
         if name in macros:
@@ -249,6 +251,8 @@ def main():
         ops.append(name)
         if name in sem.HAND_WRITTEN:
             coverage.append(f"{name}\thand-written\t{source}")
+            if name in sem.COMPLETION and a.fortran and std:
+                completion.append((name, f90_signature(std[0])))
             continue
         directions = [p["param_direction"] for p in std[1]] if source == "standard" else None
         fam = family_for(name, names, types, params, directions) if source == "standard" else \
@@ -291,7 +295,8 @@ def main():
         f.write("# operation\tstatus\tsource\n" + "\n".join(coverage) + "\n")
     if a.fortran:
         import gen_fortran
-        gen_fortran.emit(os.path.join(a.outdir, "ps_fortran.c"), fortran, std_procs, STAMP)
+        gen_fortran.emit(os.path.join(a.outdir, "ps_fortran.c"), fortran, std_procs, STAMP,
+                         completion)
     n_gen = sum(1 for c in coverage if "\tgenerated\t" in c)
     print(f"pathscope: {n_gen} MPI wrappers generated, {len(ops)} operations, "
           f"{len(fortran)} Fortran procedures", file=sys.stderr)

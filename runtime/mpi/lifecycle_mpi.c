@@ -20,17 +20,14 @@
 
 #include "mpi_internal.h"
 #include "wrap.h"
+#include "source.h"
+#include "ending.h"
 
 void *ps_f_in_place;
 int ps_poll_sample = PS_POLL_SAMPLE;
 __thread uint32_t ps_poll_rng __attribute__((tls_model("initial-exec")));
 char ps_mpi_library[256]; /* first line of MPI_Get_library_version, read at start */
 void ps_rank_file_host(void);
-void ps_mark_final_written(void);
-void ps_heap_after_final_write(void);
-void ps_threads_close_all(void);
-void ps_block_async_signals(sigset_t *saved);
-void ps_reduce_and_write(void);
 void ps_peers_init(void);
 
 /* Opens the profile directory chosen inside MPI_Init (the default one, a spawned job's).  A
@@ -121,8 +118,7 @@ static void mpi_start(int provided, int agree_over_world)
     if (agree_over_world) ps_peers_init();
     ps_signals_install();
     resolve_fortran_sentinels();
-    void ps_kernel_at_mpi_init(void);
-    ps_kernel_at_mpi_init(); /* a rank that was not pathscope's first process (a script's child) */
+    ps_sources_rank_start(); /* kernel time: a rank that was not pathscope's first process */
     ps_in_wrapper = outer;
     ps_state = PS_RUN_MPI;
     if (agree_over_world) {
@@ -194,19 +190,7 @@ void ps_mpi_finalize_begin(void)
     if (ps_state == PS_RUN_MPI && !ps_in_wrapper) {
         ps_in_wrapper = 1;
         ps_state = PS_RUN_FINISHED; /* calls made by our reduction are not recorded */
-        ps_end_ns = ps_clock_monotonic_ns();
-        ps_threads_close_all();
-        sigset_t saved;
-        ps_block_async_signals(&saved);
-        int claimed = ps_final_writer_claim(1); /* (a peer's request being answered) */
-        ps_write_rank_file("complete");
-        ps_mark_final_written();
-        ps_heap_after_final_write();
-        if (claimed) ps_final_writer_release();
-        pthread_sigmask(SIG_SETMASK, &saved, NULL);
-        ps_reduce_and_write();
-        ps_outfile_report(ps_world_rank); /* (a rank whose reduction failed early) */
-        ps_warn_print();
+        ps_run_end(PS_END_FINALIZE, "complete"); /* (mpi's end hook: the reduction) */
         ps_in_wrapper = 0;
     }
 }
@@ -225,16 +209,7 @@ void ps_mpi_abort_begin(int errorcode)
     if (ps_state == PS_RUN_MPI) {
         char status[48];
         snprintf(status, sizeof status, "abort %d", errorcode);
-        sigset_t saved;
-        ps_block_async_signals(&saved);
-        int claimed = ps_final_writer_claim(1);
-        ps_state = PS_RUN_FINISHED;
-        ps_write_rank_file(status);
-        ps_mark_final_written();
-        ps_outfile_report(ps_world_rank);
-        ps_notify_peers(1);
-        if (claimed) ps_final_writer_release();
-        pthread_sigmask(SIG_SETMASK, &saved, NULL);
+        ps_run_end(PS_END_ABORT, status);
     }
 }
 

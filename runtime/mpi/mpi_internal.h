@@ -89,9 +89,13 @@ static inline int ps_hist_bin(uint64_t bytes)
     return b < PS_HIST_BINS ? b : PS_HIST_BINS - 1;
 }
 
-extern int ps_paths_on; /* sample/sample.c: call paths active */
+extern int ps_paths_on; /* core: call paths active */
 void ps_path_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_bytes); /* paths.c */
 void ps_paths_configure(void);
+uint64_t ps_rank_mpi_ticks(void); /* mpi_out.c: the rank's time in MPI calls [signal-safe] */
+/* After MPI_Finalize's rank file (mpi's end hook): merges the ranks' records over
+ * MPI_COMM_WORLD's duplicate and rank 0 writes profile.tsv (reduce.c). */
+void ps_reduce_and_write(void);
 
 /* The one recording primitive: one call of op on the communicator, dt ticks, bytes moved. */
 static inline void ps_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_bytes)
@@ -277,7 +281,7 @@ void ps_complete_failed(MPI_Request before, MPI_Request after);
 void ps_complete_in_status(const MPI_Request *before, const MPI_Status *statuses,
                            const int *indices, int n);
 
-/* Fortran sentinel addresses (fortran.c), resolved at init */
+/* Fortran sentinel addresses (fortran_support.c), resolved at init */
 extern void *ps_f_in_place;
 
 /* End of run (output/) */

@@ -17,13 +17,44 @@ first input communicator, else window, else file, else no communicator ("-").
 STATUS = "MPI_Status ps_status; if (status == MPI_STATUS_IGNORE) status = &ps_status;"
 MSG_BEFORE = "MPI_Message ps_msg_before = *message;"
 
-# Operations whose wrappers are written by hand (runtime/mpi/lifecycle_mpi.c, completion.c).
-HAND_WRITTEN = {
-    "MPI_Init", "MPI_Init_thread", "MPI_Finalize", "MPI_Abort", "MPI_Pcontrol",
-    "MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome",
-    "MPI_Test", "MPI_Testall", "MPI_Testany", "MPI_Testsome",
-    "MPI_Start", "MPI_Startall", "MPI_Request_free",
+# Operations whose wrappers are written by hand in both languages (runtime/mpi/lifecycle_mpi.c,
+# fortran_support.c): they start and end the run.
+LIFECYCLE = {"MPI_Init", "MPI_Init_thread", "MPI_Finalize", "MPI_Abort", "MPI_Pcontrol"}
+
+# The request completion family: operation -> (kind, shape, the standard's parameters in order,
+# without ierror).  These wrappers need the request handles as they were before the call (MPI
+# overwrites completed ones with MPI_REQUEST_NULL) and real statuses even when the caller
+# passes MPI_STATUS(ES)_IGNORE; what they record is the completion bookkeeping of completion.c.
+#   kind  "wait"   timed; completes what the call reports
+#         "test"   a poll (sampled timing, like POLLS); completes only what its flag reports
+#                  (Testsome has no flag: its outcount says)
+#         "start"  starts persistent requests (ps_req_started), recorded before
+#         "free"   MPI_Request_free (ps_req_freed), recorded before
+#   shape "one"    request (+ flag, status)
+#         "all"    count, array_of_requests (+ flag, array_of_statuses): all of them
+#         "any"    count, array_of_requests, index (+ flag), status: the one at index
+#         "some"   incount, array_of_requests, outcount, array_of_indices, array_of_statuses
+# The time of the call goes to the communicator of the first request pathscope knows.  The
+# Fortran wrappers are generated from this table (gen_fortran.py); the C ones are in
+# completion.c, which owns the bookkeeping both call.
+COMPLETION = {
+    "MPI_Wait": ("wait", "one", ("request", "status")),
+    "MPI_Test": ("test", "one", ("request", "flag", "status")),
+    "MPI_Waitall": ("wait", "all", ("count", "array_of_requests", "array_of_statuses")),
+    "MPI_Testall": ("test", "all", ("count", "array_of_requests", "flag", "array_of_statuses")),
+    "MPI_Waitany": ("wait", "any", ("count", "array_of_requests", "index", "status")),
+    "MPI_Testany": ("test", "any", ("count", "array_of_requests", "index", "flag", "status")),
+    "MPI_Waitsome": ("wait", "some", ("incount", "array_of_requests", "outcount",
+                                      "array_of_indices", "array_of_statuses")),
+    "MPI_Testsome": ("test", "some", ("incount", "array_of_requests", "outcount",
+                                      "array_of_indices", "array_of_statuses")),
+    "MPI_Start": ("start", "one", ("request",)),
+    "MPI_Startall": ("start", "all", ("count", "array_of_requests")),
+    "MPI_Request_free": ("free", "one", ("request",)),
 }
+
+# Operations without a generated C wrapper.
+HAND_WRITTEN = LIFECYCLE | set(COMPLETION)
 
 # Never wrapped: pure handle conversions and address arithmetic that pathscope itself uses and
 # that cost more to wrap than they do to run.  They are still listed (as "not wrapped") in the
@@ -33,7 +64,7 @@ NOT_WRAPPED_SUFFIXES = ("_f2c", "_c2f", "_f2f08", "_f082f", "_c2f08", "_f082c")
 
 
 # Polls: timed one call in 16 at random, scaled (runtime/mpi/wrap.h, ps_poll_timed).  The
-# MPI_Test family is hand-written (completion.c) and follows the same rule.
+# MPI_Test family (COMPLETION, kind "test") follows the same rule.
 POLLS = {"MPI_Iprobe", "MPI_Improbe"}
 
 # Local queries: counted but not timed.  They take a few nanoseconds, less than reading the

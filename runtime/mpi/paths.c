@@ -89,7 +89,7 @@ uint64_t ps_poll_estimate(uint64_t t0, uint64_t t1)
     uint64_t dt = t1 - t0, estimate = dt * (uint64_t)ps_poll_sample;
     ps_thread_t *t = ps_self;
     if (ps_poll_sample == 1 || !t || t->end_ticks) return estimate;
-    int64_t room = (int64_t)(t1 - t->last_ticks) - (int64_t)t->mpi_ticks_since;
+    int64_t room = ps_time_poll_room(&t->time, t1);
     if (room < (int64_t)dt) return dt; /* the measured poll itself always counts */
     return estimate < (uint64_t)room ? estimate : (uint64_t)room;
 }
@@ -101,7 +101,10 @@ void ps_path_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_
         /* a thread pathscope did not start (not through pthread_create): its tree starts
          * with this call, which began dt ago */
         t = ps_thread_register();
-        if (t) t->start_ticks = t->last_ticks = t->start_ticks - dt;
+        if (t) {
+            t->start_ticks -= dt;
+            ps_time_backdate(&t->time, t->start_ticks);
+        }
     }
     if (!t || t->busy) return; /* an MPI call from a handler that interrupted our own update */
     if (t->index == 0 && !ps_threaded && group_counted[ps_op_unwind_group[op]]) {
@@ -110,7 +113,7 @@ void ps_path_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_
          * holds beyond the other records, and are put on [not unwound] when the tree is
          * written (ps_paths_complete_counted).  A timed call runs with ps_in_wrapper == 1, so
          * no sample can interleave with this update; an untimed one has dt == 0. */
-        if (dt) t->mpi_ticks_since += dt;
+        if (dt) ps_time_mpi(&t->time, dt);
         return;
     }
     t->busy = 1;
@@ -119,7 +122,7 @@ void ps_path_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_
         t->busy = 0;
         return;
     }
-    t->mpi_ticks_since += dt;
+    ps_time_mpi(&t->time, dt);
     uint32_t node;
     if (group_counted[ps_op_unwind_group[op]]) {
         node = counted_op_node(t, op);

@@ -1,5 +1,7 @@
-/* The call-path part of the rank file (docs/format.md, "Call paths"): sampler, unwind
- * groups, modules, threads, tree nodes, per-communicator breakdown of MPI nodes.
+/* The call-path part of the rank file (docs/format.md, "Call paths"): modules, threads and
+ * tree nodes; every source adds its own lines through its descriptor (core/source.h): after
+ * counter_tree_full (PS_SEC_HEAD: sampler, unwind groups), after the modules (PS_SEC_RANK:
+ * traversal, heap, kernel) and after each thread's nodes (PS_SEC_THREAD: walks, hnode, pcomm).
  *
  * Called from ps_write_rank_body(), which may run in a fatal-signal handler: everything
  * here is async-signal-safe -- /proc/self/maps is read with open/read into static storage,
@@ -10,16 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../mpi/mpi_internal.h"
 #include "../core/cct.h"
-#include "../sample/sample.h"
 #include "../core/procmaps.h"
-#include "../heap/heap.h"
-#include "../kernel/kernel.h"
-#include "../unwind/unwind.h"
+#include "../core/source.h"
 
-int ps_paths_group_counted(int group); /* mpi/paths.c */
-void ps_paths_complete_counted(void); /* mpi/paths.c */
+extern int ps_paths_on; /* call paths active in this process (sample/sample.c) */
 
 #define MAX_MAPPINGS 2048
 #define MAX_MODULES 4096
@@ -155,9 +152,15 @@ static void hex(ps_fmt_t *f, uintptr_t v)
     while (n) ps_fmt_char(f, buf[--n]);
 }
 
-static const char *const kind_names[] = {"root", "call", "fn", "pc", "mpi", "failed", "not_unwound",
-                                         "heap", "syscall"};
-#define N_KINDS (sizeof kind_names / sizeof *kind_names)
+/* Core's node kinds; the others are named by the source that adds them (its kinds table). */
+static const char *const core_kind_names[] = {
+    [PS_NODE_ROOT] = "root", [PS_NODE_CALL] = "call", [PS_NODE_FN] = "fn", [PS_NODE_PC] = "pc",
+    [PS_NODE_FAILED] = "failed", [PS_NODE_NOT_UNWOUND] = "not_unwound"};
+#define N_CORE_KINDS (sizeof core_kind_names / sizeof *core_kind_names)
+
+static int nthreads_written; /* ps_write_nthreads() */
+
+int ps_write_nthreads(void) { return nthreads_written; }
 
 static void write_thread(ps_fmt_t *f, ps_thread_t *t)
 {
@@ -165,9 +168,12 @@ static void write_thread(ps_fmt_t *f, ps_thread_t *t)
     ps_fmt_u64(f, (uint64_t)t->index); tab(f);
     ps_fmt_u64(f, (uint64_t)t->tid); tab(f);
     ps_fmt_u64(f, ps_ticks_to_ns(t->end_ticks - t->start_ticks)); tab(f);
-    ps_fmt_u64(f, t->samples_kept); tab(f);
-    ps_fmt_u64(f, t->samples_in_mpi); tab(f);
-    ps_fmt_u64(f, t->samples_other); tab(f);
+    ps_thread_cols_t cols = {0};
+    for (int s = 0; s < PS_NSOURCES; s++)
+        if (ps_sources[s]->thread_cols) ps_sources[s]->thread_cols(t, &cols);
+    ps_fmt_u64(f, cols.samples_kept); tab(f);
+    ps_fmt_u64(f, cols.samples_in_mpi); tab(f);
+    ps_fmt_u64(f, cols.samples_other); tab(f);
     ps_fmt_u64(f, t->unwind_failures); tab(f);
     ps_fmt_u64(f, t->nnodes); tab(f);
     if (t->start_routine) {
@@ -183,7 +189,7 @@ static void write_thread(ps_fmt_t *f, ps_thread_t *t)
         ps_fmt_str(f, "-\t-");
     }
     tab(f);
-    ps_fmt_u64(f, t->walk_reused); tab(f);
+    ps_fmt_u64(f, cols.walk_reused); tab(f);
     ps_fmt_u64(f, t->end_cpu_ns > t->start_cpu_ns ? t->end_cpu_ns - t->start_cpu_ns : 0);
     ps_fmt_char(f, '\n');
     for (uint32_t id = 0; id < t->nnodes; id++) {
@@ -194,7 +200,9 @@ static void write_thread(ps_fmt_t *f, ps_thread_t *t)
         if (id) ps_fmt_u64(f, n->parent);
         else ps_fmt_char(f, '-');
         tab(f);
-        ps_fmt_str(f, kind_names[n->kind < N_KINDS ? n->kind : 0]); tab(f);
+        const ps_node_kind_t *sk = ps_node_kind_of((int)n->kind);
+        const char *kind_name = sk ? sk->name : n->kind < N_CORE_KINDS ? core_kind_names[n->kind] : NULL;
+        ps_fmt_str(f, kind_name ? kind_name : "root"); tab(f);
         if (n->kind == PS_NODE_CALL || n->kind == PS_NODE_FN || n->kind == PS_NODE_PC) {
             int m = module_of(n->key);
             if (m >= 0) {
@@ -204,23 +212,17 @@ static void write_thread(ps_fmt_t *f, ps_thread_t *t)
                 ps_fmt_str(f, "-\t");
                 hex(f, n->key);
             }
-        } else if (n->kind == PS_NODE_MPI) {
-            ps_fmt_str(f, "-\t");
-            ps_fmt_str(f, n->key < PS_NUM_OPS ? ps_op_names[n->key] : "MPI_?");
-        } else if (n->kind == PS_NODE_SYSCALL) {
+        } else if (sk && sk->key_name) {
             char name[24];
             ps_fmt_str(f, "-\t");
-            ps_fmt_str(f, ps_kernel_key_name(n->key, name));
-        } else if (n->kind == PS_NODE_HEAP) {
-            ps_fmt_str(f, "-\t");
-            ps_fmt_str(f, n->key < PS_HEAP_NFUNCTIONS ? ps_heap_function_names[n->key] : "alloc?");
+            ps_fmt_str(f, sk->key_name(n->key, name));
         } else {
             ps_fmt_str(f, "-\t-");
         }
         tab(f);
         ps_fmt_u64(f, n->visits); tab(f);
-        /* the closing scales (cct.c: ps_thread_close): one rounding for the node's time */
-        double on_scale = t->end_ticks ? t->oncpu_scale : 1.0, off_scale = t->end_ticks ? t->offcpu_scale : 1.0;
+        /* the closing scales (core/timeline.c: ps_thread_close): one rounding for the node's time */
+        double on_scale = t->end_ticks ? t->time.oncpu_scale : 1.0, off_scale = t->end_ticks ? t->time.offcpu_scale : 1.0;
         double off = (double)n->offcpu_ticks * off_scale;
         uint64_t sampled = (uint64_t)((double)n->sample_ticks * on_scale + off + 0.5);
         uint64_t sample_ns = ps_ticks_to_ns(sampled), offcpu_ns = ps_ticks_to_ns((uint64_t)(off + 0.5));
@@ -229,79 +231,10 @@ static void write_thread(ps_fmt_t *f, ps_thread_t *t)
         ps_fmt_u64(f, ps_ticks_to_ns(n->mpi_ticks)); tab(f);
         ps_fmt_u64(f, n->bytes); tab(f);
         ps_fmt_u64(f, n->entries); tab(f);
-        ps_fmt_u64(f, n->kind == PS_NODE_SYSCALL ? ps_kernel_node_ns(n) : 0); tab(f);
+        ps_fmt_u64(f, sk && sk->time_ns ? sk->time_ns(n) : 0); tab(f);
         ps_fmt_u64(f, offcpu_ns < sample_ns ? offcpu_ns : sample_ns); ps_fmt_char(f, '\n');
     }
-    ps_fmt_str(f, "walks\t");
-    ps_fmt_u64(f, (uint64_t)t->index); tab(f);
-    ps_fmt_u64(f, t->walks); tab(f);
-    ps_fmt_u64(f, t->walk_reused); tab(f);
-    ps_fmt_u64(f, t->walk_checks); tab(f);
-    ps_fmt_u64(f, t->walk_agree); tab(f);
-    ps_fmt_u64(f, t->thunk_errors); tab(f);
-    ps_fmt_u64(f, t->thunk_restores); ps_fmt_char(f, '\n');
-    for (uint32_t id = 0; t->heap && id < t->nnodes; id++) {
-        ps_heap_node_t *h = &t->heap[id];
-        uint64_t allocs = atomic_load(&h->allocs), frees = atomic_load(&h->frees);
-        if (!allocs && !frees) continue;
-        ps_fmt_str(f, "hnode\t");
-        ps_fmt_u64(f, (uint64_t)t->index); tab(f);
-        ps_fmt_u64(f, id); tab(f);
-        ps_fmt_u64(f, allocs); tab(f);
-        ps_fmt_u64(f, atomic_load(&h->alloc_bytes)); tab(f);
-        ps_fmt_u64(f, frees); tab(f);
-        ps_fmt_u64(f, atomic_load(&h->freed_bytes)); tab(f);
-        ps_fmt_u64(f, ps_heap_node_peak(h)); ps_fmt_char(f, '\n');
-    }
-    for (uint32_t i = 0; i <= t->pcomm_mask; i++) {
-        ps_pcomm_t *p = &t->pcomm[i];
-        if (!p->node) continue;
-        ps_fmt_str(f, "pcomm\t");
-        ps_fmt_u64(f, (uint64_t)t->index); tab(f);
-        ps_fmt_u64(f, p->node); tab(f);
-        ps_fmt_tsv(f, p->comm >= 0 && p->comm < ps_ncomms ? ps_comms[p->comm]->name : "-"); tab(f);
-        ps_fmt_u64(f, p->calls); tab(f);
-        ps_fmt_u64(f, ps_ticks_to_ns(p->ticks)); tab(f);
-        ps_fmt_u64(f, p->bytes); ps_fmt_char(f, '\n');
-    }
-}
-
-/* The rank's heap totals and timeline (per-path lines: write_thread). */
-static void write_heap(ps_fmt_t *f, int nthreads)
-{
-    uint64_t allocs = 0, bytes = 0, frees = 0, freed = 0;
-    for (int i = 0; i < nthreads; i++) {
-        ps_thread_t *t = ps_threads[i];
-        for (uint32_t id = 0; t && t->heap && id < t->nnodes; id++) {
-            allocs += atomic_load(&t->heap[id].allocs);
-            bytes += atomic_load(&t->heap[id].alloc_bytes);
-            frees += atomic_load(&t->heap[id].frees);
-            freed += atomic_load(&t->heap[id].freed_bytes);
-        }
-    }
-    uint64_t peak, peak_at, gen;
-    int64_t live;
-    ps_heap_totals(&peak, &peak_at, &gen, &live);
-    ps_fmt_str(f, "heap\t");
-    ps_fmt_str(f, ps_traversal_names[ps_traversal_mode]); tab(f);
-    ps_fmt_u64(f, allocs); tab(f);
-    ps_fmt_u64(f, bytes); tab(f);
-    ps_fmt_u64(f, frees); tab(f);
-    ps_fmt_u64(f, freed); tab(f);
-    ps_fmt_u64(f, peak); tab(f);
-    ps_fmt_u64(f, ps_ticks_to_ns(peak_at)); tab(f);
-    ps_fmt_u64(f, live > 0 ? (uint64_t)live : 0); tab(f);
-    ps_fmt_u64(f, atomic_load(&ps_heap_stats.untracked_allocs)); tab(f);
-    ps_fmt_u64(f, atomic_load(&ps_heap_stats.untracked_frees)); tab(f);
-    ps_fmt_u64(f, atomic_load(&ps_heap_stats.foreign_frees)); ps_fmt_char(f, '\n');
-    const ps_heap_point_t *pt;
-    int n = ps_heap_timeline(&pt);
-    for (int i = 0; i < n; i++) {
-        ps_fmt_str(f, "hpoint\t");
-        ps_fmt_u64(f, ps_ticks_to_ns(pt[i].ticks)); tab(f);
-        ps_fmt_u64(f, pt[i].live); tab(f);
-        ps_fmt_u64(f, pt[i].max); ps_fmt_char(f, '\n');
-    }
+    ps_sources_write(f, PS_SEC_THREAD, t);
 }
 
 void ps_write_paths(ps_fmt_t *f)
@@ -311,49 +244,16 @@ void ps_write_paths(ps_fmt_t *f)
                           * make their samples no-ops, and stopping a POSIX timer may free() */
     uint64_t now = ps_now();
     int nthreads = atomic_load(&ps_nthreads);
+    nthreads_written = nthreads;
     uint64_t full = 0;
-    static int counted_completed; /* once: a second write must not add them again */
-    if (!counted_completed) {
-        counted_completed = 1;
-        ps_paths_complete_counted();
-    }
+    ps_sources_write(f, PS_SEC_FROZEN, NULL); /* (mpi: the counted calls) */
     for (int i = 0; i < nthreads; i++)
         if (ps_threads[i]) {
             ps_thread_close(ps_threads[i], now);
             full += ps_threads[i]->tree_full;
         }
     ps_fmt_str(f, "counter_tree_full\t"); ps_fmt_u64(f, full); ps_fmt_char(f, '\n');
-    ps_fmt_str(f, "sampler\t");
-    ps_fmt_str(f, ps_sample_source); tab(f);
-    ps_fmt_u64(f, (uint64_t)ps_sample_rate); tab(f);
-    ps_fmt_str(f, strcmp(ps_options.sample_clock, "wall") == 0 ? "wall" : "cpu");
-    /* (2.4) the timer signals taken from perf events, POSIX CPU-time timers and wall-clock
-     * timers, and how often a thread changed timers (auto) */
-    uint64_t by_perf = 0, by_posix = 0, by_wall = 0, changes = 0, off_reports = 0, off_in_mpi = 0;
-    for (int i = 0; i < nthreads; i++)
-        if (ps_threads[i]) {
-            by_perf += ps_threads[i]->samples_perf;
-            by_posix += ps_threads[i]->samples_posix;
-            by_wall += ps_threads[i]->samples_wall;
-            changes += ps_threads[i]->timer_changes;
-            off_reports += ps_threads[i]->offcpu_reports;
-            off_in_mpi += ps_threads[i]->offcpu_reports_in_mpi;
-        }
-    tab(f); ps_fmt_u64(f, by_perf);
-    tab(f); ps_fmt_u64(f, by_posix);
-    tab(f); ps_fmt_u64(f, by_wall);
-    tab(f); ps_fmt_u64(f, changes);
-    /* (2.5) where off-CPU time comes from: the wall-clock evidence at samples, or the kernel
-     * collector's scheduler events; the collector's reports placed and those inside MPI */
-    tab(f); ps_fmt_str(f, ps_offcpu_reported ? "scheduler" : "samples");
-    tab(f); ps_fmt_u64(f, off_reports);
-    tab(f); ps_fmt_u64(f, off_in_mpi);
-    ps_fmt_char(f, '\n');
-    for (int g = 0; g < PS_NUM_UNWIND_GROUPS; g++) {
-        ps_fmt_str(f, "unwind\t");
-        ps_fmt_str(f, ps_unwind_group_names[g]); tab(f);
-        ps_fmt_str(f, ps_paths_group_counted(g) ? "count\n" : "path\n");
-    }
+    ps_sources_write(f, PS_SEC_HEAD, NULL);
     load_mappings();
     for (int m = 0; m < nmodules; m++) {
         if (!modules[m].executable) continue;
@@ -363,12 +263,7 @@ void ps_write_paths(ps_fmt_t *f)
         ps_fmt_str(f, modules[m].build_id[0] ? modules[m].build_id : "-");
         ps_fmt_char(f, '\n');
     }
-    ps_fmt_str(f, "traversal\t");
-    ps_fmt_str(f, ps_traversal_names[ps_traversal_mode]); tab(f);
-    ps_fmt_u64(f, ps_traversal_check); tab(f);
-    ps_fmt_tsv(f, ps_traversal_requested ? ps_traversal_requested : "-"); ps_fmt_char(f, '\n');
-    if (ps_heap_on) write_heap(f, nthreads);
-    ps_kernel_write(f);
+    ps_sources_write(f, PS_SEC_RANK, NULL);
     for (int i = 0; i < nthreads; i++)
         if (ps_threads[i]) write_thread(f, ps_threads[i]);
 }

@@ -13,7 +13,8 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "../mpi/mpi_internal.h"
+#include "../core/pathscope.h"
+#include "../core/source.h"
 
 static char rank_buf[1 << 16];
 static char host_name[256];
@@ -43,15 +44,6 @@ static void kv(ps_fmt_t *f, const char *key, uint64_t v)
 
 void ps_rank_file_host(void) { gethostname(host_name, sizeof host_name - 1); }
 
-uint64_t ps_rank_mpi_ticks(void)
-{
-    uint64_t t = 0;
-    for (int c = 0; c < ps_ncomms; c++)
-        for (int op = 0; op < PS_NUM_OPS; op++)
-            if (ps_comms[c]->ops[op]) t += ps_comms[c]->ops[op]->ticks;
-    return t;
-}
-
 void ps_write_rank_body(ps_fmt_t *f, const char *status)
 {
     ps_fmt_str(f, "pathscope-rank\t" PS_FORMAT_VERSION "\n");
@@ -69,11 +61,13 @@ void ps_write_rank_body(ps_fmt_t *f, const char *status)
     ps_fmt_tsv(f, ps_options.command[0] ? ps_options.command : ps_program_name());
     ps_fmt_char(f, '\n');
     ps_fmt_str(f, "tool_version\t" PS_VERSION "\n");
-    extern char ps_mpi_library[];
-    ps_fmt_str(f, "mpi_library\t"); ps_fmt_tsv(f, ps_mpi_library[0] ? ps_mpi_library : "-"); ps_fmt_char(f, '\n');
+    ps_rank_summary_t sum = {"-", 0};
+    for (int s = 0; s < PS_NSOURCES; s++)
+        if (ps_sources[s]->summary) ps_sources[s]->summary(&sum);
+    ps_fmt_str(f, "mpi_library\t"); ps_fmt_tsv(f, sum.library); ps_fmt_char(f, '\n');
     kv(f, "start_unix_ns", ps_start_realtime_ns);
     kv(f, "wall_ns", ps_wall_ns());
-    kv(f, "mpi_ns", ps_ticks_to_ns(ps_rank_mpi_ticks()));
+    kv(f, "mpi_ns", sum.mpi_ns);
     kv(f, "thread_multiple", (uint64_t)ps_threaded);
     kv(f, "counter_unknown_requests", atomic_load(&ps_counters.unknown_requests));
     kv(f, "counter_request_table_full", atomic_load(&ps_counters.request_table_full));
@@ -86,57 +80,7 @@ void ps_write_rank_body(ps_fmt_t *f, const char *status)
     ps_warn_write(f);
     void ps_write_paths(ps_fmt_t *f);
     ps_write_paths(f);
-    for (int c = 0; c < ps_ncomms; c++) {
-        ps_comm_t *cm = ps_comms[c];
-        ps_fmt_str(f, "comm\t");
-        ps_fmt_tsv(f, cm->name); ps_fmt_char(f, '\t');
-        ps_fmt_i64(f, cm->size); ps_fmt_char(f, '\t');
-        ps_fmt_i64(f, cm->remote_size); ps_fmt_char(f, '\t');
-        ps_fmt_i64(f, cm->my_rank); ps_fmt_char(f, '\t');
-        ps_fmt_tsv(f, cm->parent_id >= 0 ? ps_comms[cm->parent_id]->name : "-"); ps_fmt_char(f, '\t');
-        ps_fmt_str(f, cm->creator_op >= 0 ? ps_op_names[cm->creator_op] : "-"); ps_fmt_char(f, '\t');
-        ps_fmt_i64(f, cm->freed); ps_fmt_char(f, '\t');
-        if (cm->members) {
-            ps_fmt_ranges(f, cm->members, cm->size);
-            if (cm->is_inter) { ps_fmt_char(f, '|'); ps_fmt_ranges(f, cm->members + cm->size, cm->remote_size); }
-        } else {
-            ps_fmt_char(f, '-');
-        }
-        ps_fmt_char(f, '\t');
-        ps_fmt_tsv(f, cm->topo[0] ? cm->topo : "-");
-        ps_fmt_char(f, '\t');
-        ps_fmt_u64(f, cm->sent_msgs); ps_fmt_char(f, '\t');
-        ps_fmt_u64(f, cm->sent_bytes); ps_fmt_char(f, '\t');
-        ps_fmt_u64(f, cm->recv_msgs); ps_fmt_char(f, '\t');
-        ps_fmt_u64(f, cm->recv_bytes); ps_fmt_char(f, '\t');
-        /* (2.3) requests freed while outstanding, requests that ended with an error */
-        ps_fmt_u64(f, cm->freed_sends); ps_fmt_char(f, '\t');
-        ps_fmt_u64(f, cm->freed_recvs); ps_fmt_char(f, '\t');
-        ps_fmt_u64(f, cm->freed_recv_capacity); ps_fmt_char(f, '\t');
-        ps_fmt_u64(f, cm->failed_requests); ps_fmt_char(f, '\n');
-    }
-    for (int c = 0; c < ps_ncomms; c++) {
-        ps_comm_t *cm = ps_comms[c];
-        for (int op = 0; op < PS_NUM_OPS; op++) {
-            ps_stat_t *s = cm->ops[op];
-            if (!s) continue;
-            ps_fmt_str(f, "op\t");
-            ps_fmt_tsv(f, cm->name); ps_fmt_char(f, '\t');
-            ps_fmt_str(f, ps_op_names[op]); ps_fmt_char(f, '\t');
-            ps_fmt_u64(f, s->calls); ps_fmt_char(f, '\t');
-            ps_fmt_u64(f, s->bytes); ps_fmt_char(f, '\t');
-            ps_fmt_u64(f, ps_ticks_to_ns(s->ticks)); ps_fmt_char(f, '\t');
-            int first = 1;
-            for (int b = 0; b < PS_HIST_BINS; b++) {
-                if (!s->hist[b]) continue;
-                if (!first) ps_fmt_char(f, ',');
-                ps_fmt_u64(f, (uint64_t)b); ps_fmt_char(f, ':'); ps_fmt_u64(f, s->hist[b]);
-                first = 0;
-            }
-            if (first) ps_fmt_char(f, '-');
-            ps_fmt_char(f, '\n');
-        }
-    }
+    ps_sources_write(f, PS_SEC_TAIL, NULL);
     ps_fmt_str(f, "end\n");
 }
 
@@ -146,10 +90,9 @@ void ps_write_rank_file(const char *status)
     static ps_outfile_t out;
     if (!ps_outdir[0]) return;
     rank_file_name(name, sizeof name, ps_world_rank);
-    /* The kernel tables first (what went wrong with them is a warning of this file), and
-     * before the file exists: our own writes to it are not the application's system calls. */
-    void ps_kernel_fetch(void);
-    ps_kernel_fetch();
+    /* Before the file exists (kernel: the collector's tables, whose problems are warnings
+     * of this file; our own writes to it are not the application's system calls). */
+    ps_sources_write(NULL, PS_SEC_PREPARE, NULL);
     int fd = ps_outfile_begin(&out, PS_FILE_RANK, name);
     if (fd < 0) return;
     ps_fmt_t f = {rank_buf, 0, sizeof rank_buf, fd, 0};

@@ -4,5 +4,4 @@ set(PS_OUTPUT_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/outdir.c
   ${CMAKE_CURRENT_LIST_DIR}/pathsfile.c
   ${CMAKE_CURRENT_LIST_DIR}/rankfile.c
-  ${CMAKE_CURRENT_LIST_DIR}/peers.c
-  ${CMAKE_CURRENT_LIST_DIR}/reduce.c)
+  ${CMAKE_CURRENT_LIST_DIR}/peers.c)

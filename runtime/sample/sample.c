@@ -1,4 +1,4 @@
-/* Timer sampling of every thread outside MPI, and the threads we start.
+/* Timer sampling of every thread outside MPI (the threads themselves: core/threads.c).
  *
  * Each thread has its own timer on its own CPU time (what it spends running; a thread blocked
  * in the kernel gets no signal, so the application's sleeps and reads are never interrupted):
@@ -34,13 +34,11 @@
  * counts each kind.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +52,6 @@
 #include "cct.h"
 #include "unwind.h"
 #include "sample.h"
-#include "../kernel/kernel.h"
 
 int ps_sample_rate;               /* Hz, 0 = off */
 const char *ps_sample_source = "off";
@@ -80,20 +77,8 @@ static int adaptive;              /* ... or by perf or POSIX timers, by switch r
 #define PS_CALM_CHECK_MS 2000
 static void choose_timer(ps_thread_t *t, uint64_t now);
 static int perf_failed;           /* perf events refused once: use POSIX timers from then on */
-int ps_paths_on;                  /* call paths (unwinding, trees) active in this process */
 /* mpi/paths.c: the node of an untimed MPI call a sample landed in [signal-safe] */
 uint32_t ps_untimed_sample_node(ps_thread_t *t, int op, void *context);
-
-/* The CPU-time clock of thread tid (glibc's pthread_getcpuclockid encoding, which the kernel
- * defines: per-thread, scheduler time, user and system). */
-static clockid_t thread_cpu_clock(int tid) { return (clockid_t)((~(unsigned)tid << 3) | 4 | 2); }
-
-uint64_t ps_thread_cpu_ns(int tid)
-{
-    struct timespec ts;
-    if (clock_gettime(thread_cpu_clock(tid), &ts) != 0) return 0;
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* A sample that is not kept: its interval of CPU time is dropped, but stays part of the span
  * whose off-CPU time the next kept sample measures.  Touches only fields that nothing but this
@@ -102,34 +87,18 @@ uint64_t ps_thread_cpu_ns(int tid)
 static void sample_dropped(ps_thread_t *t)
 {
     if (t->end_ticks) return;
-    uint64_t cpu = ps_thread_cpu_ns(t->tid);
-    if (cpu > t->last_cpu_ns) {
-        t->skipped_cpu_ns += cpu - t->last_cpu_ns;
-        t->last_cpu_ns = cpu;
-    }
+    t->skipped_cpu_ns += ps_time_cpu_skip(&t->time, ps_thread_cpu_ns(t->tid));
 }
 
 void ps_sample_charge(ps_thread_t *t, uint32_t node, uint64_t now, uint64_t cpu_ns)
 {
-    double per_ns = ps_ticks_per_ns();
-    uint64_t oncpu_ns = cpu_ns > t->last_cpu_ns ? cpu_ns - t->last_cpu_ns : 0;
-    double span_cpu = (double)(oncpu_ns + t->skipped_cpu_ns) * per_ns;
-    t->last_cpu_ns = cpu_ns > t->last_cpu_ns ? cpu_ns : t->last_cpu_ns;
-    t->skipped_cpu_ns = 0;
-    /* since the previous kept sample: wall, MPI (never more than wall: ps_poll_estimate) */
-    double wall = (double)(now - t->last_ticks);
-    double mpi = (double)t->mpi_ticks_since < wall ? (double)t->mpi_ticks_since : wall;
+    uint64_t on, off;
     /* (with the collector's off-CPU reports, ps_sample_offcpu places that time instead) */
-    double offcpu = wall > span_cpu && !ps_offcpu_reported ? (wall - span_cpu) * (wall - mpi) / wall : 0.0;
-    uint64_t on = (uint64_t)((double)oncpu_ns * per_ns), off = (uint64_t)offcpu;
+    ps_time_charge(&t->time, now, cpu_ns, t->skipped_cpu_ns, !ps_offcpu_reported, &on, &off);
+    t->skipped_cpu_ns = 0;
     t->nodes[node].sample_ticks += on;
     t->nodes[node].offcpu_ticks += off;
     t->nodes[node].samples++;
-    t->oncpu_total += on;
-    t->offcpu_total += off;
-    t->mpi_ticks_total += t->mpi_ticks_since;
-    t->mpi_ticks_since = 0;
-    t->last_ticks = now;
     t->samples_kept++;
 }
 
@@ -168,7 +137,7 @@ void ps_sample_offcpu(ps_thread_t *t, void *context, uint64_t ns)
                                : sample_node(t, context);
     uint64_t ticks = (uint64_t)((double)ns * ps_ticks_per_ns());
     t->nodes[node].offcpu_ticks += ticks;
-    t->offcpu_total += ticks;
+    ps_time_offcpu(&t->time, ticks);
     t->offcpu_reports++;
 }
 
@@ -324,7 +293,7 @@ static int start_timer(ps_thread_t *t, int tid)
     ev.sigev_notify = SIGEV_THREAD_ID;
     ev.sigev_signo = PS_SAMPLE_SIGNAL;
     ev._sigev_un._tid = tid;
-    clockid_t clock = use_wall_clock ? CLOCK_MONOTONIC : thread_cpu_clock(tid);
+    clockid_t clock = use_wall_clock ? CLOCK_MONOTONIC : ps_thread_cpu_clock(tid);
     /* the system calls themselves: no library state, safe in the handler */
     int id = -1;
     if (syscall(SYS_timer_create, clock, &ev, &id) != 0) return -1;
@@ -511,8 +480,6 @@ void ps_sample_forget_after_fork(void)
         }
     sample_pid = (pid_t)syscall(SYS_getpid);
     ps_sample_rate = 0;
-    ps_cct_frozen = 1;
-    ps_paths_on = 0;
 }
 
 void ps_threads_stop_sampling(void)
@@ -524,54 +491,15 @@ void ps_threads_stop_sampling(void)
 }
 
 /* ---- start of the process ------------------------------------------------------------- */
-/* Launchers and their daemons are not profiled (they would write profiles of their own). */
-static int is_launcher(const char *name)
-{
-    static const char *launchers[] = {"mpirun", "mpiexec", "orterun", "prterun", "prte", "orted",
-                                      "prted", "hydra_pmi_proxy", "srun", "slurmstepd", NULL};
-    for (int i = 0; launchers[i]; i++) {
-        size_t n = strlen(launchers[i]);
-        if (strncmp(name, launchers[i], n) == 0 && (name[n] == 0 || name[n] == '.')) return 1;
-    }
-    return 0;
-}
-
+/* At load time, call paths on (unwind's configure went first): the sampler's set-up and our
+ * SIGPROF handler; each thread's sampler starts when it registers. */
 void ps_sample_init(void)
 {
-    if (!ps_option_on(ps_options.paths) || is_launcher(ps_program_name())) return;
-    void ps_membarrier_init(void);
-    ps_membarrier_init();
-    char err[256];
-    if (ps_unwind_init(err, sizeof err)) {
-        atomic_fetch_add(&ps_counters.unwind_unavailable, 1);
-        return;
-    }
-    ps_paths_on = 1;
     page_size = sysconf(_SC_PAGESIZE);
     sample_pid = (pid_t)syscall(SYS_getpid);
     /* SIGPROF with a handler already (another profiler's library, started before us): it
-     * stays theirs, and we neither sample nor use thunks (whose restores need the signal) */
+     * stays theirs, and we do not sample */
     int sigprof_busy = !ps_sigprof_free_at_start();
-    for (int m = 0; m < PS_TRAVERSAL_NMODES; m++)
-        if (strcmp(ps_options.traversal, ps_traversal_names[m]) == 0) ps_traversal_mode = m;
-    ps_traversal_check = (unsigned)atoi(ps_options.traversal_check);
-    if (ps_traversal_mode == PS_TRAVERSAL_THUNK) {
-        static char refused[PS_PATH_MAX + 64], module[PS_PATH_MAX];
-        if (ps_thunks_shadow_stack()) { /* returns into thunks would fault */
-            ps_traversal_requested = "thunk (refused: CET shadow stack)";
-            ps_traversal_mode = PS_TRAVERSAL_REUSE;
-        } else if (ps_unwind_own_unwinder(module, sizeof module)) {
-            /* its exceptions would meet thunks we could not restore first */
-            snprintf(refused, sizeof refused, "thunk (refused: %s has its own unwinder)", module);
-            ps_traversal_requested = refused;
-            ps_traversal_mode = PS_TRAVERSAL_REUSE;
-        } else if (sigprof_busy) {
-            ps_traversal_requested = "thunk (refused: SIGPROF has another handler)";
-            ps_traversal_mode = PS_TRAVERSAL_REUSE;
-        } else {
-            ps_thunks_available = 1;
-        }
-    }
     ps_sample_rate = atoi(ps_options.sample_rate);
     use_wall_clock = strcmp(ps_options.sample_clock, "wall") == 0;
     /* POSIX CPU-time timers fire at the scheduler tick at most: the tick is the resolution of
@@ -605,186 +533,4 @@ void ps_sample_init(void)
         sa.sa_flags = SA_SIGINFO | SA_RESTART;
         ps_sigprof_install_ours(&sa, (void *)on_sample);
     }
-    ps_thread_register(); /* the main thread; its sampler starts here */
-}
-
-/* ---- threads we start ------------------------------------------------------------------ */
-typedef struct {
-    void *(*fn)(void *);
-    void *arg;
-} thread_start_t;
-
-static void thread_finish(void *arg)
-{
-    ps_thread_t *t = arg;
-    if (!t) return;
-    t->exited = 1;
-    ps_sample_thread_stop(t);
-    ps_kernel_thread_end(t);
-    if (ps_tree_enter(t)) {
-        ps_thread_close(t, ps_now());
-        ps_tree_leave(t);
-    }
-}
-
-static void *thread_trampoline(void *p)
-{
-    thread_start_t start = *(thread_start_t *)p;
-    free(p);
-    ps_thread_t *t = ps_thread_register();
-    if (t) t->start_routine = (uintptr_t)start.fn;
-    void *ret;
-    pthread_cleanup_push(thread_finish, t);
-    ret = start.fn(start.arg);
-    pthread_cleanup_pop(1);
-    return ret;
-}
-
-typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
-
-__attribute__((visibility("default"))) int pthread_create(pthread_t *thread,
-    const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
-{
-    static pthread_create_fn real;
-    if (!real) real = (pthread_create_fn)dlsym(RTLD_NEXT, "pthread_create");
-    if (!real) return EAGAIN;
-    if (!ps_paths_on) return real(thread, attr, fn, arg);
-    thread_start_t *start = malloc(sizeof *start);
-    if (!start) return real(thread, attr, fn, arg);
-    start->fn = fn;
-    start->arg = arg;
-    int rc = real(thread, attr, thread_trampoline, start);
-    if (rc) free(start);
-    return rc;
-}
-
-/* ---- exec ------------------------------------------------------------------------------ */
-/* A sample signal generated just before execve would be delivered to the new program, whose
- * handler is reset to the default action of SIGPROF: terminate.  So before any exec the
- * calling thread's sampler stops and SIGPROF is ignored for a moment, which discards a
- * pending one; if the exec fails, both come back. */
-static struct sigaction exec_saved_action;
-static int exec_ignoring; /* exec_prepare() set SIG_IGN */
-
-static void exec_prepare(void)
-{
-    ps_thread_t *t = ps_self;
-    /* (a vfork child shares our memory: our samplers are not its to stop; a SIGPROF that the
-     * application owns is left alone) */
-    if (!ps_sample_rate || !ps_sample_in_own_process() || !ps_sigprof_ours_flag()) return;
-    if (t) ps_sample_thread_stop(t);
-    struct sigaction ignore;
-    memset(&ignore, 0, sizeof ignore);
-    ignore.sa_handler = SIG_IGN;
-    exec_ignoring = ps_sigprof_real_sigaction(PS_SAMPLE_SIGNAL, &ignore, &exec_saved_action) == 0;
-}
-
-static void exec_failed(void)
-{
-    int saved_errno = errno;
-    ps_thread_t *t = ps_self;
-    if (exec_ignoring) {
-        exec_ignoring = 0;
-        ps_sigprof_real_sigaction(PS_SAMPLE_SIGNAL, &exec_saved_action, NULL);
-        if (t && !t->end_ticks) ps_sample_thread_start(t);
-    }
-    errno = saved_errno;
-}
-
-#define PS_EXEC_REAL(name, type)                                                       \
-    static type real;                                                                  \
-    if (!real) real = (type)dlsym(RTLD_NEXT, name);                                    \
-    if (!real) {                                                                       \
-        errno = ENOSYS;                                                                \
-        return -1;                                                                     \
-    }
-
-typedef int (*execve_fn)(const char *, char *const[], char *const[]);
-typedef int (*execvpe_fn)(const char *, char *const[], char *const[]);
-typedef int (*fexecve_fn)(int, char *const[], char *const[]);
-extern char **environ;
-
-__attribute__((visibility("default"))) int execve(const char *path, char *const argv[], char *const envp[])
-{
-    PS_EXEC_REAL("execve", execve_fn);
-    exec_prepare();
-    int rc = real(path, argv, envp);
-    exec_failed();
-    return rc;
-}
-
-__attribute__((visibility("default"))) int execvpe(const char *file, char *const argv[], char *const envp[])
-{
-    PS_EXEC_REAL("execvpe", execvpe_fn);
-    exec_prepare();
-    int rc = real(file, argv, envp);
-    exec_failed();
-    return rc;
-}
-
-__attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], char *const envp[])
-{
-    PS_EXEC_REAL("fexecve", fexecve_fn);
-    exec_prepare();
-    int rc = real(fd, argv, envp);
-    exec_failed();
-    return rc;
-}
-
-__attribute__((visibility("default"))) int execv(const char *path, char *const argv[])
-{
-    return execve(path, argv, environ);
-}
-
-__attribute__((visibility("default"))) int execvp(const char *file, char *const argv[])
-{
-    return execvpe(file, argv, environ);
-}
-
-/* execl, execlp, execle: the argument list into an array (on the stack), then the above. */
-#define PS_EXEC_MAX_ARGS 4096
-#define PS_COLLECT_ARGS(first, ap, argv, n)                                            \
-    do {                                                                               \
-        argv[0] = (char *)(first);                                                     \
-        n = 1;                                                                         \
-        while (argv[n - 1] && n < PS_EXEC_MAX_ARGS) argv[n++] = va_arg(ap, char *);   \
-        if (argv[n - 1]) {                                                             \
-            errno = E2BIG;                                                             \
-            va_end(ap);                                                                \
-            return -1;                                                                 \
-        }                                                                              \
-    } while (0)
-
-__attribute__((visibility("default"))) int execl(const char *path, const char *arg, ...)
-{
-    char *argv[PS_EXEC_MAX_ARGS];
-    int n;
-    va_list ap;
-    va_start(ap, arg);
-    PS_COLLECT_ARGS(arg, ap, argv, n);
-    va_end(ap);
-    return execve(path, argv, environ);
-}
-
-__attribute__((visibility("default"))) int execlp(const char *file, const char *arg, ...)
-{
-    char *argv[PS_EXEC_MAX_ARGS];
-    int n;
-    va_list ap;
-    va_start(ap, arg);
-    PS_COLLECT_ARGS(arg, ap, argv, n);
-    va_end(ap);
-    return execvpe(file, argv, environ);
-}
-
-__attribute__((visibility("default"))) int execle(const char *path, const char *arg, ...)
-{
-    char *argv[PS_EXEC_MAX_ARGS];
-    int n;
-    va_list ap;
-    va_start(ap, arg);
-    PS_COLLECT_ARGS(arg, ap, argv, n);
-    char *const *envp = va_arg(ap, char *const *);
-    va_end(ap);
-    return execve(path, argv, envp);
 }

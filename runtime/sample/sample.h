@@ -8,7 +8,8 @@
 extern int ps_sample_rate;           /* Hz, 0 = off */
 extern const char *ps_sample_source; /* perf-task-clock, posix-cpu-timer, posix-wall-timer, off */
 extern int ps_paths_on;              /* unwinding and trees active in this process */
-void ps_sample_init(void);           /* at load time, after the options */
+void ps_sample_init(void);           /* at load time, call paths on (source_sample.c) */
+void ps_sample_forget_after_fork(void); /* in a fork child [signal-safe] */
 void ps_sample_thread_start(ps_thread_t *t);
 void ps_sample_thread_stop(ps_thread_t *t);
 void ps_threads_stop_sampling(void);

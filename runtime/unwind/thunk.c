@@ -25,7 +25,7 @@
  *    overwrites the slot), live thunked frames are always e[0..k] in stack order, and a
  *    walk checks e[i].slot == the slot before trusting e[i]; entries above the first thunk
  *    met are stale and are overwritten.
- *  - Samples install thunks too (unwind.c: ps_unwind_commit), but never on the interrupted
+ *  - Samples install thunks too (traversal.c: ps_unwind_commit), but never on the interrupted
  *    frame, which may be about to read its own return address (setjmp does).  A sample that
  *    lands in our own code while the thread updates its tree is dropped (busy).
  *  - fork(): the child has the same stack and the same thunk stack.

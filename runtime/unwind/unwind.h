@@ -1,6 +1,7 @@
 /* The one stack walker of pathscope: every source (MPI wrappers, samples) asks it for the
  * current call path.  Addresses only; names come at the end (runtime/symbols).  Our own
- * DWARF CFI unwinder (unwind.c says why and how); everything here is async-signal-safe.
+ * DWARF CFI unwinder (unwind_internal.h says why and how, and which file holds what);
+ * everything here is async-signal-safe.
  */
 #ifndef PS_UNWIND_H
 #define PS_UNWIND_H
@@ -35,7 +36,7 @@ void ps_unwind_add_self(uintptr_t code); /* the library around code is ours too 
 /* The executable range of the loaded module containing code (0, 0 if none). */
 void ps_unwind_code_range(uintptr_t code, uintptr_t *start, uintptr_t *end);
 
-/* How walks reuse the previous one (PATHSCOPE_TRAVERSAL; unwind.c describes the modes), and
+/* How walks reuse the previous one (PATHSCOPE_TRAVERSAL; traversal.c describes the modes), and
  * every how many walks one is checked against a full walk (PATHSCOPE_TRAVERSAL_CHECK). */
 enum { PS_TRAVERSAL_FULL, PS_TRAVERSAL_REUSE, PS_TRAVERSAL_HEURISTIC, PS_TRAVERSAL_THUNK,
        PS_TRAVERSAL_NMODES };

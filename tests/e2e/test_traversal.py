@@ -104,7 +104,7 @@ def test_heuristic_loses_no_allocation_but_misattributes(paths_prog, tmp_path):
 
 
 def test_heuristic_full_walks_bound_the_drift(paths_prog, tmp_path):
-    """Every 64th walk is a full walk which the next ones reuse (unwind.c): when the path
+    """Every 64th walk is a full walk which the next ones reuse (unwind/traversal.c): when the path
     changes for good (slow_a -> slow_b), at most 63 allocations can go to the old one."""
     out = tmp_path / "prof"
     p = run(paths_prog, out, "heuristic", "slow", check=0, extra=["--sample-rate", "0"])

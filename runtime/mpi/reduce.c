@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../mpi/mpi_internal.h"
+#include "mpi_internal.h"
 
 #define MEMBERS_MAX 2048
 #define HOST_MAX 128 /* host names longer than 127 bytes are cut in profile.tsv */
@@ -359,7 +359,6 @@ void ps_reduce_and_write(void)
     char *hosts = rank == 0 ? calloc((size_t)size, HOST_MAX) : NULL;
     /* per rank: wall time, MPI time, and how its rank file went (written just before) */
     uint64_t mine[3] = {ps_wall_ns(), 0, (uint64_t)(int64_t)ps_outfile_error(PS_FILE_RANK)};
-    extern uint64_t ps_rank_mpi_ticks(void);
     mine[1] = ps_ticks_to_ns(ps_rank_mpi_ticks());
     uint64_t *per_rank = rank == 0 ? calloc((size_t)size * 3, sizeof(uint64_t)) : NULL;
     PMPI_Gather(host, HOST_MAX, MPI_CHAR, hosts, HOST_MAX, MPI_CHAR, 0, comm);

@@ -1,0 +1,57 @@
+/* A thread's timeline (timeline.h): kept samples' weights and the closing of a thread. */
+#include "cct.h"
+#include "timeline.h"
+
+void ps_time_charge(ps_time_t *tm, uint64_t now, uint64_t cpu_ns, uint64_t skipped_cpu_ns,
+                    int offcpu_from_wall, uint64_t *on, uint64_t *off)
+{
+    double per_ns = ps_ticks_per_ns();
+    uint64_t oncpu_ns = cpu_ns > tm->last_cpu_ns ? cpu_ns - tm->last_cpu_ns : 0;
+    double span_cpu = (double)(oncpu_ns + skipped_cpu_ns) * per_ns;
+    tm->last_cpu_ns = cpu_ns > tm->last_cpu_ns ? cpu_ns : tm->last_cpu_ns;
+    /* since the previous kept sample: wall, MPI (never more than wall: ps_poll_estimate) */
+    double wall = (double)(now - tm->last_ticks);
+    double mpi = (double)tm->mpi_ticks_since < wall ? (double)tm->mpi_ticks_since : wall;
+    double offcpu = wall > span_cpu && offcpu_from_wall ? (wall - span_cpu) * (wall - mpi) / wall : 0.0;
+    *on = (uint64_t)((double)oncpu_ns * per_ns);
+    *off = (uint64_t)offcpu;
+    tm->oncpu_total += *on;
+    tm->offcpu_total += *off;
+    tm->mpi_ticks_total += tm->mpi_ticks_since;
+    tm->mpi_ticks_since = 0;
+    tm->last_ticks = now;
+}
+
+/* The end of a thread's timeline (sample.c, "Weights"): its non-MPI time is exactly its
+ * elapsed time minus its MPI time.  The on-CPU time sampled is an unbiased estimate of the
+ * part of it spent on a CPU, and stays as it is unless it exceeds the non-MPI time (sampling
+ * noise on a thread that hardly ever left the CPU): then it is scaled down to it.  The rest is
+ * off-CPU time: it fills the off-CPU time seen at kept samples (scaled down if that saw more),
+ * and what no sample saw -- the time after the last kept sample, blocked time that no later
+ * sample showed -- goes to [not unwound].  So per thread, on-CPU + off-CPU + MPI time = elapsed
+ * time exactly.  The scales are applied when the tree is written. */
+void ps_thread_close(ps_thread_t *t, uint64_t now)
+{
+    if (!t || t->end_ticks) return;
+    t->time.mpi_ticks_total += t->time.mpi_ticks_since;
+    t->time.mpi_ticks_since = 0;
+    t->time.last_ticks = now;
+    t->end_ticks = now;
+    uint64_t cpu = ps_thread_cpu_ns(t->tid); /* (0: the thread is gone) */
+    t->end_cpu_ns = cpu > t->time.last_cpu_ns ? cpu : t->time.last_cpu_ns;
+    uint64_t elapsed = now - t->start_ticks;
+    uint64_t non_mpi = elapsed > t->time.mpi_ticks_total ? elapsed - t->time.mpi_ticks_total : 0;
+    t->time.oncpu_scale = t->time.offcpu_scale = 1.0;
+    if (t->time.oncpu_total > non_mpi) {
+        t->time.oncpu_scale = (double)non_mpi / (double)t->time.oncpu_total;
+        t->time.offcpu_scale = 0.0;
+        return;
+    }
+    uint64_t offcpu = non_mpi - t->time.oncpu_total;
+    if (t->time.offcpu_total >= offcpu) {
+        if (t->time.offcpu_total) t->time.offcpu_scale = (double)offcpu / (double)t->time.offcpu_total;
+        return;
+    }
+    t->nodes[t->not_unwound_node].offcpu_ticks += offcpu - t->time.offcpu_total;
+    t->time.offcpu_total = offcpu;
+}

@@ -1,0 +1,71 @@
+/* The per-thread caches filled from the unwind tables: the rule cache (the rule at an
+ * address, computed on a miss of rule_at, unwind_internal.h) and the function range cache
+ * (ps_unwind_function_start, for samples).  Both live in ps_thread_t and are dropped when the
+ * modules change (thread_caches_check).  [signal-safe]
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "unwind_internal.h"
+
+/* Computes the rule at pc into e (a miss of rule_at); "cannot unwind here" is cached too. */
+const rule_entry_t *ps_unwind_rule_compute(rule_entry_t *e, uintptr_t pc)
+{
+    static const rule_entry_t none = {0, 0, NO_SAVE, RULE_NONE, 0};
+    int known = 0;
+    const uint8_t *hdr = ps_unwind_code_lookup(pc, &known);
+    if (known < 0) return &none; /* inconclusive: do not cache */
+    e->pc = pc;
+    e->kind = RULE_NONE;
+    e->rbp_off = NO_SAVE;
+    e->cfa_off = 0;
+    e->flags = 0;
+    fde_t f;
+    cfa_state_t st;
+    if (!hdr || !ps_unwind_fde_find(hdr, pc, &f) || !ps_unwind_cfa_run(&f, pc, &st)) return e;
+    if (st.ra_undefined) {
+        e->kind = RULE_END;
+        return e;
+    }
+    if (!st.ra_off_ok) return e;
+    if (st.rbp_saved) {
+        if (st.rbp_off < -32768 || st.rbp_off > 32767) return e;
+        e->rbp_off = (int16_t)st.rbp_off;
+        if (st.rbp_from_rbp) e->flags |= RULE_RBP_FROM_RBP;
+    }
+    if (st.cfa_reg == -1) {
+        e->kind = RULE_EXPR;
+        return e;
+    }
+    if ((st.cfa_reg != DW_RSP && st.cfa_reg != DW_RBP) || st.cfa_off < 0 || st.cfa_off > INT32_MAX)
+        return e;
+    e->kind = st.cfa_reg == DW_RSP ? RULE_RSP : RULE_RBP;
+    e->cfa_off = (int32_t)st.cfa_off;
+    return e;
+}
+
+/* Function entries come from the FDE covering pc (pc_begin), cached per thread in a sorted
+ * range table so that a function is searched once. */
+uintptr_t ps_unwind_function_start(ps_thread_t *t, uintptr_t pc)
+{
+    thread_caches_check(t);
+    int lo = 0, hi = t->nranges;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (t->ranges[mid].end <= pc) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo < t->nranges && t->ranges[lo].start <= pc && pc < t->ranges[lo].end)
+        return t->ranges[lo].start;
+    int known = 0;
+    const uint8_t *hdr = ps_unwind_code_lookup(pc, &known);
+    fde_t f;
+    if (!hdr || !ps_unwind_fde_find(hdr, pc, &f)) return 0;
+    if (t->nranges < PS_RANGE_CACHE) {
+        memmove(&t->ranges[lo + 1], &t->ranges[lo], sizeof t->ranges[0] * (size_t)(t->nranges - lo));
+        t->ranges[lo].start = f.pc_begin;
+        t->ranges[lo].end = f.pc_end;
+        t->nranges++;
+    }
+    return f.pc_begin;
+}

@@ -1,0 +1,76 @@
+/* The unwinder as a source (core/source.h): a component without records of its own; it owns the
+ * per-thread walk state and the traversal/walks lines.  Its configure decides whether call
+ * paths work in this process (ps_paths_on) and which traversal mode walks use. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "source.h"
+#include "unwind.h"
+#include "sample.h"
+
+static const char *const options[] = {"traversal", "traversal_check", NULL};
+
+void ps_unwind_write(ps_fmt_t *f, ps_section sec, ps_thread_t *t);         /* unwind_out.c */
+void ps_unwind_thread_cols(const ps_thread_t *t, ps_thread_cols_t *cols); /* unwind_out.c */
+/* PATHSCOPE_TRAVERSAL, and the reasons thunk mode may be refused. */
+static void choose_traversal(void)
+{
+    /* SIGPROF with a handler already (another profiler's library, started before us): no
+     * thunks, whose restores need the signal */
+    int sigprof_busy = !ps_sigprof_free_at_start();
+    for (int m = 0; m < PS_TRAVERSAL_NMODES; m++)
+        if (strcmp(ps_options.traversal, ps_traversal_names[m]) == 0) ps_traversal_mode = m;
+    ps_traversal_check = (unsigned)atoi(ps_options.traversal_check);
+    if (ps_traversal_mode == PS_TRAVERSAL_THUNK) {
+        static char refused[PS_PATH_MAX + 64], module[PS_PATH_MAX];
+        if (ps_thunks_shadow_stack()) { /* returns into thunks would fault */
+            ps_traversal_requested = "thunk (refused: CET shadow stack)";
+            ps_traversal_mode = PS_TRAVERSAL_REUSE;
+        } else if (ps_unwind_own_unwinder(module, sizeof module)) {
+            /* its exceptions would meet thunks we could not restore first */
+            snprintf(refused, sizeof refused, "thunk (refused: %s has its own unwinder)", module);
+            ps_traversal_requested = refused;
+            ps_traversal_mode = PS_TRAVERSAL_REUSE;
+        } else if (sigprof_busy) {
+            ps_traversal_requested = "thunk (refused: SIGPROF has another handler)";
+            ps_traversal_mode = PS_TRAVERSAL_REUSE;
+        } else {
+            ps_thunks_available = 1;
+        }
+    }
+}
+
+/* Call paths, when asked for, need the unwinder: without it (counted) MPI is still measured. */
+static const char *unwind_configure(const ps_start_t *st)
+{
+    if (!st->paths_wanted) return NULL;
+    char err[256];
+    if (ps_unwind_init(err, sizeof err)) {
+        atomic_fetch_add(&ps_counters.unwind_unavailable, 1);
+        return NULL;
+    }
+    ps_paths_on = 1;
+    choose_traversal();
+    return NULL;
+}
+
+/* The thread's stack bounds and thunk stack; the previous walk's two record buffers. */
+static int unwind_thread_init(ps_thread_t *t, void *state)
+{
+    (void)state;
+    ps_unwind_thread_init(t);
+    t->walk_prev = t->walk_buf[0];
+    t->walk_cur = t->walk_buf[1];
+    return 0;
+}
+
+const ps_source_t ps_source_unwind = {
+    .name = "unwind",
+    .options = options,
+    .configure = unwind_configure,
+    .thread_init = unwind_thread_init,
+    .write = ps_unwind_write,
+    .thread_cols = ps_unwind_thread_cols,
+};

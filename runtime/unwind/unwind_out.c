@@ -1,0 +1,39 @@
+/* The unwinder's part of the rank file (docs/format.md, "Call paths"): the `traversal` line,
+ * each thread's `walks` line and the thread line's reused walks.  Reached from the rank-file
+ * writer through the descriptor (source_unwind.c), which may run in a fatal-signal handler:
+ * [signal-safe], no malloc. */
+#include "source.h"
+#include "unwind.h"
+
+static void tab(ps_fmt_t *f) { ps_fmt_char(f, '\t'); }
+
+static void write_traversal(ps_fmt_t *f)
+{
+    ps_fmt_str(f, "traversal\t");
+    ps_fmt_str(f, ps_traversal_names[ps_traversal_mode]); tab(f);
+    ps_fmt_u64(f, ps_traversal_check); tab(f);
+    ps_fmt_tsv(f, ps_traversal_requested ? ps_traversal_requested : "-"); ps_fmt_char(f, '\n');
+}
+
+static void write_walks(ps_fmt_t *f, const ps_thread_t *t)
+{
+    ps_fmt_str(f, "walks\t");
+    ps_fmt_u64(f, (uint64_t)t->index); tab(f);
+    ps_fmt_u64(f, t->walks); tab(f);
+    ps_fmt_u64(f, t->walk_reused); tab(f);
+    ps_fmt_u64(f, t->walk_checks); tab(f);
+    ps_fmt_u64(f, t->walk_agree); tab(f);
+    ps_fmt_u64(f, t->thunk_errors); tab(f);
+    ps_fmt_u64(f, t->thunk_restores); ps_fmt_char(f, '\n');
+}
+
+void ps_unwind_write(ps_fmt_t *f, ps_section sec, ps_thread_t *t)
+{
+    if (sec == PS_SEC_RANK) write_traversal(f);
+    else if (sec == PS_SEC_THREAD) write_walks(f, t);
+}
+
+void ps_unwind_thread_cols(const ps_thread_t *t, ps_thread_cols_t *cols)
+{
+    cols->walk_reused = t->walk_reused;
+}

@@ -1,0 +1,181 @@
+/* The walker: from a frame's (pc, sp, rbp) to its callers' return addresses, one rule cache
+ * probe and two loads a frame, within the thread's stack bounds (set here at thread start);
+ * exact reuse of the previous walk; stops at a thunk in thunk mode.  The traversal modes
+ * around it are in traversal.c.  [signal-safe], except ps_unwind_thread_init.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "unwind_internal.h"
+
+/* ---- walking ------------------------------------------------------------------------------ */
+/* Exact reuse of the previous walk.  A walk is a deterministic function of the starting
+ * registers (pc, sp, rbp), the unwind rules (fixed while no module is unloaded) and the stack
+ * words it reads: each frame's return-address slot and, where a rule restores rbp, its save
+ * slot.  So when a frame of this walk has the same (lookup pc, sp, rbp) as a frame of the
+ * previous one, and every slot the previous walk read from there on still holds the value
+ * it read then, the rest of the walk is the same -- no guess, no false positive (compare the
+ * heuristic of Perks et al., which trusts return address and stack pointer alone).  Checking
+ * is one independent load per frame instead of a dependent chain of two; a loop calling MPI
+ * repeatedly from the same place pays it for all but the few frames of the wrapper. */
+static inline int reuse_previous(ps_thread_t *t, int *j, uintptr_t lookup, uintptr_t sp,
+                                 uintptr_t rbp, uintptr_t *out, int n, int max, int *complete,
+                                 int trust)
+{
+    const frame_rec_t *prev = (const frame_rec_t *)t->walk_prev;
+    int m = t->walk_prev_n;
+    while (*j < m && prev[*j].sp < sp) (*j)++;
+    if (*j >= m || prev[*j].sp != sp || prev[*j].lookup != lookup) return 0;
+    /* rbp matters only if a frame from here on uses it before one restores it from memory
+     * (a loop counter kept in rbp by the innermost function would otherwise prevent every
+     * match above it) */
+    if ((prev[*j].flags & FRAME_NEEDS_RBP) && prev[*j].rbp != rbp) return 0;
+    int count = m - *j - 1; /* frames after the matching one */
+    if (n + 1 + count > max) return 0;
+    /* heuristic mode (trust): the "second match" only -- the next frame's return address is
+     * still in its slot; exact mode: every slot the previous walk read */
+    int last = trust && *j + 2 < m ? *j + 2 : m;
+    for (int k = *j; k + 1 < last; k++) {
+        if (*(const uintptr_t *)(prev[k + 1].sp - 8) != prev[k + 1].pc) return 0;
+        /* a restored rbp matters only to a walk that depends on it */
+        if (prev[k].rbp_slot && (prev[k + 1].flags & FRAME_NEEDS_RBP) &&
+            (prev[k].rbp_slot < sp || *(const uintptr_t *)prev[k].rbp_slot != prev[k + 1].rbp))
+            return 0;
+    }
+    for (int k = 0; k < count; k++) out[n + 1 + k] = prev[*j + 1 + k].pc;
+    *complete = t->walk_prev_complete;
+    return count + 1; /* the matching frame and those after it */
+}
+
+/* The walk recorded in walk_cur (n frames) becomes the one the next walk is compared with. */
+static void keep_walk(ps_thread_t *t, int n, int complete)
+{
+    uint64_t *swap = t->walk_prev;
+    t->walk_prev = t->walk_cur;
+    t->walk_cur = swap;
+    t->walk_prev_n = n;
+    t->walk_prev_complete = complete;
+    t->walk_prev_generation = t->unwind_generation;
+    t->walk_prev_seq = t->walk_seq;
+}
+
+int ps_unwind_walk(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int first_exact,
+                   uintptr_t *out, int max, int *complete, int flags)
+{
+    /* every frame we read lies above the starting stack pointer: below it (down to the
+     * rlimit-based bound of the main thread) the stack may not be mapped */
+    uintptr_t lo = t->stack_lo > sp ? t->stack_lo : sp, hi = t->stack_hi;
+    int n = 0, j = 0, reusable = flags & WALK_REUSE, trust = flags & WALK_TRUST;
+    int keepable = 1; /* no CFA expression met: the walk can be compared with the next */
+    *complete = 0;
+    t->thunk_hit = -1;
+    thread_caches_check(t);
+    if (t->walk_prev_generation != t->unwind_generation) t->walk_prev_n = 0;
+    frame_rec_t *cur = (frame_rec_t *)t->walk_cur;
+    if (max > PS_MAX_DEPTH) max = PS_MAX_DEPTH;
+    for (int exact = first_exact; n < max; exact = 0) {
+        uintptr_t lookup = exact ? pc : pc - 1;
+        if (reusable) {
+            int reused = reuse_previous(t, &j, lookup, sp, rbp, out, n, max, complete, trust);
+            if (reused) {
+                t->walk_reused++;
+                /* the frames after the matching one are the kept walk's (the matching frame
+                 * itself may differ: an exact pc against a return address) */
+                if (t->walk_prev_seq + 1 == t->walk_seq) t->walk_same_outer = reused - 1;
+                /* a match at the kept walk's first frame: all of it is this walk's outside */
+                if (j == 0) t->walk_prev_seq = t->walk_seq;
+                out[n] = pc;
+                if ((n > 2 || j > 0) && (flags & WALK_KEEP)) {
+                    /* a late match: this walk (its own frames, then the previous walk's from
+                     * the match on) is what the next walk should be compared with */
+                    const frame_rec_t *prev = (const frame_rec_t *)t->walk_prev;
+                    memcpy(&cur[n], &prev[j], sizeof *cur * (size_t)reused);
+                    cur[n].rbp = rbp;
+                    keep_walk(t, n + reused, *complete);
+                }
+                return n + reused;
+            }
+        }
+        out[n] = pc;
+        cur[n].lookup = lookup;
+        cur[n].sp = sp;
+        cur[n].rbp = rbp;
+        cur[n].pc = pc;
+        cur[n].rbp_slot = 0;
+        cur[n].flags = 0;
+        n++;
+        const rule_entry_t *r = rule_at(t, lookup);
+        uintptr_t cfa;
+        switch (r->kind) {
+        case RULE_RSP: cfa = sp + (uintptr_t)r->cfa_off; break;
+        case RULE_RBP: cfa = rbp + (uintptr_t)r->cfa_off; cur[n - 1].flags = FRAME_USES_RBP; break;
+        case RULE_EXPR:
+            reusable = keepable = 0; /* its expression may read memory we do not record */
+            if (!ps_unwind_eval_cfa_expr(lookup, sp, rbp, lo, hi, &cfa)) goto end;
+            break;
+        case RULE_END: *complete = 1; goto end;
+        default: goto end;
+        }
+        if (cfa <= sp || cfa > hi || cfa - 8 < lo) goto end;
+        uintptr_t ra = *(const uintptr_t *)(cfa - 8);
+        if (r->rbp_off != NO_SAVE) {
+            uintptr_t at = (r->flags & RULE_RBP_FROM_RBP ? rbp : cfa) + (uintptr_t)(intptr_t)r->rbp_off;
+            if (at < lo || at + 8 > hi) goto end;
+            rbp = *(const uintptr_t *)at;
+            cur[n - 1].rbp_slot = at;
+            if (r->flags & RULE_RBP_FROM_RBP) cur[n - 1].flags = FRAME_USES_RBP;
+        }
+        if (!ra) goto end;
+        int ti = ps_thunk_index(ra);
+        if (__builtin_expect(ti >= 0, 0)) {
+            /* a slot we redirected (thunk.c): its entry holds the return address */
+            const ps_thunks_t *th = &t->thunks;
+            if ((uint32_t)ti >= th->top || th->e[ti].slot != cfa - 8) {
+                t->thunk_errors++;
+                goto end;
+            }
+            if (flags & WALK_THUNK) {
+                if (n + ti + 1 > max) goto end;
+                for (int k = ti; k >= 0; k--) out[n++] = th->e[k].ra;
+                t->thunk_hit = ti;
+                t->thunk_owner = n - ti - 2; /* the frame whose slot held it */
+                *complete = 1;
+                return n;
+            }
+            ra = th->e[ti].ra;
+        }
+        pc = ra;
+        sp = cfa;
+    }
+end:
+    /* this walk becomes the one the next walk may reuse */
+    if ((flags & WALK_KEEP) && keepable && n > 1) {
+        /* which frames' walks depend on the rbp they started with: a frame that uses rbp, or
+         * one that passes it on unchanged to a frame that depends on it */
+        int needs = 0;
+        for (int k = n - 1; k >= 0; k--) {
+            if (cur[k].flags & FRAME_USES_RBP) needs = 1;
+            else if (cur[k].rbp_slot) needs = 0;
+            if (needs) cur[k].flags |= FRAME_NEEDS_RBP;
+        }
+        keep_walk(t, n, *complete);
+    }
+    return n;
+}
+
+/* The thread's stack, so that no walk reads outside it. */
+void ps_unwind_thread_init(ps_thread_t *t)
+{
+    ps_thunk_self = &t->thunks;
+    pthread_attr_t attr;
+    void *addr = NULL;
+    size_t size = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        pthread_attr_getstack(&attr, &addr, &size);
+        pthread_attr_destroy(&attr);
+    }
+    t->stack_lo = (uintptr_t)addr;
+    t->stack_hi = (uintptr_t)addr + size;
+}
