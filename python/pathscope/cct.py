@@ -1,5 +1,7 @@
-"""The call paths of one rank file (docs/format.md, "Call paths (format 2.0)"): the sampler
-and unwind settings, the modules, and per thread its calling context tree (CCT).
+"""The call paths of one rank file (docs/format.md, "Call paths (format 2.0)"): the modules,
+the traversal, and per thread its calling context tree (CCT).  The lines of each measurement
+source (sampler, unwind, pcomm, heap, kernel, ...) are read by its module of pathscope.sources
+and kept in RankCallPaths.by_source.
 
     rank_paths = profile.callpaths[0]
     thread = rank_paths.threads[0]
@@ -7,8 +9,8 @@ and unwind settings, the modules, and per thread its calling context tree (CCT).
 
 Rules this module keeps (the reader-side duties of the contract):
 - Node ids are dense per thread, node 0 is the root, a parent's id is smaller than its
-  child's; a node names a module listed in the file; a `pcomm` line names an `mpi` node;
-  a `node` or `pcomm` line names a thread that has a `thread` line.  Anything else is a
+  child's; a node names a module listed in the file; a `node` or `walks` line (or a source's
+  line naming a node) names a thread that has a `thread` line.  Anything else is a
   ProfileError naming file and line.  A node's off-CPU time (format 2.4) is part of its
   sampled time: offcpu_ns <= sample_ns; files older than 2.4 have neither offcpu_ns nor the
   thread's cpu_ns (read as 0; RankCallPaths.knows_offcpu() tells them apart).
@@ -23,10 +25,17 @@ from __future__ import annotations
 import re
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from pathscope.errors import ProfileError
 from pathscope.tsv import Record, version_at_least
+
+if TYPE_CHECKING:     # the sources import this module (pathscope.sources)
+    from pathscope.sources.base import SourceParser
+    from pathscope.sources.heap import HeapStats, HeapSummary
+    from pathscope.sources.kernel import KernelSummary
+    from pathscope.sources.mpi import PathComm
+    from pathscope.sources.sample import Sampler
 
 ROOT = "root"
 CALL = "call"
@@ -58,116 +67,6 @@ class Module:
     id: int
     path: str                     # as mapped; `[vdso]` for the vDSO
     build_id: str                 # hex, or "" when the file has none
-
-
-@dataclass
-class PathComm:
-    """One communicator's share of an `mpi` node (a `pcomm` line)."""
-    comm: str
-    calls: int
-    time_ns: int
-    bytes: int
-
-
-@dataclass
-class HeapStats:
-    """The heap metrics of one node (an `hnode` line): blocks allocated on this path, and
-    how many of them were freed (by any thread)."""
-    allocs: int
-    alloc_bytes: int
-    frees: int
-    freed_bytes: int
-    peak_bytes: int               # of its blocks, live at the rank's peak
-
-    @property
-    def leaked_bytes(self) -> int:
-        return self.alloc_bytes - self.freed_bytes
-
-    @property
-    def leaked_blocks(self) -> int:
-        return self.allocs - self.frees
-
-
-@dataclass
-class HeapPoint:
-    time_ns: int                  # since recording started in the process
-    live_bytes: int
-    max_bytes: int                # the most live bytes since the previous point
-
-
-@dataclass
-class HeapSummary:
-    """A rank's `heap` line and its timeline (`hpoint` lines)."""
-    traversal: str
-    allocs: int
-    alloc_bytes: int
-    frees: int
-    freed_bytes: int
-    peak_bytes: int
-    peak_ns: int
-    live_bytes: int               # at the end: leaked
-    untracked_allocs: int
-    untracked_frees: int
-    foreign_frees: int
-    timeline: list[HeapPoint] = field(default_factory=list)
-
-
-@dataclass
-class KernelSyscall:
-    """One thread's exact total for one system call (or libc function): a `ksys` line."""
-    tid: int
-    name: str
-    count: int
-    time_ns: int
-
-
-@dataclass
-class KernelThread:
-    """A thread's scheduling as the eBPF collector saw it (a `kthread` line)."""
-    tid: int
-    blocked_ns: int               # off the CPU, waiting (sleep, I/O, futex)
-    runqueue_ns: int              # off the CPU while runnable (preempted)
-    switches: int
-    page_faults: int              # user-mode page faults
-
-
-@dataclass
-class ThreadOS:
-    """What the OS reports of a thread (a `kos` line: getrusage or /proc)."""
-    tid: int
-    user_ns: int
-    system_ns: int
-    minor_faults: int
-    major_faults: int
-    voluntary_switches: int
-    involuntary_switches: int
-
-
-@dataclass
-class KernelSummary:
-    """A rank's kernel time (PATHSCOPE_KERNEL): the `kernel` line and its tables."""
-    source: str                   # ebpf | libc
-    period_ns: int
-    paths: str                    # signals | none (eBPF without call paths) | wrappers
-    attributions: int             # times calls were put on a call path
-    lost_attributions: int        # ... that could not be (the thread was inside pathscope)
-    own_calls: int                # reports of pathscope's own system calls (on no path)
-    note: str                     # why eBPF paths or eBPF itself were not used, or ""
-    syscalls: list[KernelSyscall] = field(default_factory=list)
-    threads: list[KernelThread] = field(default_factory=list)
-    os: list[ThreadOS] = field(default_factory=list)
-    missed_exits: Optional[int] = None   # None: the collector's snapshot did not arrive
-    dropped: Optional[int] = None
-
-    @property
-    def complete(self) -> bool:
-        return self.missed_exits is not None
-
-    def total_ns(self) -> int:
-        return sum(s.time_ns for s in self.syscalls)
-
-    def total_count(self) -> int:
-        return sum(s.count for s in self.syscalls)
 
 
 @dataclass
@@ -243,34 +142,36 @@ class Thread:
 
 
 @dataclass
-class Sampler:
-    source: str                   # auto | perf-task-clock | posix-cpu-timer | posix-wall-timer | off
-    rate_hz: int
-    clock: str                    # cpu | wall
-    # (2.4) timer signals taken from each kind of timer, and timer changes of threads (auto)
-    by_perf: int = 0
-    by_posix: int = 0
-    by_wall: int = 0
-    changes: int = 0
-    # (2.5) where off-CPU time comes from: "samples" (wall minus CPU time at each kept sample)
-    # or "scheduler" (the kernel collector's reports, --kernel); reports placed, inside MPI
-    offcpu_from: str = "samples"
-    offcpu_reports: int = 0
-    offcpu_in_mpi: int = 0
-
-
-@dataclass
 class RankCallPaths:
     rank: int
-    sampler: Optional[Sampler]
-    unwind: dict[str, str]        # MPI function group -> path | count
     modules: dict[int, Module]
     threads: dict[int, Thread]    # by thread index, sorted
     # mode, check every N-th walk, the mode asked for when refused ("" if none) (format 2.1)
     traversal: Optional[tuple[str, int, str]] = None
-    heap: Optional[HeapSummary] = None            # PATHSCOPE_HEAP=on (format 2.1)
-    kernel: Optional[KernelSummary] = None        # PATHSCOPE_KERNEL (format 2.2)
+    # what each measurement source read of this rank, by source name (pathscope.sources):
+    # "mpi" the unwind groups, "sample" its Sampler, "heap" its HeapSummary, "kernel" its
+    # KernelSummary; None when the file has none of the source's lines
+    by_source: dict[str, Any] = field(default_factory=dict)
     version: str = ""             # the rank file's format version (set by the reader)
+
+    @property
+    def sampler(self) -> Optional[Sampler]:
+        return self.by_source.get("sample")
+
+    @property
+    def unwind(self) -> dict[str, str]:
+        """MPI function group -> path | count."""
+        return self.by_source.get("mpi") or {}
+
+    @property
+    def heap(self) -> Optional[HeapSummary]:
+        """PATHSCOPE_HEAP=on (format 2.1)."""
+        return self.by_source.get("heap")
+
+    @property
+    def kernel(self) -> Optional[KernelSummary]:
+        """PATHSCOPE_KERNEL (format 2.2)."""
+        return self.by_source.get("kernel")
 
     def knows_offcpu(self) -> bool:
         """True from format 2.4: sample_ns is split into on-CPU and off-CPU time (before,
@@ -290,59 +191,41 @@ class RankCallPaths:
         return False
 
 
-class CallPathParser:
-    """Collects the call-path lines of one rank file; finish() checks and links them."""
+def named_node(rank_paths: RankCallPaths, line: str, thread_index: int, node_id: int,
+               where: str, complete: bool) -> Optional[Node]:
+    """The node a source's line (`pcomm`, `hnode`) names; None when a file cut short lost it."""
+    thread = rank_paths.threads.get(thread_index)
+    if thread is None or node_id >= len(thread.nodes):
+        if not complete:
+            return None
+        raise ProfileError(f"{where}: '{line}' line names node {node_id} of thread "
+                           f"{thread_index}, which does not exist")
+    return thread.nodes[node_id]
 
-    def __init__(self, name: str):
+
+class CallPathParser:
+    """Collects the call-path lines of one rank file; finish() checks and links them.  The
+    lines of a measurement source go to its parser (pathscope.sources.base), by name."""
+
+    def __init__(self, name: str, sources: Mapping[str, SourceParser]):
         self.name = name
-        self.sampler: Optional[Sampler] = None
-        self.unwind: dict[str, str] = {}
+        self.sources = sources
         self.modules: dict[int, Module] = {}
         self.threads: dict[int, Thread] = {}
         self.nodes: dict[int, dict[int, tuple[Node, str]]] = {}   # thread -> id -> node, where
-        self.pcomms: list[tuple[int, int, PathComm, str]] = []
-        self.hnodes: list[tuple[int, int, HeapStats, str]] = []
         self.walks: list[tuple[int, Walks, str]] = []
         self.traversal: Optional[tuple[str, int, str]] = None
-        self.heap: Optional[HeapSummary] = None
-        self.points: list[HeapPoint] = []
-        self.kernel: Optional[KernelSummary] = None
-        self.kernel_lines: list[Record] = []
 
     def handlers(self) -> dict[str, Callable[[Record], None]]:
-        return {"sampler": self._sampler, "unwind": self._unwind, "module": self._module,
-                "thread": self._thread, "node": self._node, "pcomm": self._pcomm,
-                "traversal": self._traversal, "walks": self._walks, "heap": self._heap,
-                "hnode": self._hnode, "hpoint": self._hpoint, "kernel": self._kernel,
-                "ksys": self._kline, "kthread": self._kline, "kos": self._kline,
-                "kend": self._kline}
-
-    def _kernel(self, r: Record) -> None:
-        r.need(7)
-        self.kernel = KernelSummary(r.text(0), r.number(1), r.text(2), r.number(3), r.number(4),
-                                    r.number(5), "" if r.text(6) == "-" else r.text(6))
-
-    def _kline(self, r: Record) -> None:
-        self.kernel_lines.append(r)
-
-    def _finish_kernel(self) -> None:
-        k = self.kernel
-        for r in self.kernel_lines:
-            if k is None:
-                raise ProfileError(f"{r.where}: '{r.kind}' line without a 'kernel' line")
-            if r.kind == "ksys":
-                r.need(4)
-                k.syscalls.append(KernelSyscall(r.number(0), r.text(1), r.number(2), r.number(3)))
-            elif r.kind == "kthread":
-                r.need(5)
-                k.threads.append(KernelThread(*(r.number(i) for i in range(5))))
-            elif r.kind == "kos":
-                r.need(7)
-                k.os.append(ThreadOS(*(r.number(i) for i in range(7))))
-            elif r.kind == "kend":
-                r.need(2)
-                if r.text(0) != "-":
-                    k.missed_exits, k.dropped = r.number(0), r.number(1)
+        handlers: dict[str, Callable[[Record], None]] = {
+            "module": self._module, "thread": self._thread, "node": self._node,
+            "traversal": self._traversal, "walks": self._walks}
+        for source, parser in self.sources.items():
+            for kind, handler in parser.handlers().items():
+                if kind in handlers:
+                    raise ValueError(f"line kind '{kind}' of source {source} is taken twice")
+                handlers[kind] = handler
+        return handlers
 
     def _traversal(self, r: Record) -> None:
         r.need(2)
@@ -352,30 +235,6 @@ class CallPathParser:
     def _walks(self, r: Record) -> None:
         r.need(5)
         self.walks.append((r.number(0, MAX_ID), Walks(*(r.number(i) for i in range(1, 5))), r.where))
-
-    def _heap(self, r: Record) -> None:
-        r.need(11)
-        self.heap = HeapSummary(r.text(0), *(r.number(i) for i in range(1, 11)))
-
-    def _hnode(self, r: Record) -> None:
-        r.need(7)
-        self.hnodes.append((r.number(0, MAX_ID), r.number(1, MAX_ID),
-                            HeapStats(*(r.number(i) for i in range(2, 7))), r.where))
-
-    def _hpoint(self, r: Record) -> None:
-        r.need(3)
-        self.points.append(HeapPoint(r.number(0), r.number(1), r.number(2)))
-
-    def _sampler(self, r: Record) -> None:
-        r.need(3)
-        counts = [r.number(i) if len(r.fields) > i else 0 for i in range(3, 7)]
-        offcpu = [r.text(7) if len(r.fields) > 7 else "samples",
-                  *(r.number(i) if len(r.fields) > i else 0 for i in (8, 9))]
-        self.sampler = Sampler(r.text(0), r.number(1), r.text(2), *counts, *offcpu)
-
-    def _unwind(self, r: Record) -> None:
-        r.need(2)
-        self.unwind[r.text(0)] = r.text(1)
 
     def _module(self, r: Record) -> None:
         r.need(3)
@@ -430,12 +289,6 @@ class CallPathParser:
             raise ProfileError(f"{r.where}: node {node_id} of thread {thread} listed twice")
         nodes[node_id] = (node, r.where)
 
-    def _pcomm(self, r: Record) -> None:
-        r.need(6)
-        self.pcomms.append((r.number(0, MAX_ID), r.number(1, MAX_ID),
-                            PathComm(r.text(2), r.number(3), r.number(4), r.number(5)),
-                            r.where))
-
     def finish(self, rank: int, complete: bool) -> RankCallPaths:
         """Links and checks the lines read.  complete: the file has its `end` line (otherwise
         a tree is cut at the first node that breaks a rule instead of raising)."""
@@ -446,40 +299,16 @@ class CallPathParser:
                                    f"has no 'thread' line")
         for thread_index, nodes in sorted(self.nodes.items()):
             self.threads[thread_index].nodes = self._link(thread_index, nodes, complete)
-        for thread_index, node_id, path_comm, where in self.pcomms:
-            node = self._named_node("pcomm", thread_index, node_id, where, complete)
-            if node is None:
-                continue
-            if node.kind != MPI:
-                raise ProfileError(f"{where}: 'pcomm' line names node {node_id} of thread "
-                                   f"{thread_index}, a '{node.kind}' node (expected 'mpi')")
-            node.comms.append(path_comm)
-        for thread_index, node_id, stats, where in self.hnodes:
-            node = self._named_node("hnode", thread_index, node_id, where, complete)
-            if node is not None:
-                node.heap = stats
         for thread_index, walks, where in self.walks:
             if thread_index not in self.threads:
                 raise ProfileError(f"{where}: 'walks' line names thread {thread_index}, which "
                                    f"has no 'thread' line")
             self.threads[thread_index].walks = walks
-        if self.heap is not None:
-            self.heap.timeline = self.points
-        self._finish_kernel()
-        return RankCallPaths(rank, self.sampler, self.unwind, self.modules,
-                             dict(sorted(self.threads.items())), self.traversal, self.heap,
-                             self.kernel)
-
-    def _named_node(self, line: str, thread_index: int, node_id: int, where: str,
-                    complete: bool) -> Optional[Node]:
-        """The node a `pcomm` or `hnode` line names; None when a file cut short lost it."""
-        thread = self.threads.get(thread_index)
-        if thread is None or node_id >= len(thread.nodes):
-            if not complete:
-                return None
-            raise ProfileError(f"{where}: '{line}' line names node {node_id} of thread "
-                               f"{thread_index}, which does not exist")
-        return thread.nodes[node_id]
+        rank_paths = RankCallPaths(rank, self.modules, dict(sorted(self.threads.items())),
+                                   self.traversal)
+        for source, parser in self.sources.items():
+            rank_paths.by_source[source] = parser.finish(rank_paths, complete)
+        return rank_paths
 
     def _link(self, thread_index: int, nodes: dict[int, tuple[Node, str]],
               complete: bool) -> list[Node]:

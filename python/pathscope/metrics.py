@@ -23,54 +23,26 @@ Rules kept here:
   is refused for it (export/stacks.check_metric: "does not <needs_what>"), never exported as
   zeros.
 - order: the place among the --metric choices (ascending); the choices keep today's order.
-Adding a metric is one entry in _ALL (with its source named).  Nothing here reads a profile.
+Adding a metric is one entry in its source's metrics (pathscope.sources), or in _CORE.  Nothing here reads a profile.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Optional
-
 from pathscope.cct import OFFCPU_FORMAT, SYSCALL
 from pathscope.merge import RULES
+from pathscope.sources import SOURCES as _SOURCES
+# Metric, CALL_PATHS, TREE_MERGE: importable from here too (they were defined here)
+from pathscope.sources.base import CALL_PATHS, TREE_MERGE, Metric  # noqa: F401
 
-CALL_PATHS = "call-paths"     # `exports` tag: every call-path format (export.CALL_PATH_FORMATS)
 UNITS = ("ns", "bytes", "count")
 SOURCES = ("core", "mpi", "sample", "heap", "kernel", "unwind")
-TREE_MERGE = "sum"            # the one rule calltree.MergedNode applies to stored metrics
 DEFAULT_METRIC = "time"       # export --metric when none is given
-
-
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    source: str                   # the measurement source that produces it (SOURCES)
-    unit: str                     # UNITS
-    merge: str = TREE_MERGE       # a rule of pathscope.merge.RULES
-    field: Optional[str] = None   # stored: the exclusive value's attribute of a cct.Node,
-                                  # or of a part of it ("heap.allocs": 0 without the part)
-    kind: Optional[str] = None    # stored: read only from nodes of this kind (see above)
-    column: Optional[int] = None  # stored: index in MergedNode.by_rank
-    formula: Optional[Callable[[Callable[[str], int]], int]] = None  # exported, derived:
-                                  # its value from the stored metrics' values by name
-    exports: tuple[str, ...] = ()  # CALL_PATHS when the flame-graph formats carry it
-    order: int = 0                # exported: place among the --metric choices
-    needs_format: Optional[tuple[int, int]] = None  # the format that introduced it
-    needs_what: str = ""          # what older profiles do not do ("split sampled time ...")
-
-    @property
-    def stored(self) -> bool:
-        return self.column is not None
-
-    def value(self, stored_value: Callable[[str], int]) -> int:
-        """This metric given the stored metrics' values by name (a node's, summed, ...)."""
-        return self.formula(stored_value) if self.formula else stored_value(self.name)
 
 
 _SPLIT = dict(needs_format=OFFCPU_FORMAT,
               needs_what="split sampled time into on-CPU and off-CPU time")
 
-# Stored metrics by column, then the exported ones that are formulas, by choice order.
-_ALL = (
+# The metrics of the core and of the sources not yet in pathscope.sources.
+_CORE = (
     Metric("visits", "mpi", "count", field="visits", column=0,
            exports=(CALL_PATHS,), order=50),
     Metric("sample_ns", "sample", "ns", field="sample_ns", column=1),
@@ -78,14 +50,6 @@ _ALL = (
     Metric("mpi_ns", "mpi", "ns", field="mpi_ns", column=3),
     Metric("bytes", "mpi", "bytes", field="bytes", column=4,
            exports=(CALL_PATHS,), order=60),
-    # heap profiling (cct.HeapStats): blocks allocated on the path, freed, live at the peak
-    Metric("allocs", "heap", "count", field="heap.allocs", column=5),
-    Metric("alloc_bytes", "heap", "bytes", field="heap.alloc_bytes", column=6,
-           exports=(CALL_PATHS,), order=90),
-    Metric("frees", "heap", "count", field="heap.frees", column=7),
-    Metric("freed_bytes", "heap", "bytes", field="heap.freed_bytes", column=8),
-    Metric("peak_bytes", "heap", "bytes", field="heap.peak_bytes", column=9,
-           exports=(CALL_PATHS,), order=120),
     # thunk mode: calls made at a call site, a lower bound
     Metric("entries", "unwind", "count", field="entries", column=10),
     # kernel time (cct.KernelSummary): calls of a system call (or libc function), time in it
@@ -107,14 +71,6 @@ _ALL = (
     # thunk mode: calls made at each call site that a walk saw start, a lower bound
     Metric("calls", "unwind", "count", formula=lambda v: v("entries"), exports=(CALL_PATHS,),
            order=70),
-    # heap profiling (--heap): the allocating call paths, the allocator function innermost
-    Metric("alloc_count", "heap", "count", formula=lambda v: v("allocs"),
-           exports=(CALL_PATHS,), order=80),
-    Metric("free_count", "heap", "count", formula=lambda v: v("frees"),
-           exports=(CALL_PATHS,), order=100),
-    Metric("leaked_bytes", "heap", "bytes",
-           formula=lambda v: v("alloc_bytes") - v("freed_bytes"), exports=(CALL_PATHS,),
-           order=110),
     # kernel time (--kernel): the system call (or libc function) innermost, below the path
     # that made it; `[kernel: no call path]` holds what no path got (totals = the tables)
     Metric("syscall_count", "kernel", "count", formula=lambda v: v("syscalls"),
@@ -153,6 +109,9 @@ def _check(metrics: tuple[Metric, ...]) -> None:
         _require(set(used) <= known, f"{m.name}: formula of unknown metrics {used}")
 
 
+# Stored metrics by column, then the exported ones that are formulas, by choice order.
+_ALL = tuple(sorted(_CORE + tuple(m for source in _SOURCES for m in source.metrics),
+                    key=lambda m: (not m.stored, m.column if m.stored else m.order)))
 _check(_ALL)
 METRICS: dict[str, Metric] = {m.name: m for m in _ALL}
 STORED: tuple[Metric, ...] = tuple(sorted((m for m in _ALL if m.stored),

@@ -23,7 +23,8 @@ listed there under "How readers check a profile"):
   its data left out; the other ranks are still read.
 - A newer major format version is refused (FormatVersionError); unknown line types and
   trailing fields (newer minor versions) are ignored.  1.x files simply have no call paths.
-- Call paths come from the rank files only (profile.tsv has none); pathscope.cct checks them.
+- Call paths come from the rank files only (profile.tsv has none); pathscope.cct checks them,
+  and each measurement source's lines are read by its module of pathscope.sources.
 Nothing here prints or exits.
 """
 from __future__ import annotations
@@ -40,10 +41,15 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence, Union
 from pathscope import ranges
 from pathscope.cct import CallPathParser, RankCallPaths
 from pathscope.errors import FormatVersionError, ProfileError
-# parse_hist, unescape, READER_MAJOR: importable from here too (they were defined here)
-from pathscope.tsv import (READER_MAJOR, CutShort, Record, RefusedFile,  # noqa: F401
-                           open_directory, open_in_directory, parse_hist, read_records,
-                           unescape, version_at_least)
+from pathscope.sources import SOURCES
+# Comm, UNDEFINED_RANK: importable from here too (they were defined here)
+from pathscope.sources.mpi import (UNDEFINED_RANK, Comm, MpiParser, RankComm,  # noqa: F401
+                                   check_members, freed_fields)
+# parse_hist, unescape, READER_MAJOR, MAX_WORLD_SIZE: importable from here too (they were
+# defined here)
+from pathscope.tsv import (MAX_WORLD_SIZE, READER_MAJOR, CutShort, Record,  # noqa: F401
+                           RefusedFile, open_directory, open_in_directory, parse_hist,
+                           read_records, unescape, version_at_least)
 
 PROFILE_FILE = "profile.tsv"
 RANKS_DIR = "ranks"
@@ -51,7 +57,6 @@ PROFILE_MAGIC = "pathscope-profile"
 RANK_MAGIC = "pathscope-rank"
 TOTAL_COMM = "*"     # per-operation totals over all communicators of a rank
 NO_COMM = "-"        # operations bound to no communicator, and calls that returned an error
-UNDEFINED_RANK = -32766
 STATUS_COMPLETE = "complete"
 STATUS_MISSING = "missing"
 STATUS_UNREADABLE = "unreadable"   # a rank file that breaks a rule: its data is left out
@@ -60,7 +65,6 @@ REASON_EMPTY = "empty"
 REASON_BEFORE_INIT = "before MPI_Init"  # ended without calling MPI_Init in an MPI run
 UNREADABLE_PREFIX = "unreadable: "      # incomplete_ranks reason: this prefix + the message
 NO_MPI = "-"                       # mpi_library of a process that never called MPI_Init
-MAX_WORLD_SIZE = 1 << 20           # ranks believed; a larger size is refused
 MAX_MEMBERS_TOTAL = 1 << 24        # communicator members expanded over a whole profile
 RUN_FORMAT = (2, 3)                # the format that added the run line (line 2)
 _NO_COUNTERS: Mapping[str, int] = MappingProxyType({})   # shared by the ranks without a file
@@ -72,10 +76,11 @@ _RANK_FILE = re.compile(r"^rank-([0-9]{6,7})\.tsv$")
 # "rank-NNNNNN.tsv.tmp"): left behind, the rank was killed while writing its file
 _PARTIAL_RANK_FILE = re.compile(r"^(?:rank-([0-9]{6,7})\.tsv\.tmp|\.rank-([0-9]{6,7})\.tsv\.[0-9a-f]{16})$")
 _RANK_META = ("command", "tool_version", "mpi_library")   # also in profile.tsv
-# the lines at the top of a rank file, before its comm/op/call-path lines
-_HEAD_KINDS = frozenset(("run", "rank", "size", "status", "host", "pid", "program",
-                         "command", "tool_version", "mpi_library", "start_unix_ns", "wall_ns",
-                         "mpi_ns", "thread_multiple", "nranks"))
+_RANK_TEXT = ("status", "host", "program") + _RANK_META    # a rank file's one-field lines
+_RANK_NUMBERS = ("pid", "start_unix_ns", "wall_ns", "mpi_ns", "thread_multiple")
+# the lines at the top of a rank file (and profile.tsv's nranks), before the lines of the
+# sources and the call paths
+_HEAD_KINDS = frozenset(("run", "rank", "size", "nranks") + _RANK_TEXT + _RANK_NUMBERS)
 
 
 # ---- the data model -----------------------------------------------------------------------
@@ -127,37 +132,6 @@ class RankInfo:
     problem: str = ""             # unreadable: the message (file, line, what is wrong);
                                   # empty: "empty"
     mpi_library: Optional[str] = None   # "-" when the process never called MPI_Init
-
-
-@dataclass
-class Comm:
-    name: str
-    size: int
-    remote_size: int              # 0 for intracommunicators
-    parent: str                   # parent's name, or "-"
-    creator: str                  # creating MPI operation, or "-"
-    freed: int                    # 1 if every member freed it
-    members: str                  # the member list as written (`0-3,6`, `0-1|2-3`, `-`)
-    members_list: list[int]       # world ranks: first group, then the second (intercomms:
-                                  # the group holding the lowest world rank first)
-    topology: str                 # "cart ndims=2 ...", ..., or "-"
-    sent_msgs: int
-    sent_bytes: int
-    recv_msgs: int
-    recv_bytes: int
-    # (2.3) requests freed by MPI_Request_free while outstanding: the sends are in sent_*
-    # already; the receives' messages arrived unseen (not in recv_*), with at most
-    # freed_recv_capacity bytes
-    freed_sends: int = 0
-    freed_recvs: int = 0
-    freed_recv_capacity: int = 0
-    # (2.3) requests of the application that ended with an error (a truncated receive, ...):
-    # no message counted for them
-    failed_requests: int = 0
-
-    @property
-    def is_inter(self) -> bool:
-        return self.remote_size > 0
 
 
 @dataclass
@@ -293,38 +267,6 @@ def _rank_count(record: Record, seen: Optional[int]) -> int:
     return count
 
 
-def _check_members(record: Record, index: int, size: int, remote_size: int,
-                   world: Optional[int]) -> None:
-    """A member list: well formed, size (+ remote_size) members unless `-` or cut (`...`),
-    each a world rank below world or MPI_UNDEFINED."""
-    text = record.fields[index]
-    try:
-        groups, truncated = ranges.parse(text)
-    except ValueError as e:
-        raise ProfileError(f"{record.where}: '{record.kind}' line: field {index + 2}: "
-                           f"{e}") from None
-    if text == "-":
-        return
-    counts = [ranges.span_count(g) for g in groups]
-    expected = [size] + ([remote_size] if len(groups) > 1 else [])
-    if len(groups) > 2 or (not truncated and counts != expected):
-        raise ProfileError(f"{record.where}: '{record.kind}' line: member list "
-                           f"'{_cut(text)}' does not hold size {size}"
-                           f"{f' + remote size {remote_size}' if remote_size else ''} ranks")
-    for spans in groups:
-        for first, last in spans:
-            bad = [r for r in (first, last) if r != UNDEFINED_RANK and
-                   (r < 0 or (world is not None and r >= world))]
-            if bad or (first < 0 <= last):
-                where = f" of {world}" if world is not None else ""
-                raise ProfileError(f"{record.where}: '{record.kind}' line: member "
-                                   f"{bad[0] if bad else first} is not a world rank{where}")
-
-
-def _cut(text: str, limit: int = 40) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
 def _run_line(record: Record) -> None:
     """The run line was read with the file's head; another one is a broken rule."""
     if record.line != 2:
@@ -364,11 +306,11 @@ def _read_profile_tsv(directory_fd: int, name: str) -> _ProfileTsv:
         if name_ in result.comms:
             raise ProfileError(f"{record.where}: communicator {name_} described twice")
         size, remote = record.number(1, MAX_WORLD_SIZE), record.number(2, MAX_WORLD_SIZE)
-        _check_members(record, 6, size, remote, result.nranks)
+        check_members(record, 6, size, remote, result.nranks)
         result.comms[name_] = Comm(name_, size, remote, c(3), c(4), record.number(5, 1), c(6),
                                    [], c(7), record.number(8), record.number(9),
                                    record.number(10), record.number(11),
-                                   *_freed_fields(record, 12))
+                                   *freed_fields(record, 12))
 
     def op(record: Record) -> None:
         record.need(11)
@@ -494,12 +436,6 @@ def _read_head(directory_fd: int, entry: str, name: str, magic: str) -> _Head:
 # ---- rank files -----------------------------------------------------------------------------
 
 @dataclass
-class _RankComm:
-    comm: Comm                    # members_list left empty: expanded once, when merged
-    my_rank: int
-
-
-@dataclass
 class _RankFile:
     rank: int
     size: Optional[int]
@@ -507,7 +443,7 @@ class _RankFile:
     program: Optional[str]
     start_unix_ns: Optional[int]
     version: str
-    comms: list[_RankComm]
+    comms: list[RankComm]
     ops: dict[tuple[str, str], tuple[int, int, int, dict[int, int]]]  # calls, bytes, ns, hist
     meta: dict[str, str] = field(default_factory=dict)   # command, tool_version, mpi_library
     callpaths: Optional[RankCallPaths] = None
@@ -517,7 +453,8 @@ def _read_rank_file(directory_fd: int, entry: str, name: str, rank_from_name: in
                     world: int) -> _RankFile:
     info = RankInfo(rank_from_name, "", 0, 0, "")
     result = _RankFile(rank_from_name, None, info, None, None, "", [], {})
-    callpaths = CallPathParser(name)
+    parsers = {source.name: source.parser(name, world) for source in SOURCES}
+    callpaths = CallPathParser(name, parsers)
     once: set[str] = set()
 
     def single(record: Record) -> None:
@@ -569,34 +506,6 @@ def _read_rank_file(directory_fd: int, entry: str, name: str, rank_from_name: in
         else:
             info.counters[record.kind[len("counter_"):]] = record.number(0)
 
-    seen_comms: set[str] = set()
-
-    def comm(record: Record) -> None:
-        record.need(13)
-        c = record.text
-        size_, remote = record.number(1, MAX_WORLD_SIZE), record.number(2, MAX_WORLD_SIZE)
-        _check_members(record, 7, size_, remote, world)
-        name_ = c(0)
-        if name_ in seen_comms:
-            raise ProfileError(f"{record.where}: communicator {name_} described twice")
-        seen_comms.add(name_)
-        result.comms.append(_RankComm(
-            Comm(name_, size_, remote, c(4), c(5), record.number(6, 1), c(7), [], c(8),
-                 record.number(9), record.number(10), record.number(11), record.number(12),
-                 *_freed_fields(record, 13)),
-            record.number(3, MAX_WORLD_SIZE)))
-
-    def op(record: Record) -> None:
-        record.need(6)
-        key = (record.text(0), record.text(1))
-        calls, nbytes, ns, hist = (record.number(2), record.number(3), record.number(4),
-                                   record.hist(5))
-        if key in result.ops:   # not written by the runtime; add up rather than lose data
-            c0, b0, t0, h0 = result.ops[key]
-            calls, nbytes, ns = calls + c0, nbytes + b0, ns + t0
-            hist = _add_hist(h0, hist)
-        result.ops[key] = (calls, nbytes, ns, hist)
-
     def warning(record: Record) -> None:
         record.need(4)
         key = record.word(0, WARNING_KEY, "a warning key ([a-z0-9-], at most 64)")
@@ -610,12 +519,13 @@ def _read_rank_file(directory_fd: int, entry: str, name: str, rank_from_name: in
             number(record)
 
     handlers: dict[str, Callable[[Record], None]] = {
-        "rank": rank, "size": size, "status": text, "host": text, "program": text,
-        "comm": comm, "op": op, "warning": warning, "run": _run_line}
-    handlers.update({kind: text for kind in _RANK_META})
-    handlers.update(callpaths.handlers())
-    for kind in ("pid", "start_unix_ns", "wall_ns", "mpi_ns", "thread_multiple"):
-        handlers[kind] = number
+        "rank": rank, "size": size, "warning": warning, "run": _run_line}
+    handlers.update({kind: text for kind in _RANK_TEXT})
+    handlers.update({kind: number for kind in _RANK_NUMBERS})
+    more = callpaths.handlers()
+    if handlers.keys() & more.keys():
+        raise ValueError(f"line kinds taken twice: {sorted(handlers.keys() & more.keys())}")
+    handlers.update(more)
     with open_in_directory(directory_fd, entry, name, RANK_MAGIC) as source:
         file = read_records(source, name, RANK_MAGIC, handlers, other)
     result.version = file.version
@@ -624,15 +534,10 @@ def _read_rank_file(directory_fd: int, entry: str, name: str, rank_from_name: in
         info.status = "unknown"
     result.callpaths = callpaths.finish(result.rank, file.has_end)
     result.callpaths.version = file.version
+    mpi = parsers["mpi"]
+    assert isinstance(mpi, MpiParser)
+    result.comms, result.ops = mpi.comms, mpi.ops
     return result
-
-
-def _freed_fields(record: Record, first: int) -> tuple[int, ...]:
-    """The (2.3) trailing fields of a `comm` line: freed sends, freed receives, their posted
-    capacity, failed requests; all 0 in files written before 2.3."""
-    if len(record.fields) < first + 4:
-        return 0, 0, 0, 0
-    return tuple(record.number(first + i) for i in range(4))
 
 
 # ---- merging rank files (the in-job reduction, in Python) -------------------------------------

@@ -37,6 +37,7 @@ U64_MAX = (1 << 64) - 1
 I64_MAX = (1 << 63) - 1
 HIST_BINS = 48                # message-size bins 0-47 (docs/format.md, Histograms)
 MAX_LINE_BYTES = 16 << 20     # one record; a comm line of a million ranks fits easily
+MAX_WORLD_SIZE = 1 << 20      # ranks believed (rank and size lines); a larger size is refused
 MAX_FILE_BYTES = {            # per kind of file (the magic of its first line)
     "pathscope-rank": 1 << 30,
     "pathscope-profile": 256 << 20,

@@ -56,3 +56,8 @@ def format_percent(fraction: float) -> str:
     if 0 < fraction < 0.0005:
         return "<0.1%"
     return f"{100 * fraction:.1f}%"
+
+
+def seconds(ns: float) -> float:
+    """A time in ns as seconds for the export tables, to the ns."""
+    return round(ns / 1e9, 9)

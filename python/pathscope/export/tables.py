@@ -4,27 +4,20 @@ A Table is a list of column names and rows of plain values: int, float (seconds)
 (unknown) and, for `hist`, a dict {bin: count} (docs/format.md, Histograms).  Text fields keep
 the profile's spelling, including `-` for "none".
 
-TABLES lists every table once (TableSpec: name, --help phrase, columns, builder); each
+TABLES lists every table once (TableSpec: name, --help phrase, columns, builder, order),
+the core's here and the measurement sources' from pathscope.sources; each
 builder's docstring says what a row is.  `pathscope export --table` and its --help read it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Iterator
 
 from pathscope import ranges
 from pathscope.reader import TOTAL_COMM, UNDEFINED_RANK, OpStat, Profile
-
-
-@dataclass
-class Table:
-    columns: list[str]
-    rows: Iterable[dict[str, Any]]    # a list, or made row by row (the ranks table: a world
-                                      # of a million ranks is written without holding it)
-
-
-def seconds(ns: float) -> float:
-    return round(ns / 1e9, 9)
+from pathscope.sources import SOURCES
+# Table, TableSpec: importable from here too (they were defined here)
+from pathscope.sources.base import Table, TableSpec  # noqa: F401
+from pathscope.units import seconds
 
 
 TIME_COLUMNS = ["time_min_s", "time_mean_s", "time_max_s", "rank_min", "rank_max", "nranks",
@@ -137,40 +130,6 @@ def threads_table(profile: Profile) -> Table:
     return Table(THREADS_COLUMNS, rows)
 
 
-HEAP_TIMELINE_COLUMNS = ["rank", "time_s", "live_bytes", "max_bytes"]
-HEAP_RANKS_COLUMNS = ["rank", "traversal", "allocs", "alloc_bytes", "frees", "freed_bytes",
-                      "peak_bytes", "peak_time_s", "leaked_bytes", "untracked_allocs",
-                      "foreign_frees"]
-
-
-def _heap_ranks(profile: Profile):
-    return [(rank, paths.heap) for rank, paths in sorted(profile.callpaths.items())
-            if paths.heap is not None]
-
-
-def heap_timeline_table(profile: Profile) -> Table:
-    """Heap profiling: one row per timeline point of each rank (live bytes over time)."""
-    rows = []
-    for rank, heap in _heap_ranks(profile):
-        for point in heap.timeline:
-            rows.append({"rank": rank, "time_s": seconds(point.time_ns),
-                         "live_bytes": point.live_bytes, "max_bytes": point.max_bytes})
-    return Table(HEAP_TIMELINE_COLUMNS, rows)
-
-
-def heap_ranks_table(profile: Profile) -> Table:
-    """Heap profiling: one row per rank with its totals, peak and leaks."""
-    rows = []
-    for rank, heap in _heap_ranks(profile):
-        rows.append({"rank": rank, "traversal": heap.traversal, "allocs": heap.allocs,
-                     "alloc_bytes": heap.alloc_bytes, "frees": heap.frees,
-                     "freed_bytes": heap.freed_bytes, "peak_bytes": heap.peak_bytes,
-                     "peak_time_s": seconds(heap.peak_ns), "leaked_bytes": heap.live_bytes,
-                     "untracked_allocs": heap.untracked_allocs,
-                     "foreign_frees": heap.foreign_frees})
-    return Table(HEAP_RANKS_COLUMNS, rows)
-
-
 KERNEL_SYSCALLS_COLUMNS = ["rank", "tid", "thread", "source", "syscall", "count", "time_s"]
 KERNEL_THREADS_COLUMNS = ["rank", "tid", "thread", "source", "syscalls", "syscall_time_s",
                           "user_s", "system_s", "minor_faults", "major_faults",
@@ -225,27 +184,23 @@ def kernel_threads_table(profile: Profile) -> Table:
     return Table(KERNEL_THREADS_COLUMNS, rows)
 
 
-@dataclass(frozen=True)
-class TableSpec:
-    name: str                     # `--table NAME`
-    help: str                     # its phrase in `pathscope export --help` ("": the name says it)
-    columns: list[str]
-    build: Callable[[Profile], Table]
-
-
-TABLES: dict[str, TableSpec] = {spec.name: spec for spec in (
-    TableSpec("comm-ops", "per communicator and operation", COMM_OPS_COLUMNS, comm_ops_table),
-    TableSpec("ops", "per operation, over all communicators", OPS_COLUMNS, ops_table),
-    TableSpec("comms", "communicators", COMMS_COLUMNS, comms_table),
-    TableSpec("ranks", "", RANKS_COLUMNS, ranks_table),
-    TableSpec("warnings", "the runtime's warnings per rank", WARNINGS_COLUMNS, warnings_table),
+# The tables of the core and of the sources not yet in pathscope.sources; with the sources'
+# tables, by order (the order of --help and of TABLES).
+_CORE = (
+    TableSpec("comm-ops", "per communicator and operation", COMM_OPS_COLUMNS, comm_ops_table,
+              10),
+    TableSpec("ops", "per operation, over all communicators", OPS_COLUMNS, ops_table, 11),
+    TableSpec("comms", "communicators", COMMS_COLUMNS, comms_table, 12),
+    TableSpec("ranks", "", RANKS_COLUMNS, ranks_table, 20),
+    TableSpec("warnings", "the runtime's warnings per rank", WARNINGS_COLUMNS, warnings_table,
+              30),
     TableSpec("threads", "per thread: elapsed, MPI, on-CPU, off-CPU and CPU time",
-              THREADS_COLUMNS, threads_table),
-    TableSpec("heap-timeline", "", HEAP_TIMELINE_COLUMNS, heap_timeline_table),
-    TableSpec("heap-ranks", "", HEAP_RANKS_COLUMNS, heap_ranks_table),
-    TableSpec("kernel-syscalls", "", KERNEL_SYSCALLS_COLUMNS, kernel_syscalls_table),
-    TableSpec("kernel-threads", "", KERNEL_THREADS_COLUMNS, kernel_threads_table),
-)}
+              THREADS_COLUMNS, threads_table, 40),
+    TableSpec("kernel-syscalls", "", KERNEL_SYSCALLS_COLUMNS, kernel_syscalls_table, 60),
+    TableSpec("kernel-threads", "", KERNEL_THREADS_COLUMNS, kernel_threads_table, 61),
+)
+TABLES: dict[str, TableSpec] = {spec.name: spec for spec in sorted(
+    _CORE + tuple(t for source in SOURCES for t in source.tables), key=lambda t: t.order)}
 DEFAULT_TABLE = "comm-ops"    # `pathscope export` without --table
 
 

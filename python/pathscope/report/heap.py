@@ -20,9 +20,10 @@ from typing import Callable, Optional
 
 from pathscope.calltree import (ALLOC_BYTES, ALLOCS, FREES, PEAK_BYTES, CallTree,
                                 MergedNode, build_tree)
-from pathscope.cct import HEAP, HeapSummary
+from pathscope.cct import HEAP
 from pathscope.reader import Profile
 from pathscope.report.layout import INDENT, table
+from pathscope.sources.heap import HeapSummary
 from pathscope.symbols import SymbolTable
 from pathscope.units import format_bytes, format_percent, format_time
 
@@ -40,9 +41,6 @@ def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
         # a rank file cut short may keep its heap line but lose its tree
         tree = build_tree(profile) if profile.has_call_paths() else None
         out.append(_heap(profile, heaps, tree, symbols))
-    walks = _walks(profile)
-    if walks:
-        out.append(walks)
     return out
 
 
@@ -146,29 +144,4 @@ def _timelines(heaps: dict[int, HeapSummary]) -> str:
         points.sort()
         lines.append(f"{INDENT * 2}rank {rank}  {sparkline(points, end, top)}  peak "
                      f"{format_bytes(h.peak_bytes)} at {format_time(h.peak_ns)}")
-    return "\n".join(lines)
-
-
-def _walks(profile: Profile) -> str:
-    modes, refused, walks, reused, checks, agree = set(), set(), 0, 0, 0, 0
-    for paths in profile.callpaths.values():
-        if paths.traversal is None:
-            continue
-        modes.add(paths.traversal[0])
-        if paths.traversal[2]:
-            refused.add(paths.traversal[2])
-        for thread in paths.threads.values():
-            if thread.walks is not None:
-                walks += thread.walks.walks
-                reused += thread.walks.reused
-                checks += thread.walks.checks
-                agree += thread.walks.agree
-    if not modes:
-        return ""
-    checked = (f"{checks:,} repeated as a full walk: {agree:,} agree "
-               f"({format_percent(agree / checks)})" if checks else "none repeated as a full walk")
-    lines = [f"Stack walks\n{INDENT}mode {', '.join(sorted(modes))}: {walks:,} walks, "
-             f"{format_percent(reused / walks) if walks else '-'} reused the previous walk; "
-             f"{checked}"]
-    lines += [f"{INDENT}asked for: {r}" for r in sorted(refused)]
     return "\n".join(lines)

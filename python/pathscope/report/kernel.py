@@ -15,10 +15,11 @@ named `rank R tid T` (and its thread index when pathscope registered it).
 from __future__ import annotations
 
 from pathscope.calltree import KERNEL_NS, SYSCALLS, build_tree
-from pathscope.cct import SYSCALL, KernelSummary
+from pathscope.cct import SYSCALL
 from pathscope.reader import Profile
 from pathscope.report.heap import path_label
 from pathscope.report.layout import INDENT, table
+from pathscope.sources.kernel import KernelSummary
 from pathscope.symbols import SymbolTable
 from pathscope.units import format_percent, format_time
 

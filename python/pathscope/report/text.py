@@ -15,9 +15,11 @@ from pathscope import ranges
 from pathscope.reader import (NO_COMM, PROFILE_FILE, REASON_BEFORE_INIT, REASON_EMPTY,
                               REASON_NO_END, STATUS_MISSING, STATUS_UNREADABLE, TOTAL_COMM,
                               UNDEFINED_RANK, UNREADABLE_PREFIX, Comm, OpStat, Profile)
-from pathscope.report import calltree, heap, kernel
+from pathscope.report import calltree, kernel, walks
 from pathscope.report.layout import INDENT
 from pathscope.report.layout import table as _table
+from pathscope.sources import SOURCES
+from pathscope.sources.base import Section
 from pathscope.symbolize import resolve_symbols
 from pathscope.symbols import SymbolTable
 from pathscope.units import format_bytes, format_percent, format_time, hist_bin_label
@@ -36,12 +38,8 @@ def render(profile: Profile, symbols: Optional[SymbolTable] = None) -> str:
     the symbolizer: pathscope.symbolize.resolve_symbols)."""
     if symbols is None:
         symbols = resolve_symbols(profile)
-    sections = [_header(profile), _ranks(profile), _summary(profile),
-                *calltree.sections(profile, symbols), *heap.sections(profile, symbols),
-                *kernel.sections(profile, symbols),
-                _communicators(profile),
-                _consistency(profile)]
-    text = "\n\n".join(s.rstrip("\n") for s in sections) + "\n"
+    blocks = [block for section in SECTIONS for block in section.render(profile, symbols)]
+    text = "\n\n".join(s.rstrip("\n") for s in blocks) + "\n"
     # recorded text (host names, commands, file names) never reaches the terminal as control
     # characters: a profile may come from someone else
     return text.translate(_CONTROL)
@@ -390,3 +388,19 @@ def _consistency(profile: Profile) -> str:
                          f"{_plural(comm.failed_requests, 'request')} of the program ended with "
                          f"an error (e.g. a truncated receive): no message is counted for them")
     return "\n".join(lines)
+
+
+# ---- the report's sections, in order: the core's and the measurement sources' ----------------
+
+_CORE_SECTIONS = (
+    Section(0, lambda profile, symbols: [_header(profile)]),
+    Section(10, lambda profile, symbols: [_ranks(profile)]),
+    Section(20, lambda profile, symbols: [_summary(profile)]),
+    Section(30, calltree.sections),
+    Section(45, walks.sections),
+    Section(50, kernel.sections),
+    Section(60, lambda profile, symbols: [_communicators(profile)]),
+    Section(70, lambda profile, symbols: [_consistency(profile)]),
+)
+SECTIONS = tuple(sorted(_CORE_SECTIONS + tuple(s for source in SOURCES for s in source.sections),
+                        key=lambda section: section.order))

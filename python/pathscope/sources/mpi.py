@@ -1,0 +1,180 @@
+"""The MPI wrappers: a rank's communicators and operations (`comm`, `op` lines), how each MPI
+function group was recorded (`unwind` lines) and the per-communicator share of `mpi` nodes
+(`pcomm` lines), docs/format.md.  Merging the ranks' comm and op lines into the profile's is
+pathscope.reader's (the in-job reduction's rules).
+
+    rank_paths.unwind                              # {"p2p": "path", "rma": "count", ...}
+    node.comms                                     # [PathComm] of an `mpi` node
+
+Rules kept here: a `comm` line's member list holds its size (+ remote size) world ranks of
+the run (or MPI_UNDEFINED) and names a communicator once; a `pcomm` line names an `mpi` node
+of a thread that has a `thread` line (in a file cut short, a node lost in the cut is dropped).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from pathscope import ranges
+from pathscope.cct import MAX_ID, MPI, RankCallPaths, named_node
+from pathscope.errors import ProfileError
+from pathscope.merge import add_hist
+from pathscope.sources.base import Source
+from pathscope.tsv import MAX_WORLD_SIZE, Record
+
+UNDEFINED_RANK = -32766            # MPI_UNDEFINED in a member list
+
+
+@dataclass
+class Comm:
+    name: str
+    size: int
+    remote_size: int              # 0 for intracommunicators
+    parent: str                   # parent's name, or "-"
+    creator: str                  # creating MPI operation, or "-"
+    freed: int                    # 1 if every member freed it
+    members: str                  # the member list as written (`0-3,6`, `0-1|2-3`, `-`)
+    members_list: list[int]       # world ranks: first group, then the second (intercomms:
+                                  # the group holding the lowest world rank first)
+    topology: str                 # "cart ndims=2 ...", ..., or "-"
+    sent_msgs: int
+    sent_bytes: int
+    recv_msgs: int
+    recv_bytes: int
+    # (2.3) requests freed by MPI_Request_free while outstanding: the sends are in sent_*
+    # already; the receives' messages arrived unseen (not in recv_*), with at most
+    # freed_recv_capacity bytes
+    freed_sends: int = 0
+    freed_recvs: int = 0
+    freed_recv_capacity: int = 0
+    # (2.3) requests of the application that ended with an error (a truncated receive, ...):
+    # no message counted for them
+    failed_requests: int = 0
+
+    @property
+    def is_inter(self) -> bool:
+        return self.remote_size > 0
+
+
+@dataclass
+class RankComm:
+    """A rank file's `comm` line: the communicator as this rank saw it."""
+    comm: Comm                    # members_list left empty: expanded once, when merged
+    my_rank: int
+
+
+@dataclass
+class PathComm:
+    """One communicator's share of an `mpi` node (a `pcomm` line)."""
+    comm: str
+    calls: int
+    time_ns: int
+    bytes: int
+
+
+def check_members(record: Record, index: int, size: int, remote_size: int,
+                  world: Optional[int]) -> None:
+    """A member list: well formed, size (+ remote_size) members unless `-` or cut (`...`),
+    each a world rank below world or MPI_UNDEFINED."""
+    text = record.fields[index]
+    try:
+        groups, truncated = ranges.parse(text)
+    except ValueError as e:
+        raise ProfileError(f"{record.where}: '{record.kind}' line: field {index + 2}: "
+                           f"{e}") from None
+    if text == "-":
+        return
+    counts = [ranges.span_count(g) for g in groups]
+    expected = [size] + ([remote_size] if len(groups) > 1 else [])
+    if len(groups) > 2 or (not truncated and counts != expected):
+        raise ProfileError(f"{record.where}: '{record.kind}' line: member list "
+                           f"'{_cut(text)}' does not hold size {size}"
+                           f"{f' + remote size {remote_size}' if remote_size else ''} ranks")
+    for spans in groups:
+        for first, last in spans:
+            bad = [r for r in (first, last) if r != UNDEFINED_RANK and
+                   (r < 0 or (world is not None and r >= world))]
+            if bad or (first < 0 <= last):
+                where = f" of {world}" if world is not None else ""
+                raise ProfileError(f"{record.where}: '{record.kind}' line: member "
+                                   f"{bad[0] if bad else first} is not a world rank{where}")
+
+
+def _cut(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def freed_fields(record: Record, first: int) -> tuple[int, ...]:
+    """The (2.3) trailing fields of a `comm` line: freed sends, freed receives, their posted
+    capacity, failed requests; all 0 in files written before 2.3."""
+    if len(record.fields) < first + 4:
+        return 0, 0, 0, 0
+    return tuple(record.number(first + i) for i in range(4))
+
+
+class MpiParser:
+    """The MPI lines of one rank file.  comms and ops are the rank's, for the reader's merge;
+    finish() puts each `pcomm` on its node and returns the `unwind` groups."""
+
+    def __init__(self, name: str, world: int):
+        self.world = world
+        self.comms: list[RankComm] = []
+        # (comm, op) -> calls, bytes, ns, hist
+        self.ops: dict[tuple[str, str], tuple[int, int, int, dict[int, int]]] = {}
+        self.unwind: dict[str, str] = {}          # MPI function group -> path | count
+        self.pcomms: list[tuple[int, int, PathComm, str]] = []
+        self.seen_comms: set[str] = set()
+
+    def handlers(self) -> dict[str, Callable[[Record], None]]:
+        return {"comm": self._comm, "op": self._op, "unwind": self._unwind,
+                "pcomm": self._pcomm}
+
+    def _comm(self, record: Record) -> None:
+        record.need(13)
+        c = record.text
+        size_, remote = record.number(1, MAX_WORLD_SIZE), record.number(2, MAX_WORLD_SIZE)
+        check_members(record, 7, size_, remote, self.world)
+        name_ = c(0)
+        if name_ in self.seen_comms:
+            raise ProfileError(f"{record.where}: communicator {name_} described twice")
+        self.seen_comms.add(name_)
+        self.comms.append(RankComm(
+            Comm(name_, size_, remote, c(4), c(5), record.number(6, 1), c(7), [], c(8),
+                 record.number(9), record.number(10), record.number(11), record.number(12),
+                 *freed_fields(record, 13)),
+            record.number(3, MAX_WORLD_SIZE)))
+
+    def _op(self, record: Record) -> None:
+        record.need(6)
+        key = (record.text(0), record.text(1))
+        calls, nbytes, ns, hist = (record.number(2), record.number(3), record.number(4),
+                                   record.hist(5))
+        if key in self.ops:   # not written by the runtime; add up rather than lose data
+            c0, b0, t0, h0 = self.ops[key]
+            calls, nbytes, ns = calls + c0, nbytes + b0, ns + t0
+            hist = add_hist(h0, hist)
+        self.ops[key] = (calls, nbytes, ns, hist)
+
+    def _unwind(self, r: Record) -> None:
+        r.need(2)
+        self.unwind[r.text(0)] = r.text(1)
+
+    def _pcomm(self, r: Record) -> None:
+        r.need(6)
+        self.pcomms.append((r.number(0, MAX_ID), r.number(1, MAX_ID),
+                            PathComm(r.text(2), r.number(3), r.number(4), r.number(5)),
+                            r.where))
+
+    def finish(self, rank_paths: RankCallPaths, complete: bool) -> dict[str, str]:
+        for thread_index, node_id, path_comm, where in self.pcomms:
+            node = named_node(rank_paths, "pcomm", thread_index, node_id, where, complete)
+            if node is None:
+                continue
+            if node.kind != MPI:
+                raise ProfileError(f"{where}: 'pcomm' line names node {node_id} of thread "
+                                   f"{thread_index}, a '{node.kind}' node (expected 'mpi')")
+            node.comms.append(path_comm)
+        return self.unwind
+
+
+SOURCE = Source("mpi", MpiParser)
