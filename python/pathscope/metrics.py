@@ -27,7 +27,7 @@ Adding a metric is one entry in its source's metrics (pathscope.sources), or in 
 """
 from __future__ import annotations
 
-from pathscope.cct import OFFCPU_FORMAT, SYSCALL
+from pathscope.cct import OFFCPU_FORMAT
 from pathscope.merge import RULES
 from pathscope.sources import SOURCES as _SOURCES
 # Metric, CALL_PATHS, TREE_MERGE: importable from here too (they were defined here)
@@ -52,9 +52,6 @@ _CORE = (
            exports=(CALL_PATHS,), order=60),
     # thunk mode: calls made at a call site, a lower bound
     Metric("entries", "unwind", "count", field="entries", column=10),
-    # kernel time (cct.KernelSummary): calls of a system call (or libc function), time in it
-    Metric("syscalls", "kernel", "count", field="visits", kind=SYSCALL, column=11),
-    Metric("kernel_ns", "kernel", "ns", field="kernel_ns", kind=SYSCALL, column=12),
     # the part of sample_ns off the CPU (format 2.4; 0 before)
     Metric("offcpu_ns", "sample", "ns", field="offcpu_ns", column=13),
 
@@ -71,12 +68,6 @@ _CORE = (
     # thunk mode: calls made at each call site that a walk saw start, a lower bound
     Metric("calls", "unwind", "count", formula=lambda v: v("entries"), exports=(CALL_PATHS,),
            order=70),
-    # kernel time (--kernel): the system call (or libc function) innermost, below the path
-    # that made it; `[kernel: no call path]` holds what no path got (totals = the tables)
-    Metric("syscall_count", "kernel", "count", formula=lambda v: v("syscalls"),
-           exports=(CALL_PATHS,), order=130),
-    Metric("syscall_time", "kernel", "ns", formula=lambda v: v("kernel_ns"),
-           exports=(CALL_PATHS,), order=140),
 )
 
 

@@ -130,60 +130,6 @@ def threads_table(profile: Profile) -> Table:
     return Table(THREADS_COLUMNS, rows)
 
 
-KERNEL_SYSCALLS_COLUMNS = ["rank", "tid", "thread", "source", "syscall", "count", "time_s"]
-KERNEL_THREADS_COLUMNS = ["rank", "tid", "thread", "source", "syscalls", "syscall_time_s",
-                          "user_s", "system_s", "minor_faults", "major_faults",
-                          "voluntary_switches", "involuntary_switches", "blocked_s",
-                          "runqueue_s", "switches", "user_page_faults"]
-
-
-def _kernel_ranks(profile: Profile):
-    for rank, paths in sorted(profile.callpaths.items()):
-        if paths.kernel is not None:
-            yield rank, paths.kernel, {t.tid: i for i, t in paths.threads.items()}
-
-
-def kernel_syscalls_table(profile: Profile) -> Table:
-    """Kernel time, STaKTAU's table: one row per rank, thread and system call (exact counts
-    and times)."""
-    rows = []
-    for rank, k, index in _kernel_ranks(profile):
-        for s in sorted(k.syscalls, key=lambda s: (s.tid, -s.time_ns, s.name)):
-            rows.append({"rank": rank, "tid": s.tid, "thread": index.get(s.tid),
-                         "source": k.source, "syscall": s.name, "count": s.count,
-                         "time_s": seconds(s.time_ns)})
-    return Table(KERNEL_SYSCALLS_COLUMNS, rows)
-
-
-def kernel_threads_table(profile: Profile) -> Table:
-    """Kernel time: one row per rank and thread: system calls, the OS's CPU times and
-    faults, and (eBPF) the time off the CPU (blocked and in the run queue)."""
-    rows = []
-    for rank, k, index in _kernel_ranks(profile):
-        tids = sorted({s.tid for s in k.syscalls} | {t.tid for t in k.threads} |
-                      {o.tid for o in k.os})
-        sched = {t.tid: t for t in k.threads}
-        osv = {o.tid: o for o in k.os}
-        for tid in tids:
-            calls = [s for s in k.syscalls if s.tid == tid]
-            t, o = sched.get(tid), osv.get(tid)
-            rows.append({
-                "rank": rank, "tid": tid, "thread": index.get(tid), "source": k.source,
-                "syscalls": sum(s.count for s in calls),
-                "syscall_time_s": seconds(sum(s.time_ns for s in calls)),
-                "user_s": seconds(o.user_ns) if o else None,
-                "system_s": seconds(o.system_ns) if o else None,
-                "minor_faults": o.minor_faults if o else None,
-                "major_faults": o.major_faults if o else None,
-                "voluntary_switches": o.voluntary_switches if o else None,
-                "involuntary_switches": o.involuntary_switches if o else None,
-                "blocked_s": seconds(t.blocked_ns) if t else None,
-                "runqueue_s": seconds(t.runqueue_ns) if t else None,
-                "switches": t.switches if t else None,
-                "user_page_faults": t.page_faults if t else None})
-    return Table(KERNEL_THREADS_COLUMNS, rows)
-
-
 # The tables of the core and of the sources not yet in pathscope.sources; with the sources'
 # tables, by order (the order of --help and of TABLES).
 _CORE = (
@@ -196,8 +142,6 @@ _CORE = (
               30),
     TableSpec("threads", "per thread: elapsed, MPI, on-CPU, off-CPU and CPU time",
               THREADS_COLUMNS, threads_table, 40),
-    TableSpec("kernel-syscalls", "", KERNEL_SYSCALLS_COLUMNS, kernel_syscalls_table, 60),
-    TableSpec("kernel-threads", "", KERNEL_THREADS_COLUMNS, kernel_threads_table, 61),
 )
 TABLES: dict[str, TableSpec] = {spec.name: spec for spec in sorted(
     _CORE + tuple(t for source in SOURCES for t in source.tables), key=lambda t: t.order)}

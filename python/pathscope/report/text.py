@@ -15,7 +15,7 @@ from pathscope import ranges
 from pathscope.reader import (NO_COMM, PROFILE_FILE, REASON_BEFORE_INIT, REASON_EMPTY,
                               REASON_NO_END, STATUS_MISSING, STATUS_UNREADABLE, TOTAL_COMM,
                               UNDEFINED_RANK, UNREADABLE_PREFIX, Comm, OpStat, Profile)
-from pathscope.report import calltree, kernel, walks
+from pathscope.report import calltree, walks
 from pathscope.report.layout import INDENT
 from pathscope.report.layout import table as _table
 from pathscope.sources import SOURCES
@@ -398,7 +398,6 @@ _CORE_SECTIONS = (
     Section(20, lambda profile, symbols: [_summary(profile)]),
     Section(30, calltree.sections),
     Section(45, walks.sections),
-    Section(50, kernel.sections),
     Section(60, lambda profile, symbols: [_communicators(profile)]),
     Section(70, lambda profile, symbols: [_consistency(profile)]),
 )
