@@ -43,13 +43,8 @@ _SPLIT = dict(needs_format=OFFCPU_FORMAT,
 
 # The metrics of the core and of the sources not yet in pathscope.sources.
 _CORE = (
-    Metric("visits", "mpi", "count", field="visits", column=0,
-           exports=(CALL_PATHS,), order=50),
     Metric("sample_ns", "sample", "ns", field="sample_ns", column=1),
     Metric("samples", "sample", "count", field="samples", column=2),
-    Metric("mpi_ns", "mpi", "ns", field="mpi_ns", column=3),
-    Metric("bytes", "mpi", "bytes", field="bytes", column=4,
-           exports=(CALL_PATHS,), order=60),
     # thunk mode: calls made at a call site, a lower bound
     Metric("entries", "unwind", "count", field="entries", column=10),
     # the part of sample_ns off the CPU (format 2.4; 0 before)
@@ -57,8 +52,6 @@ _CORE = (
 
     Metric("time", "core", "ns", formula=lambda v: v("sample_ns") + v("mpi_ns"),
            exports=(CALL_PATHS,), order=10),
-    Metric("mpi_time", "mpi", "ns", formula=lambda v: v("mpi_ns"), exports=(CALL_PATHS,),
-           order=20),
     # sampled time (outside MPI) split: the thread running, and off the CPU (in the run
     # queue or blocked); time = oncpu_time + offcpu_time + mpi_time
     Metric("oncpu_time", "sample", "ns", formula=lambda v: v("sample_ns") - v("offcpu_ns"),

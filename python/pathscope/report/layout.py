@@ -6,6 +6,11 @@ from typing import Sequence
 INDENT = "  "
 
 
+def plural(count: int, noun: str) -> str:
+    """`1 rank`, `2 ranks`."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str,
           indent: str = INDENT) -> str:
     """Columns padded to their widest cell; align has one letter per column, l or r."""
