@@ -27,7 +27,6 @@ Adding a metric is one entry in its source's metrics (pathscope.sources), or in 
 """
 from __future__ import annotations
 
-from pathscope.cct import OFFCPU_FORMAT
 from pathscope.merge import RULES
 from pathscope.sources import SOURCES as _SOURCES
 # Metric, CALL_PATHS, TREE_MERGE: importable from here too (they were defined here)
@@ -38,26 +37,13 @@ SOURCES = ("core", "mpi", "sample", "heap", "kernel", "unwind")
 DEFAULT_METRIC = "time"       # export --metric when none is given
 
 
-_SPLIT = dict(needs_format=OFFCPU_FORMAT,
-              needs_what="split sampled time into on-CPU and off-CPU time")
-
 # The metrics of the core and of the sources not yet in pathscope.sources.
 _CORE = (
-    Metric("sample_ns", "sample", "ns", field="sample_ns", column=1),
-    Metric("samples", "sample", "count", field="samples", column=2),
     # thunk mode: calls made at a call site, a lower bound
     Metric("entries", "unwind", "count", field="entries", column=10),
-    # the part of sample_ns off the CPU (format 2.4; 0 before)
-    Metric("offcpu_ns", "sample", "ns", field="offcpu_ns", column=13),
 
     Metric("time", "core", "ns", formula=lambda v: v("sample_ns") + v("mpi_ns"),
            exports=(CALL_PATHS,), order=10),
-    # sampled time (outside MPI) split: the thread running, and off the CPU (in the run
-    # queue or blocked); time = oncpu_time + offcpu_time + mpi_time
-    Metric("oncpu_time", "sample", "ns", formula=lambda v: v("sample_ns") - v("offcpu_ns"),
-           exports=(CALL_PATHS,), order=30, **_SPLIT),
-    Metric("offcpu_time", "sample", "ns", formula=lambda v: v("offcpu_ns"),
-           exports=(CALL_PATHS,), order=40, **_SPLIT),
     # thunk mode: calls made at each call site that a walk saw start, a lower bound
     Metric("calls", "unwind", "count", formula=lambda v: v("entries"), exports=(CALL_PATHS,),
            order=70),
