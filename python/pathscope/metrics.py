@@ -33,11 +33,12 @@ from pathscope.sources import SOURCES as _SOURCES
 from pathscope.sources.base import CALL_PATHS, TREE_MERGE, Metric  # noqa: F401
 
 UNITS = ("ns", "bytes", "count")
-SOURCES = ("core", "mpi", "sample", "heap", "kernel", "unwind")
+# who produces a metric: the core, a source of pathscope.sources, or the stack walker
+SOURCES = ("core", *(source.name for source in _SOURCES), "unwind")
 DEFAULT_METRIC = "time"       # export --metric when none is given
 
 
-# The metrics of the core and of the sources not yet in pathscope.sources.
+# The metrics of the core and of the stack walker (not a source of pathscope.sources).
 _CORE = (
     # thunk mode: calls made at a call site, a lower bound
     Metric("entries", "unwind", "count", field="entries", column=10),

@@ -30,7 +30,7 @@ from pathscope.calltree import (BYTES, ENTRIES, VISITS, CallTree, MergedNode, Ra
                                 build_tree, is_mpi, time_split)
 from pathscope.cct import CODE_KINDS, FAILED, NOT_UNWOUND
 from pathscope.reader import Profile
-from pathscope.report.layout import INDENT, table
+from pathscope.report.layout import INDENT, MAIN, table
 from pathscope.sources.sample import describe_sampler, sampler_lines, scheduler_placed
 from pathscope.symbols import SymbolTable
 from pathscope.units import format_bytes, format_percent, format_time
@@ -38,7 +38,6 @@ from pathscope.units import format_bytes, format_percent, format_time
 SHOWN_PERCENT = 1             # the tree hides nodes below this share of the total time
 TOP_COMMS = 3                 # communicators listed under an MPI leaf
 ABOVE_MAIN_NAMES = 3          # names of the collapsed frames above main shown in full
-MAIN = "main"
 ROOT_LABEL = "[all threads]"
 STEP = "  "                   # tree indentation per level
 STATS_HEADERS = ["min (rank)", "mean", "max (rank)"]

@@ -237,4 +237,5 @@ def report_sections(profile: "Profile", symbols: "SymbolTable") -> list[str]:
 
 
 SOURCE = Source("kernel", KernelParser, metrics=METRICS, tables=TABLES,
-                sections=(Section(50, report_sections),), tree_hook=add_residue)
+                sections=(Section(50, report_sections),), tree_hook=add_residue,
+                node_kinds=(SYSCALL,))

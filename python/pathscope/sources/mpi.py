@@ -296,4 +296,4 @@ def _consistency(profile: "Profile", symbols: "SymbolTable") -> list[str]:
 
 SOURCE = Source("mpi", MpiParser, metrics=METRICS, tables=TABLES,
                 sections=(Section(20, _summary), Section(60, _communicators),
-                          Section(70, _consistency)))
+                          Section(70, _consistency)), node_kinds=(MPI,))
