@@ -105,18 +105,20 @@ def test_counts_exact_per_thread_and_path(openmpi, tmp_path, mode):
     assert tab[(t["main"], "write")][0] == N
     sleep_name = "nanosleep" if mode == "libc" else "clock_nanosleep"
     count, ns = tab[(t["sleeper"], sleep_name)]
-    assert count == 1 and 100e6 <= ns <= 120e6, (count, ns)
+    # the kernel's time of the call lies inside the sleeper's own bracket around it (a busy
+    # machine may wake it late: the bracket says how late)
+    assert count == 1 and 100e6 <= ns <= t["sleep_ns"], (count, ns, t["sleep_ns"])
     counts = folded(out, "syscall_count")
     assert path_sum(counts, ";main;do_getppid;getppid") == N
     assert path_sum(counts, ";main;do_writes;write") == N
     assert sleeper_sum(counts, sleep_name) == 1
     times = folded(out, "syscall_time")
-    assert 100_000 <= sleeper_sum(times, sleep_name) <= 120_000
+    assert 100_000 <= sleeper_sum(times, sleep_name) <= t["sleep_ns"] / 1000 + 1
     # every call on a path: nothing below [kernel: no call path] for the program's calls
     assert not [p for p in counts if "[kernel: no call path];getppid" in p]
     if mode == "ebpf":
         blocked, runq, switches, faults = kthreads(out)[t["sleeper"]]
-        assert 95e6 <= blocked <= 150e6 and switches >= 1, kthreads(out)
+        assert 95e6 <= blocked <= t["sleep_ns"] + 50e6 and switches >= 1, kthreads(out)
         assert kthreads(out)[t["main"]][3] > 0      # user page faults of the main thread
     report = cli("report", out).stdout
     assert ("source: eBPF collector" if mode == "ebpf" else "source: libc wrappers") in report

@@ -1,6 +1,7 @@
 /* Known system calls for tests/e2e/test_kernel.py: N write() of 64 bytes to /dev/null from
  * do_writes, N getppid() from do_getppid, and a thread that sleeps 100 ms in nanosleep
- * (sleeper).  Prints the tids: "truth main=<tid> sleeper=<tid>". */
+ * (sleeper).  Prints the tids and the sleep's wall time as the sleeper saw it around the call
+ * (CLOCK_MONOTONIC): "truth main=<tid> sleeper=<tid> sum=1 sleep_ns=<ns>". */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 static pid_t sleeper_tid;
+static long long sleep_ns;
 
 __attribute__((noinline)) void do_writes(int fd, long n)
 {
@@ -29,8 +31,11 @@ __attribute__((noinline)) static void *sleeper(void *arg)
 {
     (void)arg;
     sleeper_tid = gettid();
-    struct timespec t = {0, 100000000};
+    struct timespec t = {0, 100000000}, t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     nanosleep(&t, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    sleep_ns = (t1.tv_sec - t0.tv_sec) * 1000000000ll + (t1.tv_nsec - t0.tv_nsec);
     return NULL;
 }
 
@@ -44,6 +49,7 @@ int main(int argc, char **argv)
     long s = do_getppid(n);
     close(fd);
     pthread_join(th, NULL);
-    printf("truth main=%d sleeper=%d sum=%d\n", (int)gettid(), (int)sleeper_tid, s > 0);
+    printf("truth main=%d sleeper=%d sum=%d sleep_ns=%lld\n", (int)gettid(), (int)sleeper_tid,
+           s > 0, sleep_ns);
     return 0;
 }
