@@ -57,8 +57,8 @@ def threads_table(profile: Profile) -> Table:
     return Table(THREADS_COLUMNS, rows)
 
 
-# The tables of the core and of the sources not yet in pathscope.sources; with the sources'
-# tables, by order (the order of --help and of TABLES).
+# The core's tables (a rank's warnings, its threads); with the sources' tables, by order (the
+# order of --help and of TABLES).
 _CORE = (
     TableSpec("warnings", "the runtime's warnings per rank", WARNINGS_COLUMNS, warnings_table,
               30),
