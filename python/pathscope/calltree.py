@@ -24,12 +24,12 @@ from operator import attrgetter
 from typing import Callable, Iterator, Mapping, Optional, Sequence
 
 from pathscope import ranges
-from pathscope.cct import FAILED, MPI, NOT_UNWOUND, SYSCALL, KERNEL_UNATTRIBUTED, Node
+from pathscope.cct import FAILED, MPI, NOT_UNWOUND, Node
 from pathscope.errors import ProfileError
 from pathscope.merge import RULES
 from pathscope.metrics import COLUMN_COUNT, COLUMNS, METRICS, STORED
-from pathscope.cct import RankCallPaths
 from pathscope.reader import Profile
+from pathscope.sources import SOURCES
 from pathscope.symbols import ROOT_FRAME, Frame, frame_of
 
 # the stored metrics' columns in MergedNode.by_rank, by name (pathscope.metrics)
@@ -237,38 +237,11 @@ def build_tree(profile: Profile, rank: Optional[int] = None,
                     frame_of(node, paths.modules))
                 target.add(r, node)
                 merged.append(target)
-        if paths.kernel is not None:
-            _add_kernel_residue(root, r, paths, thread)
+        for source in SOURCES:
+            if source.tree_hook is not None:
+                source.tree_hook(root, r, paths, thread)
     _add_inclusive(root)
     return tree
-
-
-def _add_kernel_residue(root: MergedNode, rank: int, paths: "RankCallPaths",
-                        thread: Optional[int]) -> None:
-    """The kernel time no call path got (sampled attribution leaves the end of each thread's
-    period open; threads pathscope never registered have none): per system call below the
-    pseudo frame `[kernel: no call path]`, so that the tree's totals equal the exact tables."""
-    by_tid = {cct.tid: index for index, cct in paths.threads.items()}
-    attributed: dict[tuple[int, str], list[int]] = {}
-    for cct in paths.threads.values():
-        for node in cct.nodes:
-            if node.kind == SYSCALL:
-                into = attributed.setdefault((cct.tid, node.op), [0, 0])
-                into[0] += node.visits
-                into[1] += node.kernel_ns
-    assert paths.kernel is not None
-    for entry in paths.kernel.syscalls:
-        index = by_tid.get(entry.tid)
-        if thread is not None and index != thread:
-            continue
-        done = attributed.get((entry.tid, entry.name), [0, 0])
-        count, ns = entry.count - done[0], entry.time_ns - done[1]
-        if count <= 0 and ns <= 0:
-            continue
-        leaf = root.child(Frame(KERNEL_UNATTRIBUTED)).child(Frame(SYSCALL, name=entry.name))
-        values = leaf.by_rank.setdefault(rank, [0] * METRIC_COUNT)
-        values[SYSCALLS] += max(count, 0)
-        values[KERNEL_NS] += max(ns, 0)
 
 
 def _add_inclusive(root: MergedNode) -> None:

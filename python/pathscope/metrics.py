@@ -27,56 +27,27 @@ Adding a metric is one entry in its source's metrics (pathscope.sources), or in 
 """
 from __future__ import annotations
 
-from pathscope.cct import OFFCPU_FORMAT, SYSCALL
 from pathscope.merge import RULES
 from pathscope.sources import SOURCES as _SOURCES
 # Metric, CALL_PATHS, TREE_MERGE: importable from here too (they were defined here)
 from pathscope.sources.base import CALL_PATHS, TREE_MERGE, Metric  # noqa: F401
 
 UNITS = ("ns", "bytes", "count")
-SOURCES = ("core", "mpi", "sample", "heap", "kernel", "unwind")
+# who produces a metric: the core, a source of pathscope.sources, or the stack walker
+SOURCES = ("core", *(source.name for source in _SOURCES), "unwind")
 DEFAULT_METRIC = "time"       # export --metric when none is given
 
 
-_SPLIT = dict(needs_format=OFFCPU_FORMAT,
-              needs_what="split sampled time into on-CPU and off-CPU time")
-
-# The metrics of the core and of the sources not yet in pathscope.sources.
+# The metrics of the core and of the stack walker (not a source of pathscope.sources).
 _CORE = (
-    Metric("visits", "mpi", "count", field="visits", column=0,
-           exports=(CALL_PATHS,), order=50),
-    Metric("sample_ns", "sample", "ns", field="sample_ns", column=1),
-    Metric("samples", "sample", "count", field="samples", column=2),
-    Metric("mpi_ns", "mpi", "ns", field="mpi_ns", column=3),
-    Metric("bytes", "mpi", "bytes", field="bytes", column=4,
-           exports=(CALL_PATHS,), order=60),
     # thunk mode: calls made at a call site, a lower bound
     Metric("entries", "unwind", "count", field="entries", column=10),
-    # kernel time (cct.KernelSummary): calls of a system call (or libc function), time in it
-    Metric("syscalls", "kernel", "count", field="visits", kind=SYSCALL, column=11),
-    Metric("kernel_ns", "kernel", "ns", field="kernel_ns", kind=SYSCALL, column=12),
-    # the part of sample_ns off the CPU (format 2.4; 0 before)
-    Metric("offcpu_ns", "sample", "ns", field="offcpu_ns", column=13),
 
     Metric("time", "core", "ns", formula=lambda v: v("sample_ns") + v("mpi_ns"),
            exports=(CALL_PATHS,), order=10),
-    Metric("mpi_time", "mpi", "ns", formula=lambda v: v("mpi_ns"), exports=(CALL_PATHS,),
-           order=20),
-    # sampled time (outside MPI) split: the thread running, and off the CPU (in the run
-    # queue or blocked); time = oncpu_time + offcpu_time + mpi_time
-    Metric("oncpu_time", "sample", "ns", formula=lambda v: v("sample_ns") - v("offcpu_ns"),
-           exports=(CALL_PATHS,), order=30, **_SPLIT),
-    Metric("offcpu_time", "sample", "ns", formula=lambda v: v("offcpu_ns"),
-           exports=(CALL_PATHS,), order=40, **_SPLIT),
     # thunk mode: calls made at each call site that a walk saw start, a lower bound
     Metric("calls", "unwind", "count", formula=lambda v: v("entries"), exports=(CALL_PATHS,),
            order=70),
-    # kernel time (--kernel): the system call (or libc function) innermost, below the path
-    # that made it; `[kernel: no call path]` holds what no path got (totals = the tables)
-    Metric("syscall_count", "kernel", "count", formula=lambda v: v("syscalls"),
-           exports=(CALL_PATHS,), order=130),
-    Metric("syscall_time", "kernel", "ns", formula=lambda v: v("kernel_ns"),
-           exports=(CALL_PATHS,), order=140),
 )
 
 

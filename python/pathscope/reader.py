@@ -42,9 +42,9 @@ from pathscope import ranges
 from pathscope.cct import CallPathParser, RankCallPaths
 from pathscope.errors import FormatVersionError, ProfileError
 from pathscope.sources import SOURCES
-# Comm, UNDEFINED_RANK: importable from here too (they were defined here)
-from pathscope.sources.mpi import (UNDEFINED_RANK, Comm, MpiParser, RankComm,  # noqa: F401
-                                   check_members, freed_fields)
+# Comm, UNDEFINED_RANK, TOTAL_COMM, NO_COMM: importable from here too (they were defined here)
+from pathscope.sources.mpi import (NO_COMM, TOTAL_COMM, UNDEFINED_RANK, Comm,  # noqa: F401
+                                   MpiParser, RankComm, check_members, freed_fields)
 # parse_hist, unescape, READER_MAJOR, MAX_WORLD_SIZE: importable from here too (they were
 # defined here)
 from pathscope.tsv import (MAX_WORLD_SIZE, READER_MAJOR, CutShort, Record,  # noqa: F401
@@ -55,8 +55,6 @@ PROFILE_FILE = "profile.tsv"
 RANKS_DIR = "ranks"
 PROFILE_MAGIC = "pathscope-profile"
 RANK_MAGIC = "pathscope-rank"
-TOTAL_COMM = "*"     # per-operation totals over all communicators of a rank
-NO_COMM = "-"        # operations bound to no communicator, and calls that returned an error
 STATUS_COMPLETE = "complete"
 STATUS_MISSING = "missing"
 STATUS_UNREADABLE = "unreadable"   # a rank file that breaks a rule: its data is left out

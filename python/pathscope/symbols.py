@@ -22,14 +22,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from pathscope.cct import (CODE_KINDS, FAILED, HEAP, KERNEL_UNATTRIBUTED, MAX_ID, MPI,
-                           NOT_UNWOUND, ROOT, SYSCALL, Module, Node)
+from pathscope.cct import (CODE_KINDS, FAILED, KERNEL_UNATTRIBUTED, MAX_ID, NOT_UNWOUND, ROOT,
+                           Module, Node)
 from pathscope.errors import ProfileError
+from pathscope.sources import SOURCES
 from pathscope.tsv import Record, open_directory, open_in_directory, parse_text, read_records
 
 SYMBOLS_MAGIC = "pathscope-symbols"
 PSEUDO_NAMES = {FAILED: "[failed unwind]", NOT_UNWOUND: "[not unwound]",
                 KERNEL_UNATTRIBUTED: "[kernel: no call path]"}
+NAMED_KINDS = tuple(kind for source in SOURCES for kind in source.node_kinds)  # shown by name
 MODULE_OK = "ok"
 UNKNOWN_MODULE = "?"          # the module name of an address outside every mapped module
 
@@ -94,7 +96,7 @@ class SymbolTable:
             return []
         if frame.kind in PSEUDO_NAMES:
             return [PSEUDO_NAMES[frame.kind]]
-        if frame.kind in (MPI, HEAP, SYSCALL):
+        if frame.kind in NAMED_KINDS:
             return [frame.name]
         if frame.kind not in CODE_KINDS:
             return [f"[{frame.kind} {frame.name}]"]

@@ -1,11 +1,13 @@
 """pathscope export: exact CSV and JSON for the hand-written sample profile."""
 import io
 import json
+from pathlib import Path
 
 import pytest
 
 from pathscope.cli import main
 from pathscope.export import export
+from pathscope.export.tables import DEFAULT_TABLE, TABLES
 from pathscope.reader import load_profile
 from pathscope_samples import write_sample
 
@@ -131,3 +133,21 @@ def test_cli_export_unknown_table(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert err.startswith("pathscope export: argument --table: invalid choice: 'nope'")
+
+
+def test_the_user_guide_lists_exactly_the_tables():
+    """docs/user-guide.md's table of `pathscope export --table` has one row per table of
+    the registry (pathscope.export.tables.TABLES), in its order, with its columns."""
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "user-guide.md").read_text()
+    lines = guide.splitlines()
+    start = lines.index("| table | one row per | columns |") + 2
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("| "):
+            break
+        name, _, columns = [cell.strip() for cell in line.strip(" |").split(" | ")]
+        rows.append((name.split("`")[1], columns.split("`")[1].split(","),
+                     "(default)" in name))
+    assert [(name, columns) for name, columns, _ in rows] == [
+        (spec.name, spec.columns) for spec in TABLES.values()]
+    assert [name for name, _, default in rows if default] == [DEFAULT_TABLE]

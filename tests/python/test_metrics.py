@@ -2,6 +2,7 @@
 every consumer reads it (the --metric choices, the by_rank columns, the exported values)."""
 import dataclasses
 import re
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +46,16 @@ def test_a_derived_value_is_its_formula_over_the_stored_totals():
 def test_a_broken_registry_is_refused(change, message):
     with pytest.raises(ValueError, match="metric registry: " + re.escape(message)):
         metrics._check(change(metrics._ALL))
+
+
+def _guide() -> str:
+    return (Path(__file__).resolve().parents[2] / "docs" / "user-guide.md").read_text()
+
+
+def test_the_user_guide_names_exactly_the_exported_metrics():
+    """docs/user-guide.md's `--metric` row of `pathscope export` names every choice of the
+    registry, no other, and its default."""
+    row = next(line for line in _guide().splitlines() if line.startswith("| `--metric` |"))
+    _, choices, default = [cell.strip() for cell in row.strip(" |").split(" | ")]
+    assert set(re.findall(r"`([a-z_]+)`", choices)) == set(metrics.CALL_PATH_METRICS)
+    assert default == f"`{metrics.DEFAULT_METRIC}`"

@@ -10,84 +10,11 @@ builder's docstring says what a row is.  `pathscope export --table` and its --he
 """
 from __future__ import annotations
 
-from typing import Any, Iterator
-
-from pathscope import ranges
-from pathscope.reader import TOTAL_COMM, UNDEFINED_RANK, OpStat, Profile
+from pathscope.reader import Profile
 from pathscope.sources import SOURCES
 # Table, TableSpec: importable from here too (they were defined here)
 from pathscope.sources.base import Table, TableSpec  # noqa: F401
 from pathscope.units import seconds
-
-
-TIME_COLUMNS = ["time_min_s", "time_mean_s", "time_max_s", "rank_min", "rank_max", "nranks",
-                "time_sum_s", "hist"]
-COMM_OPS_COLUMNS = ["comm", "size", "op", "calls", "bytes"] + TIME_COLUMNS
-OPS_COLUMNS = ["op", "calls", "bytes"] + TIME_COLUMNS
-COMMS_COLUMNS = ["name", "size", "remote_size", "parent", "creator", "freed", "members", "hosts",
-                 "topology", "sent_msgs", "sent_bytes", "recv_msgs", "recv_bytes"]
-RANKS_COLUMNS = ["rank", "host", "status", "wall_s", "mpi_s", "mpi_fraction", "pid"]
-
-
-def _stat_values(stat: OpStat) -> dict[str, Any]:
-    return {"calls": stat.calls, "bytes": stat.bytes,
-            "time_min_s": seconds(stat.time_min_ns), "time_mean_s": seconds(stat.time_mean_ns),
-            "time_max_s": seconds(stat.time_max_ns), "rank_min": stat.rank_min,
-            "rank_max": stat.rank_max, "nranks": stat.nranks,
-            "time_sum_s": seconds(stat.time_sum_ns), "hist": dict(sorted(stat.hist.items()))}
-
-
-def comm_ops_table(profile: Profile) -> Table:
-    """One row per (communicator, operation), without the `*` totals."""
-    rows = []
-    for (comm, op), stat in profile.ops.items():
-        if comm == TOTAL_COMM:
-            continue
-        described = profile.comms.get(comm)
-        row = {"comm": comm, "size": described.size if described else None, "op": op}
-        row.update(_stat_values(stat))
-        rows.append(row)
-    return Table(COMM_OPS_COLUMNS, rows)
-
-
-def ops_table(profile: Profile) -> Table:
-    """The `*` rows: per operation, totals over all communicators of each rank."""
-    rows = []
-    for stat in profile.op_totals():
-        row = {"op": stat.op}
-        row.update(_stat_values(stat))
-        rows.append(row)
-    return Table(OPS_COLUMNS, rows)
-
-
-def comms_table(profile: Profile) -> Table:
-    """One row per communicator."""
-    rows = []
-    for comm in profile.comms.values():
-        hosts = [profile.host_of(r) for r in comm.members_list if r != UNDEFINED_RANK]
-        rows.append({"name": comm.name, "size": comm.size, "remote_size": comm.remote_size,
-                     "parent": comm.parent, "creator": comm.creator, "freed": comm.freed,
-                     "members": comm.members,
-                     "hosts": ranges.compress_hosts(h for h in hosts if h),
-                     "topology": comm.topology, "sent_msgs": comm.sent_msgs,
-                     "sent_bytes": comm.sent_bytes, "recv_msgs": comm.recv_msgs,
-                     "recv_bytes": comm.recv_bytes})
-    return Table(COMMS_COLUMNS, rows)
-
-
-def ranks_table(profile: Profile) -> Table:
-    """One row per rank of MPI_COMM_WORLD (status `missing` when it has no rank file,
-    `unreadable` when its file breaks a rule of the format)."""
-    def rows() -> Iterator[dict[str, Any]]:
-        for info in profile.ranks:
-            known = info.status != "missing" or info.wall_ns > 0
-            yield {"rank": info.rank, "host": info.host or None, "status": info.status,
-                   "wall_s": seconds(info.wall_ns) if known else None,
-                   "mpi_s": seconds(info.mpi_ns) if known else None,
-                   "mpi_fraction": (round(info.mpi_ns / info.wall_ns, 6) if info.wall_ns
-                                    else None),
-                   "pid": info.pid}
-    return Table(RANKS_COLUMNS, rows())
 
 
 WARNINGS_COLUMNS = ["rank", "key", "count", "first_s", "text"]
@@ -130,74 +57,13 @@ def threads_table(profile: Profile) -> Table:
     return Table(THREADS_COLUMNS, rows)
 
 
-KERNEL_SYSCALLS_COLUMNS = ["rank", "tid", "thread", "source", "syscall", "count", "time_s"]
-KERNEL_THREADS_COLUMNS = ["rank", "tid", "thread", "source", "syscalls", "syscall_time_s",
-                          "user_s", "system_s", "minor_faults", "major_faults",
-                          "voluntary_switches", "involuntary_switches", "blocked_s",
-                          "runqueue_s", "switches", "user_page_faults"]
-
-
-def _kernel_ranks(profile: Profile):
-    for rank, paths in sorted(profile.callpaths.items()):
-        if paths.kernel is not None:
-            yield rank, paths.kernel, {t.tid: i for i, t in paths.threads.items()}
-
-
-def kernel_syscalls_table(profile: Profile) -> Table:
-    """Kernel time, STaKTAU's table: one row per rank, thread and system call (exact counts
-    and times)."""
-    rows = []
-    for rank, k, index in _kernel_ranks(profile):
-        for s in sorted(k.syscalls, key=lambda s: (s.tid, -s.time_ns, s.name)):
-            rows.append({"rank": rank, "tid": s.tid, "thread": index.get(s.tid),
-                         "source": k.source, "syscall": s.name, "count": s.count,
-                         "time_s": seconds(s.time_ns)})
-    return Table(KERNEL_SYSCALLS_COLUMNS, rows)
-
-
-def kernel_threads_table(profile: Profile) -> Table:
-    """Kernel time: one row per rank and thread: system calls, the OS's CPU times and
-    faults, and (eBPF) the time off the CPU (blocked and in the run queue)."""
-    rows = []
-    for rank, k, index in _kernel_ranks(profile):
-        tids = sorted({s.tid for s in k.syscalls} | {t.tid for t in k.threads} |
-                      {o.tid for o in k.os})
-        sched = {t.tid: t for t in k.threads}
-        osv = {o.tid: o for o in k.os}
-        for tid in tids:
-            calls = [s for s in k.syscalls if s.tid == tid]
-            t, o = sched.get(tid), osv.get(tid)
-            rows.append({
-                "rank": rank, "tid": tid, "thread": index.get(tid), "source": k.source,
-                "syscalls": sum(s.count for s in calls),
-                "syscall_time_s": seconds(sum(s.time_ns for s in calls)),
-                "user_s": seconds(o.user_ns) if o else None,
-                "system_s": seconds(o.system_ns) if o else None,
-                "minor_faults": o.minor_faults if o else None,
-                "major_faults": o.major_faults if o else None,
-                "voluntary_switches": o.voluntary_switches if o else None,
-                "involuntary_switches": o.involuntary_switches if o else None,
-                "blocked_s": seconds(t.blocked_ns) if t else None,
-                "runqueue_s": seconds(t.runqueue_ns) if t else None,
-                "switches": t.switches if t else None,
-                "user_page_faults": t.page_faults if t else None})
-    return Table(KERNEL_THREADS_COLUMNS, rows)
-
-
-# The tables of the core and of the sources not yet in pathscope.sources; with the sources'
-# tables, by order (the order of --help and of TABLES).
+# The core's tables (a rank's warnings, its threads); with the sources' tables, by order (the
+# order of --help and of TABLES).
 _CORE = (
-    TableSpec("comm-ops", "per communicator and operation", COMM_OPS_COLUMNS, comm_ops_table,
-              10),
-    TableSpec("ops", "per operation, over all communicators", OPS_COLUMNS, ops_table, 11),
-    TableSpec("comms", "communicators", COMMS_COLUMNS, comms_table, 12),
-    TableSpec("ranks", "", RANKS_COLUMNS, ranks_table, 20),
     TableSpec("warnings", "the runtime's warnings per rank", WARNINGS_COLUMNS, warnings_table,
               30),
     TableSpec("threads", "per thread: elapsed, MPI, on-CPU, off-CPU and CPU time",
               THREADS_COLUMNS, threads_table, 40),
-    TableSpec("kernel-syscalls", "", KERNEL_SYSCALLS_COLUMNS, kernel_syscalls_table, 60),
-    TableSpec("kernel-threads", "", KERNEL_THREADS_COLUMNS, kernel_threads_table, 61),
 )
 TABLES: dict[str, TableSpec] = {spec.name: spec for spec in sorted(
     _CORE + tuple(t for source in SOURCES for t in source.tables), key=lambda t: t.order)}

@@ -30,14 +30,14 @@ from pathscope.calltree import (BYTES, ENTRIES, VISITS, CallTree, MergedNode, Ra
                                 build_tree, is_mpi, time_split)
 from pathscope.cct import CODE_KINDS, FAILED, NOT_UNWOUND
 from pathscope.reader import Profile
-from pathscope.report.layout import INDENT, table
+from pathscope.report.layout import INDENT, MAIN, table
+from pathscope.sources.sample import describe_sampler, sampler_lines, scheduler_placed
 from pathscope.symbols import SymbolTable
 from pathscope.units import format_bytes, format_percent, format_time
 
 SHOWN_PERCENT = 1             # the tree hides nodes below this share of the total time
 TOP_COMMS = 3                 # communicators listed under an MPI leaf
 ABOVE_MAIN_NAMES = 3          # names of the collapsed frames above main shown in full
-MAIN = "main"
 ROOT_LABEL = "[all threads]"
 STEP = "  "                   # tree indentation per level
 STATS_HEADERS = ["min (rank)", "mean", "max (rank)"]
@@ -205,9 +205,7 @@ def _time_split(profile: Profile, tree: CallTree) -> str:
     unwinding = {}
     for r in tree.ranks:
         paths = profile.callpaths[r]
-        sampler = paths.sampler
-        samplers[r] = (f"{sampler.source}, {sampler.rate_hz} Hz, {sampler.clock} clock"
-                       if sampler else "-")
+        samplers[r] = describe_sampler(paths.sampler)
         modes: dict[str, list[str]] = {}
         for group, mode in paths.unwind.items():
             modes.setdefault(mode, []).append(group)
@@ -218,21 +216,8 @@ def _time_split(profile: Profile, tree: CallTree) -> str:
     other = sum(t.samples_other for t in threads)
     failures = sum(t.unwind_failures for t in threads)
     lines.append(f"{INDENT}sampler    {_grouped(samplers)}")
-    timers = [profile.callpaths[r].sampler for r in tree.ranks if profile.callpaths[r].sampler]
-    by = {"perf events": sum(s.by_perf for s in timers),
-          "POSIX CPU-time timers": sum(s.by_posix for s in timers),
-          "wall-clock timers": sum(s.by_wall for s in timers)}
-    if sum(by.values()):
-        changes = sum(s.changes for s in timers)
-        lines.append(f"{INDENT}timers     " + ", ".join(f"{n} signals from {k}" for k, n in by.items() if n)
-                     + (f"; {changes} timer changes (auto: a thread switched more than 5,000 "
-                        f"times a second is sampled by the POSIX timer)" if changes else ""))
-    reported = [s for s in timers if s.offcpu_from == "scheduler"]
-    if reported:
-        placed, inside = sum(s.offcpu_reports for s in reported), sum(s.offcpu_in_mpi for s in reported)
-        lines.append(f"{INDENT}off CPU    from the scheduler (--kernel) on {len(reported)} of "
-                     f"{len(tree.ranks)} ranks: {placed} reports placed where the thread "
-                     f"stopped, {inside} inside MPI (its time is measured)")
+    shown = [profile.callpaths[r].sampler for r in tree.ranks]
+    lines += sampler_lines(shown, INDENT)
     lines.append(f"{INDENT}samples    {kept} kept, {in_mpi} in MPI (its time is measured), "
                  f"{other} other (dropped); {failures} unwind failures")
     lines.append(f"{INDENT}unwinding  {_grouped(unwinding)}")
@@ -248,7 +233,7 @@ def _time_split(profile: Profile, tree: CallTree) -> str:
                          f"declared, {len(thread.nodes)} read")
     share = split.offcpu_share() if tree.knows_offcpu else None
     if share is not None and share > OFFCPU_WARN:
-        lines.append(offcpu_warning(share, kernel=bool(reported)))
+        lines.append(offcpu_warning(share, kernel=bool(scheduler_placed(shown))))
     lines.append(f"{INDENT}per rank: over the {len(tree.ranks)} ranks with call paths; a rank "
                  f"without a value counts as 0; (rank) is the lowest on ties")
     return "\n".join(lines)

@@ -22,16 +22,14 @@ from pathscope.calltree import (ALLOC_BYTES, ALLOCS, FREES, PEAK_BYTES, CallTree
                                 MergedNode, build_tree)
 from pathscope.cct import HEAP
 from pathscope.reader import Profile
-from pathscope.report.layout import INDENT, table
+from pathscope.report.layout import INDENT, MAIN, TOP_PATHS, table
 from pathscope.sources.heap import HeapSummary
 from pathscope.symbols import SymbolTable
 from pathscope.units import format_bytes, format_percent, format_time
 
-TOP_PATHS = 10
 PATH_FRAMES = 5
 SPARK_WIDTH = 60
 SPARK_CHARS = "▁▂▃▄▅▆▇█"
-MAIN = "main"
 
 
 def sections(profile: Profile, symbols: SymbolTable) -> list[str]:

@@ -18,12 +18,11 @@ from pathscope.calltree import KERNEL_NS, SYSCALLS, build_tree
 from pathscope.cct import SYSCALL
 from pathscope.reader import Profile
 from pathscope.report.heap import path_label
-from pathscope.report.layout import INDENT, table
+from pathscope.report.layout import INDENT, TOP_PATHS, table
 from pathscope.sources.kernel import KernelSummary
 from pathscope.symbols import SymbolTable
 from pathscope.units import format_percent, format_time
 
-TOP_PATHS = 10
 TOP_SYSCALLS = 8
 SOURCES = {"ebpf": "eBPF collector: every system call of every thread",
            "libc": "libc wrappers in the process: interposed I/O and synchronisation calls only "

@@ -1,9 +1,17 @@
-"""Layout helpers shared by the report sections: aligned tables."""
+"""Layout helpers and choices shared by the report sections: aligned tables, plurals, the
+function paths start below, how many top paths are listed."""
 from __future__ import annotations
 
 from typing import Sequence
 
 INDENT = "  "
+MAIN = "main"                 # the program's main function: paths are shown from below it
+TOP_PATHS = 10                # paths listed by the heap and kernel sections
+
+
+def plural(count: int, noun: str) -> str:
+    """`1 rank`, `2 ranks`."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str,

@@ -1,6 +1,8 @@
 """The text report (`pathscope report DIR`): header, ranks, summary, the call-path sections
 (pathscope.report.calltree: time split, call tree, hot path; only for profiles with call
-paths), communicators ranked by time, and the point-to-point consistency check.
+paths), communicators ranked by time, and the point-to-point consistency check.  The core's
+sections are here; a measurement source's come from pathscope.sources (the MPI ones:
+pathscope.report.mpi), each at its place in SECTIONS.
 
 Pure formatting: takes a Profile (and the names of its frames), returns a str.  Problems with the run (missing or unfinished
 ranks, runtime counters, send/receive mismatches) are printed in full, never summarised away.
@@ -9,24 +11,18 @@ from __future__ import annotations
 
 import signal
 import time
-from typing import Optional, Sequence
+from typing import Optional
 
 from pathscope import ranges
-from pathscope.reader import (NO_COMM, PROFILE_FILE, REASON_BEFORE_INIT, REASON_EMPTY,
-                              REASON_NO_END, STATUS_MISSING, STATUS_UNREADABLE, TOTAL_COMM,
-                              UNDEFINED_RANK, UNREADABLE_PREFIX, Comm, OpStat, Profile)
-from pathscope.report import calltree, kernel, walks
-from pathscope.report.layout import INDENT
-from pathscope.report.layout import table as _table
+from pathscope.reader import (PROFILE_FILE, REASON_BEFORE_INIT, REASON_EMPTY, REASON_NO_END,
+                              STATUS_MISSING, UNREADABLE_PREFIX, Profile)
+from pathscope.report import calltree, walks
+from pathscope.report.layout import INDENT, plural
 from pathscope.sources import SOURCES
 from pathscope.sources.base import Section
 from pathscope.symbolize import resolve_symbols
 from pathscope.symbols import SymbolTable
-from pathscope.units import format_bytes, format_percent, format_time, hist_bin_label
 
-TOP_OPERATIONS = 10
-MEMBERS_SHOWN = 60          # characters of a member list shown before eliding
-NAMES_SHOWN = 12            # communicator names listed for "no recorded calls"
 PARTIAL_FILE = "partial"   # a missing rank whose ranks/rank-N.tsv.tmp exists
 DETAILS_SHOWN = 10          # unreadable ranks and stray files listed one by one
 _CONTROL = {c: f"\\x{c:02x}" for c in range(32) if c != 10}
@@ -46,10 +42,6 @@ def render(profile: Profile, symbols: Optional[SymbolTable] = None) -> str:
 
 
 # ---- helpers ----------------------------------------------------------------------------------
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
 
 def _one_line(text: str) -> str:
     """Recorded text (e.g. MPICH's library version holds a TAB) on one report line."""
@@ -99,45 +91,6 @@ def describe_status(status: str, with_profile: bool = False) -> str:
     return f"status '{status}'"
 
 
-def _hosts(profile: Profile, world_ranks: Sequence[int]) -> str:
-    names = [profile.host_of(r) for r in world_ranks if r != UNDEFINED_RANK]
-    return ranges.compress_hosts(n for n in names if n)
-
-
-def _time_with_rank(ns: float, rank: int) -> str:
-    return f"{format_time(ns)} ({rank})"
-
-
-def _hist_summary(hist: dict[int, int]) -> str:
-    """The most common message-size bin, its share, and how many other bins were used."""
-    total = sum(hist.values())
-    if not total:
-        return "-"
-    top = max(sorted(hist), key=lambda b: hist[b])
-    text = f"{hist_bin_label(top)} {format_percent(hist[top] / total)}"
-    others = len([b for b in hist if hist[b]]) - 1
-    if others:
-        text += f" +{others} bin{'s' if others > 1 else ''}"
-    return text
-
-
-def _op_row(stat: OpStat, mpi_total_ns: int) -> list[str]:
-    if stat.calls and not stat.time_sum_ns:
-        # local queries (MPI_Comm_rank, MPI_Wtime, ...) are counted, not timed (format.md)
-        return [stat.op, str(stat.calls), format_bytes(stat.bytes), "not timed", "-", "-",
-                str(stat.nranks), "-", _hist_summary(stat.hist)]
-    share = format_percent(stat.time_sum_ns / mpi_total_ns) if mpi_total_ns else "-"
-    return [stat.op, str(stat.calls), format_bytes(stat.bytes), format_time(stat.time_mean_ns),
-            _time_with_rank(stat.time_min_ns, stat.rank_min),
-            _time_with_rank(stat.time_max_ns, stat.rank_max), str(stat.nranks), share,
-            _hist_summary(stat.hist)]
-
-
-OP_HEADERS = ["operation", "calls", "bytes", "mean/rank", "min (rank)", "max (rank)", "ranks",
-              "%MPI", "message sizes (most common)"]
-OP_ALIGN = "lrrrrrrrl"
-
-
 # ---- sections ---------------------------------------------------------------------------------
 
 def _header(profile: Profile) -> str:
@@ -157,7 +110,7 @@ def _header(profile: Profile) -> str:
         *([("run", profile.run_id)] if profile.run_id else []),
         ("command", meta.get("command", absent)),
         ("MPI library", meta.get("mpi_library", absent)),
-        ("ranks", f"{profile.nranks} on {_plural(len(hosts), 'host')}: "
+        ("ranks", f"{profile.nranks} on {plural(len(hosts), 'host')}: "
                   f"{ranges.compress_hosts(hosts)}"),
         ("started", started),
         ("source", source),
@@ -220,7 +173,7 @@ def _ranks(profile: Profile) -> str:
             lines.append(f"{INDENT}  ranks {ranges.compress(rest)}: also unreadable, left out")
     if profile.stray_files:
         count = len(profile.stray_files)
-        lines.append(f"{INDENT}WARNING: {_plural(count, 'file')} not merged (of another run, "
+        lines.append(f"{INDENT}WARNING: {plural(count, 'file')} not merged (of another run, "
                      f"or not read):")
         for stray in profile.stray_files[:DETAILS_SHOWN]:
             lines.append(f"{INDENT}  {stray}")
@@ -244,163 +197,13 @@ def _ranks(profile: Profile) -> str:
     return "\n".join(lines)
 
 
-def _summary(profile: Profile) -> str:
-    lines = ["Summary"]
-    measured = [r for r in profile.ranks
-                if r.status not in (STATUS_MISSING, STATUS_UNREADABLE) and r.wall_ns > 0]
-    if not measured:
-        lines.append(f"{INDENT}no rank recorded its times")
-        return "\n".join(lines)
-    longest = max(measured, key=lambda r: (r.wall_ns, -r.rank))
-    mpi_total = sum(r.mpi_ns for r in measured)
-    shares = [(r.mpi_ns / r.wall_ns, r.rank) for r in measured]
-    low = min(shares, key=lambda s: (s[0], s[1]))
-    high = max(shares, key=lambda s: (s[0], -s[1]))
-    mean = sum(s for s, _ in shares) / len(shares)
-    lines.append(f"{INDENT}wall time        {format_time(longest.wall_ns)} "
-                 f"(longest rank: {longest.rank})")
-    lines.append(f"{INDENT}MPI time         {format_time(mpi_total)} summed over "
-                 f"{len(measured)} ranks")
-    lines.append(f"{INDENT}MPI share/rank   min {format_percent(low[0])} (rank {low[1]}), "
-                 f"mean {format_percent(mean)}, max {format_percent(high[0])} (rank {high[1]})")
-    totals = sorted(profile.op_totals(), key=lambda s: (-s.time_sum_ns, s.op))
-    if totals:
-        ops_total = sum(s.time_sum_ns for s in totals)
-        shown = totals[:TOP_OPERATIONS]
-        lines.append("")
-        lines.append(f"{INDENT}Top operations over all communicators (time per rank; "
-                     f"{len(shown)} of {len(totals)})")
-        lines.append(_table(OP_HEADERS, [_op_row(s, ops_total) for s in shown], OP_ALIGN,
-                            indent=INDENT * 2))
-    return "\n".join(lines)
-
-
-def _comm_names(profile: Profile) -> list[str]:
-    names = set(profile.comms) | {c for c, _ in profile.ops}
-    names.discard(TOTAL_COMM)
-    return sorted(names)
-
-
-def _comm_heading(index: int, name: str, comm: Optional[Comm], profile: Profile,
-                  time_ns: int, mpi_total_ns: int) -> list[str]:
-    share = f", {format_percent(time_ns / mpi_total_ns)} of all MPI time" if mpi_total_ns else ""
-    if name == NO_COMM:
-        return [f"{INDENT}{index}. {NO_COMM}  (no communicator: local calls such as MPI_Wtime, "
-                f"and calls that returned an error)",
-                f"{INDENT}   MPI time {format_time(time_ns)} summed over ranks{share}"]
-    if comm is None:
-        return [f"{INDENT}{index}. {name}  (not described in the profile)",
-                f"{INDENT}   MPI time {format_time(time_ns)} summed over ranks{share}"]
-    members = comm.members
-    if len(members) > MEMBERS_SHOWN:
-        members = members[:MEMBERS_SHOWN] + f"... ({len(comm.members_list)} ranks)"
-    size = f"size {comm.size}"
-    if comm.is_inter:
-        size += f" + remote {comm.remote_size} (intercommunicator)"
-    created = "predefined" if comm.creator == "-" else f"created by {comm.creator}"
-    if comm.parent != "-":
-        created += f" from {comm.parent}"
-    details = [created]
-    if comm.topology != "-":
-        details.append(f"topology {comm.topology}")
-    if comm.freed:
-        details.append("freed")
-    return [f"{INDENT}{index}. {name}  {size}, members {members}, "
-            f"hosts {_hosts(profile, comm.members_list)}",
-            f"{INDENT}   {'; '.join(details)}",
-            f"{INDENT}   MPI time {format_time(time_ns)} summed over ranks{share}"]
-
-
-def _communicators(profile: Profile) -> str:
-    lines = ["Communicators ranked by MPI time"]
-    names = _comm_names(profile)
-    times = {n: profile.comm_time_ns(n) for n in names}
-    mpi_total = sum(times.values())
-    active = [n for n in names if profile.comm_ops(n)]
-    idle = [n for n in names if not profile.comm_ops(n)]
-    active.sort(key=lambda n: (-times[n], n))
-    for index, name in enumerate(active, start=1):
-        lines.append("")
-        lines += _comm_heading(index, name, profile.comms.get(name), profile, times[name],
-                               mpi_total)
-        stats = sorted(profile.comm_ops(name), key=lambda s: (-s.time_sum_ns, s.op))
-        lines.append(_table(OP_HEADERS, [_op_row(s, mpi_total) for s in stats], OP_ALIGN,
-                            indent=INDENT + "   "))
-    if idle:
-        shown = ", ".join(idle[:NAMES_SHOWN]) + (", ..." if len(idle) > NAMES_SHOWN else "")
-        lines.append("")
-        lines.append(f"{INDENT}{_plural(len(idle), 'communicator')} without recorded calls: "
-                     f"{shown}")
-    if not names:
-        lines.append(f"{INDENT}no communicators recorded")
-    return "\n".join(lines)
-
-
-def p2p_consistent(comm: Comm) -> bool:
-    """Every message sent on an intracommunicator was received.  Receives released by
-    MPI_Request_free while outstanding (format 2.3) received their messages unseen: they count
-    as messages, and their bytes (not known) are at most their posted capacity."""
-    if not comm.freed_recvs:
-        return (comm.sent_msgs, comm.sent_bytes) == (comm.recv_msgs, comm.recv_bytes)
-    return (comm.sent_msgs == comm.recv_msgs + comm.freed_recvs
-            and comm.recv_bytes <= comm.sent_bytes <= comm.recv_bytes + comm.freed_recv_capacity)
-
-
-def _freed_receives(comm: Comm) -> str:
-    return (f"{_plural(comm.freed_recvs, 'receive')} freed by MPI_Request_free before "
-            f"completing ({comm.freed_recv_capacity} B posted)")
-
-
-def mismatch_line(comm: Comm) -> str:
-    freed = f" + {_freed_receives(comm)}" if comm.freed_recvs else ""
-    return (f"MISMATCH comm {comm.name}: sent {comm.sent_msgs} msgs/{comm.sent_bytes} B, "
-            f"received {comm.recv_msgs} msgs/{comm.recv_bytes} B{freed}")
-
-
-def _consistency(profile: Profile) -> str:
-    lines = ["Consistency (point-to-point: sent == received on each intracommunicator)"]
-    intra = [c for c in profile.comms.values()
-             if not c.is_inter and c.name not in (NO_COMM, TOTAL_COMM) and c.size > 0]
-    bad = [c for c in intra if not p2p_consistent(c)]
-    for comm in bad:
-        lines.append(f"{INDENT}{mismatch_line(comm)}")
-    for comm in intra:
-        if comm.freed_recvs and comm not in bad:
-            lines.append(f"{INDENT}OK: comm {comm.name}: sent {comm.sent_msgs} msgs/"
-                         f"{comm.sent_bytes} B = received {comm.recv_msgs} msgs/"
-                         f"{comm.recv_bytes} B + {_freed_receives(comm)}, whose "
-                         f"{comm.sent_bytes - comm.recv_bytes} B arrived unseen")
-    good = len(intra) - len(bad)
-    if not bad:
-        lines.append(f"{INDENT}OK: all {_plural(good, 'intracommunicator')}")
-    elif good:
-        lines.append(f"{INDENT}OK: the other {_plural(good, 'intracommunicator')}")
-    inter = [c.name for c in profile.comms.values() if c.is_inter]
-    if inter:
-        lines.append(f"{INDENT}not checked: {_plural(len(inter), 'intercommunicator')} "
-                     f"({', '.join(inter[:NAMES_SHOWN])}{', ...' if len(inter) > NAMES_SHOWN else ''})")
-    if bad and (profile.missing_ranks or profile.incomplete_ranks):
-        lines.append(f"{INDENT}note: some ranks did not complete (see Ranks); their messages "
-                     f"in flight can explain a mismatch")
-    for comm in bad:
-        if comm.failed_requests:
-            lines.append(f"{INDENT}note: on {comm.name}, "
-                         f"{_plural(comm.failed_requests, 'request')} of the program ended with "
-                         f"an error (e.g. a truncated receive): no message is counted for them")
-    return "\n".join(lines)
-
-
 # ---- the report's sections, in order: the core's and the measurement sources' ----------------
 
 _CORE_SECTIONS = (
     Section(0, lambda profile, symbols: [_header(profile)]),
     Section(10, lambda profile, symbols: [_ranks(profile)]),
-    Section(20, lambda profile, symbols: [_summary(profile)]),
     Section(30, calltree.sections),
     Section(45, walks.sections),
-    Section(50, kernel.sections),
-    Section(60, lambda profile, symbols: [_communicators(profile)]),
-    Section(70, lambda profile, symbols: [_consistency(profile)]),
 )
 SECTIONS = tuple(sorted(_CORE_SECTIONS + tuple(s for source in SOURCES for s in source.sections),
                         key=lambda section: section.order))

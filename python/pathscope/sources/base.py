@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Protocol
 from pathscope.tsv import Record
 
 if TYPE_CHECKING:
+    from pathscope.calltree import MergedNode
     from pathscope.cct import RankCallPaths
     from pathscope.reader import Profile
     from pathscope.symbols import SymbolTable
@@ -105,3 +106,9 @@ class Source:
     metrics: tuple[Metric, ...] = ()
     tables: tuple[TableSpec, ...] = ()
     sections: tuple[Section, ...] = ()
+    # the kinds of the leaf nodes it adds to call paths, each named by its key (an MPI
+    # function, an allocator, a system call): frames shown by that name
+    node_kinds: tuple[str, ...] = ()
+    # adds to the merged call tree what the rank's CCTs do not hold, after its threads are
+    # merged: (root, world rank, the rank's call paths, the thread index chosen or None)
+    tree_hook: Optional[Callable[["MergedNode", int, "RankCallPaths", Optional[int]], None]] = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional
 
-from pathscope.cct import MAX_ID, RankCallPaths, named_node
+from pathscope.cct import HEAP, MAX_ID, RankCallPaths, named_node
 from pathscope.sources.base import CALL_PATHS, Metric, Section, Source, Table, TableSpec
 from pathscope.tsv import Record
 from pathscope.units import seconds
@@ -168,4 +168,4 @@ def report_sections(profile: Profile, symbols: SymbolTable) -> list[str]:
 
 
 SOURCE = Source("heap", HeapParser, metrics=METRICS, tables=TABLES,
-                sections=(Section(40, report_sections),))
+                sections=(Section(40, report_sections),), node_kinds=(HEAP,))

@@ -7,12 +7,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
-from pathscope.cct import RankCallPaths
+from pathscope.cct import KERNEL_UNATTRIBUTED, SYSCALL, RankCallPaths
 from pathscope.errors import ProfileError
-from pathscope.sources.base import Source
+from pathscope.sources.base import CALL_PATHS, Metric, Section, Source, Table, TableSpec
 from pathscope.tsv import Record
+from pathscope.units import seconds
+
+if TYPE_CHECKING:
+    from pathscope.calltree import MergedNode
+    from pathscope.reader import Profile
+    from pathscope.symbols import SymbolTable
 
 
 @dataclass
@@ -114,4 +120,122 @@ class KernelParser:
         return k
 
 
-SOURCE = Source("kernel", KernelParser)
+# ---- export tables ----------------------------------------------------------------------------
+
+KERNEL_SYSCALLS_COLUMNS = ["rank", "tid", "thread", "source", "syscall", "count", "time_s"]
+KERNEL_THREADS_COLUMNS = ["rank", "tid", "thread", "source", "syscalls", "syscall_time_s",
+                          "user_s", "system_s", "minor_faults", "major_faults",
+                          "voluntary_switches", "involuntary_switches", "blocked_s",
+                          "runqueue_s", "switches", "user_page_faults"]
+
+
+def _kernel_ranks(profile: "Profile"):
+    for rank, paths in sorted(profile.callpaths.items()):
+        if paths.kernel is not None:
+            yield rank, paths.kernel, {t.tid: i for i, t in paths.threads.items()}
+
+
+def kernel_syscalls_table(profile: "Profile") -> Table:
+    """Kernel time, STaKTAU's table: one row per rank, thread and system call (exact counts
+    and times)."""
+    rows = []
+    for rank, k, index in _kernel_ranks(profile):
+        for s in sorted(k.syscalls, key=lambda s: (s.tid, -s.time_ns, s.name)):
+            rows.append({"rank": rank, "tid": s.tid, "thread": index.get(s.tid),
+                         "source": k.source, "syscall": s.name, "count": s.count,
+                         "time_s": seconds(s.time_ns)})
+    return Table(KERNEL_SYSCALLS_COLUMNS, rows)
+
+
+def kernel_threads_table(profile: "Profile") -> Table:
+    """Kernel time: one row per rank and thread: system calls, the OS's CPU times and
+    faults, and (eBPF) the time off the CPU (blocked and in the run queue)."""
+    rows = []
+    for rank, k, index in _kernel_ranks(profile):
+        tids = sorted({s.tid for s in k.syscalls} | {t.tid for t in k.threads} |
+                      {o.tid for o in k.os})
+        sched = {t.tid: t for t in k.threads}
+        osv = {o.tid: o for o in k.os}
+        for tid in tids:
+            calls = [s for s in k.syscalls if s.tid == tid]
+            t, o = sched.get(tid), osv.get(tid)
+            rows.append({
+                "rank": rank, "tid": tid, "thread": index.get(tid), "source": k.source,
+                "syscalls": sum(s.count for s in calls),
+                "syscall_time_s": seconds(sum(s.time_ns for s in calls)),
+                "user_s": seconds(o.user_ns) if o else None,
+                "system_s": seconds(o.system_ns) if o else None,
+                "minor_faults": o.minor_faults if o else None,
+                "major_faults": o.major_faults if o else None,
+                "voluntary_switches": o.voluntary_switches if o else None,
+                "involuntary_switches": o.involuntary_switches if o else None,
+                "blocked_s": seconds(t.blocked_ns) if t else None,
+                "runqueue_s": seconds(t.runqueue_ns) if t else None,
+                "switches": t.switches if t else None,
+                "user_page_faults": t.page_faults if t else None})
+    return Table(KERNEL_THREADS_COLUMNS, rows)
+
+
+TABLES = (
+    TableSpec("kernel-syscalls", "", KERNEL_SYSCALLS_COLUMNS, kernel_syscalls_table, 60),
+    TableSpec("kernel-threads", "", KERNEL_THREADS_COLUMNS, kernel_threads_table, 61),
+)
+
+METRICS = (
+    # kernel time (KernelSummary): calls of a system call (or libc function), time in it
+    Metric("syscalls", "kernel", "count", field="visits", kind=SYSCALL, column=11),
+    Metric("kernel_ns", "kernel", "ns", field="kernel_ns", kind=SYSCALL, column=12),
+    # kernel time (--kernel): the system call (or libc function) innermost, below the path
+    # that made it; `[kernel: no call path]` holds what no path got (totals = the tables)
+    Metric("syscall_count", "kernel", "count", formula=lambda v: v("syscalls"),
+           exports=(CALL_PATHS,), order=130),
+    Metric("syscall_time", "kernel", "ns", formula=lambda v: v("kernel_ns"),
+           exports=(CALL_PATHS,), order=140),
+)
+
+
+# ---- call tree ---------------------------------------------------------------------------------
+
+def add_residue(root: "MergedNode", rank: int, paths: RankCallPaths,
+                thread: Optional[int]) -> None:
+    """The kernel time no call path got (sampled attribution leaves the end of each thread's
+    period open; threads pathscope never registered have none): per system call below the
+    pseudo frame `[kernel: no call path]`, so that the tree's totals equal the exact tables."""
+    if paths.kernel is None:
+        return
+    from pathscope.calltree import METRIC_COUNT   # the analysis imports the sources
+    from pathscope.metrics import COLUMNS
+    from pathscope.symbols import Frame
+    by_tid = {cct.tid: index for index, cct in paths.threads.items()}
+    attributed: dict[tuple[int, str], list[int]] = {}
+    for cct in paths.threads.values():
+        for node in cct.nodes:
+            if node.kind == SYSCALL:
+                into = attributed.setdefault((cct.tid, node.op), [0, 0])
+                into[0] += node.visits
+                into[1] += node.kernel_ns
+    for entry in paths.kernel.syscalls:
+        index = by_tid.get(entry.tid)
+        if thread is not None and index != thread:
+            continue
+        done = attributed.get((entry.tid, entry.name), [0, 0])
+        count, ns = entry.count - done[0], entry.time_ns - done[1]
+        if count <= 0 and ns <= 0:
+            continue
+        leaf = root.child(Frame(KERNEL_UNATTRIBUTED)).child(Frame(SYSCALL, name=entry.name))
+        values = leaf.by_rank.setdefault(rank, [0] * METRIC_COUNT)
+        values[COLUMNS["syscalls"]] += max(count, 0)
+        values[COLUMNS["kernel_ns"]] += max(ns, 0)
+
+
+# ---- report ------------------------------------------------------------------------------------
+
+def report_sections(profile: "Profile", symbols: "SymbolTable") -> list[str]:
+    """The report's kernel-time section ([] without --kernel)."""
+    from pathscope.report import kernel as kernel_report   # the analysis imports the sources
+    return kernel_report.sections(profile, symbols)
+
+
+SOURCE = Source("kernel", KernelParser, metrics=METRICS, tables=TABLES,
+                sections=(Section(50, report_sections),), tree_hook=add_residue,
+                node_kinds=(SYSCALL,))

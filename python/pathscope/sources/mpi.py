@@ -1,7 +1,9 @@
 """The MPI wrappers: a rank's communicators and operations (`comm`, `op` lines), how each MPI
 function group was recorded (`unwind` lines) and the per-communicator share of `mpi` nodes
 (`pcomm` lines), docs/format.md.  Merging the ranks' comm and op lines into the profile's is
-pathscope.reader's (the in-job reduction's rules).
+pathscope.reader's (the in-job reduction's rules).  Also MPI's metrics, its export tables
+(comm-ops, ops, comms, ranks) and its report sections (summary, communicators, consistency:
+pathscope.report.mpi).
 
     rank_paths.unwind                              # {"p2p": "path", "rma": "count", ...}
     node.comms                                     # [PathComm] of an `mpi` node
@@ -13,16 +15,23 @@ of a thread that has a `thread` line (in a file cut short, a node lost in the cu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from pathscope import ranges
 from pathscope.cct import MAX_ID, MPI, RankCallPaths, named_node
 from pathscope.errors import ProfileError
 from pathscope.merge import add_hist
-from pathscope.sources.base import Source
+from pathscope.sources.base import CALL_PATHS, Metric, Section, Source, Table, TableSpec
 from pathscope.tsv import MAX_WORLD_SIZE, Record
+from pathscope.units import seconds
+
+if TYPE_CHECKING:
+    from pathscope.reader import OpStat, Profile
+    from pathscope.symbols import SymbolTable
 
 UNDEFINED_RANK = -32766            # MPI_UNDEFINED in a member list
+TOTAL_COMM = "*"     # per-operation totals over all communicators of a rank
+NO_COMM = "-"        # operations bound to no communicator, and calls that returned an error
 
 
 @dataclass
@@ -177,4 +186,114 @@ class MpiParser:
         return self.unwind
 
 
-SOURCE = Source("mpi", MpiParser)
+# ---- export tables ----------------------------------------------------------------------------
+
+TIME_COLUMNS = ["time_min_s", "time_mean_s", "time_max_s", "rank_min", "rank_max", "nranks",
+                "time_sum_s", "hist"]
+COMM_OPS_COLUMNS = ["comm", "size", "op", "calls", "bytes"] + TIME_COLUMNS
+OPS_COLUMNS = ["op", "calls", "bytes"] + TIME_COLUMNS
+COMMS_COLUMNS = ["name", "size", "remote_size", "parent", "creator", "freed", "members", "hosts",
+                 "topology", "sent_msgs", "sent_bytes", "recv_msgs", "recv_bytes"]
+RANKS_COLUMNS = ["rank", "host", "status", "wall_s", "mpi_s", "mpi_fraction", "pid"]
+
+
+def _stat_values(stat: "OpStat") -> dict[str, Any]:
+    return {"calls": stat.calls, "bytes": stat.bytes,
+            "time_min_s": seconds(stat.time_min_ns), "time_mean_s": seconds(stat.time_mean_ns),
+            "time_max_s": seconds(stat.time_max_ns), "rank_min": stat.rank_min,
+            "rank_max": stat.rank_max, "nranks": stat.nranks,
+            "time_sum_s": seconds(stat.time_sum_ns), "hist": dict(sorted(stat.hist.items()))}
+
+
+def comm_ops_table(profile: "Profile") -> Table:
+    """One row per (communicator, operation), without the `*` totals."""
+    rows = []
+    for (comm, op), stat in profile.ops.items():
+        if comm == TOTAL_COMM:
+            continue
+        described = profile.comms.get(comm)
+        row = {"comm": comm, "size": described.size if described else None, "op": op}
+        row.update(_stat_values(stat))
+        rows.append(row)
+    return Table(COMM_OPS_COLUMNS, rows)
+
+
+def ops_table(profile: "Profile") -> Table:
+    """The `*` rows: per operation, totals over all communicators of each rank."""
+    rows = []
+    for stat in profile.op_totals():
+        row = {"op": stat.op}
+        row.update(_stat_values(stat))
+        rows.append(row)
+    return Table(OPS_COLUMNS, rows)
+
+
+def comms_table(profile: "Profile") -> Table:
+    """One row per communicator."""
+    rows = []
+    for comm in profile.comms.values():
+        hosts = [profile.host_of(r) for r in comm.members_list if r != UNDEFINED_RANK]
+        rows.append({"name": comm.name, "size": comm.size, "remote_size": comm.remote_size,
+                     "parent": comm.parent, "creator": comm.creator, "freed": comm.freed,
+                     "members": comm.members,
+                     "hosts": ranges.compress_hosts(h for h in hosts if h),
+                     "topology": comm.topology, "sent_msgs": comm.sent_msgs,
+                     "sent_bytes": comm.sent_bytes, "recv_msgs": comm.recv_msgs,
+                     "recv_bytes": comm.recv_bytes})
+    return Table(COMMS_COLUMNS, rows)
+
+
+def ranks_table(profile: "Profile") -> Table:
+    """One row per rank of MPI_COMM_WORLD (status `missing` when it has no rank file,
+    `unreadable` when its file breaks a rule of the format)."""
+    def rows() -> Iterator[dict[str, Any]]:
+        for info in profile.ranks:
+            known = info.status != "missing" or info.wall_ns > 0
+            yield {"rank": info.rank, "host": info.host or None, "status": info.status,
+                   "wall_s": seconds(info.wall_ns) if known else None,
+                   "mpi_s": seconds(info.mpi_ns) if known else None,
+                   "mpi_fraction": (round(info.mpi_ns / info.wall_ns, 6) if info.wall_ns
+                                    else None),
+                   "pid": info.pid}
+    return Table(RANKS_COLUMNS, rows())
+
+
+TABLES = (
+    TableSpec("comm-ops", "per communicator and operation", COMM_OPS_COLUMNS, comm_ops_table,
+              10),
+    TableSpec("ops", "per operation, over all communicators", OPS_COLUMNS, ops_table, 11),
+    TableSpec("comms", "communicators", COMMS_COLUMNS, comms_table, 12),
+    TableSpec("ranks", "", RANKS_COLUMNS, ranks_table, 20),
+)
+
+METRICS = (
+    Metric("visits", "mpi", "count", field="visits", column=0,
+           exports=(CALL_PATHS,), order=50),
+    Metric("mpi_ns", "mpi", "ns", field="mpi_ns", column=3),
+    Metric("bytes", "mpi", "bytes", field="bytes", column=4,
+           exports=(CALL_PATHS,), order=60),
+    Metric("mpi_time", "mpi", "ns", formula=lambda v: v("mpi_ns"), exports=(CALL_PATHS,),
+           order=20),
+)
+
+
+# ---- report ------------------------------------------------------------------------------------
+
+def _summary(profile: "Profile", symbols: "SymbolTable") -> list[str]:
+    from pathscope.report import mpi as mpi_report   # the analysis imports the sources
+    return [mpi_report.summary(profile)]
+
+
+def _communicators(profile: "Profile", symbols: "SymbolTable") -> list[str]:
+    from pathscope.report import mpi as mpi_report
+    return [mpi_report.communicators(profile)]
+
+
+def _consistency(profile: "Profile", symbols: "SymbolTable") -> list[str]:
+    from pathscope.report import mpi as mpi_report
+    return [mpi_report.consistency(profile)]
+
+
+SOURCE = Source("mpi", MpiParser, metrics=METRICS, tables=TABLES,
+                sections=(Section(20, _summary), Section(60, _communicators),
+                          Section(70, _consistency)), node_kinds=(MPI,))
