@@ -243,23 +243,42 @@ int ps_rank_file_written_this_run(int rank); /* output/rankfile.c */
 
 void ps_notify_peers(int ask)
 {
-    static int waiting[1 << 12];
+    static int waiting[1 << 12], later[1 << 12];
     if (!peers || !ps_outdir[0]) return;
     int saved_errno = errno;
-    int n = 0;
+    int n = 0, nlater = 0;
     for (int r = 0; r < npeers && n < (int)(sizeof waiting / sizeof *waiting); r++) {
         if (!peers[r].pid) continue;
         /* asked: it answers within milliseconds.  Not asked (this rank is being stopped by the
          * launcher, which stops the others too; or exits without MPI_Finalize): it writes
-         * when its own ending comes.  A peer that cannot be asked would never write: not
-         * waited for. */
-        if (ask && !peer_ask(r)) continue;
+         * when its own ending comes.  A peer that cannot be asked yet may still be between
+         * the table's allgather and its handler (the tail of MPI_Init: on a loaded node this
+         * rank can send, abort and ask before it gets there): asked again below for up to
+         * PEER_LATE_ITERS; one that never installs the handler (it exec'd, or ignores the
+         * signal) is then given up, since it would never write. */
+        if (ask && !peer_ask(r)) {
+            later[nlater++] = r;
+            continue;
+        }
         waiting[n++] = r;
     }
     /* wait (at most 3 s) until every one has written its file during this run, or is gone:
      * our death makes some launchers SIGKILL the others */
+    enum { PEER_WAIT_ITERS = 1500, PEER_LATE_ITERS = 500 }; /* of 2 ms: 3 s, and 1 s */
     struct timespec ms = {0, 2000000};
-    for (int iter = 0; iter < 1500 && n > 0; iter++) {
+    for (int iter = 0; iter < PEER_WAIT_ITERS && n + nlater > 0; iter++) {
+        for (int i = 0; i < nlater;) {
+            int r = later[i];
+            int done = iter >= PEER_LATE_ITERS || ps_proc_start_time(peers[r].pid) != peers[r].start;
+            if (!done && peer_ask(r)) {
+                waiting[n++] = r;
+                done = 1;
+            }
+            if (done)
+                later[i] = later[--nlater];
+            else
+                i++;
+        }
         for (int i = 0; i < n;) {
             int r = waiting[i];
             if (ps_rank_file_written_this_run(r) || ps_proc_start_time(peers[r].pid) != peers[r].start)
@@ -267,7 +286,7 @@ void ps_notify_peers(int ask)
             else
                 i++;
         }
-        if (n) nanosleep(&ms, NULL);
+        if (n + nlater) nanosleep(&ms, NULL);
     }
     errno = saved_errno;
 }
