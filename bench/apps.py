@@ -43,6 +43,8 @@ Variants, interleaved in every repetition (forward order on even repetitions, re
                      MPI call, each thread sampled 100 times per CPU second)
   pathscope-1khz     as pathscope-preload with PATHSCOPE_SAMPLE_RATE=1000 (five times the
                      default rate)
+  pathscope-nosamples as pathscope-preload with PATHSCOPE_SAMPLE_RATE=0: call paths of the MPI
+                     calls only, no sampler (what the paths cost without the timers)
   pathscope-posix    as pathscope-preload with PATHSCOPE_SAMPLE_TIMER=posix: each thread sampled
                      by a POSIX CPU-time timer only (tick-driven, no cost per context switch)
   pathscope-perf     as pathscope-preload with PATHSCOPE_SAMPLE_TIMER=perf: each thread sampled
@@ -156,6 +158,7 @@ SPC/E water
 VARIANTS = ("base", "pathscope", "pathscope-preload", "perf")
 SAMPLING_VARIANTS = {"pathscope-100hz": {"PATHSCOPE_SAMPLE_RATE": "100"},
                      "pathscope-1khz": {"PATHSCOPE_SAMPLE_RATE": "1000"},
+                     "pathscope-nosamples": {"PATHSCOPE_SAMPLE_RATE": "0"},
                      "pathscope-nopaths": {"PATHSCOPE_PATHS": "off"},
                      "pathscope-perf": {"PATHSCOPE_SAMPLE_TIMER": "perf"},
                      "pathscope-posix": {"PATHSCOPE_SAMPLE_TIMER": "posix"},
@@ -453,7 +456,7 @@ def read_perf_stat(path: Path) -> dict:
 # the sampler each variant must have run with (rank files' `sampler` line, docs/format.md)
 EXPECTED_SAMPLER = {"pathscope-perf": "perf-task-clock", "pathscope-posix": "posix-cpu-timer",
                     "pathscope-wall": "posix-wall-timer",
-                    "pathscope-nopaths": "off"}
+                    "pathscope-nopaths": "off", "pathscope-nosamples": "off"}
 
 
 def check_sampler(case: Case, variant: str, profile: Path) -> list[str]:
