@@ -33,10 +33,23 @@ setup:
 mpi4py-deps: setup
 	@scripts/setup-mpi4py.sh
 
+# $(call configure,DIR,ARGS): cmake's configure step, showing what it says that matters --
+# pathscope's own lines (`-- pathscope: ...`, e.g. which MPI, or why the eBPF collector is not
+# built) and every warning and error (stderr) -- without CMake's routine lines.
+define configure
+	@set -o pipefail; cmake -S . -B $(1) $(2) | sed -n 's/^-- pathscope: /pathscope: /p'
+endef
+# $(call compile,DIR,ARGS): cmake's build step without its progress lines or make's
+# `Entering directory` lines.
+define compile
+	@set -o pipefail; cmake --build $(1) -j $(JOBS) $(2) -- --no-print-directory 2>&1 \
+	  | { grep -v '^\[' || true; }
+endef
+
 build: setup
-	@cmake -S . -B $(BUILD) -DPS_MPICC=$(MPICC) -DPS_MPIFORT=$(MPIFORT) \
-	  -DPS_PYTHON=$(CURDIR)/$(PY) -DPS_MPIRUN="$(MPIRUN)" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-	@set -o pipefail; cmake --build $(BUILD) -j $(JOBS) 2>&1 | { grep -v '^\[' || true; }
+	$(call configure,$(BUILD),-DPS_MPI=$(MPI) -DPS_MPICC=$(MPICC) -DPS_MPIFORT=$(MPIFORT) \
+	  -DPS_PYTHON=$(CURDIR)/$(PY) -DPS_MPIRUN="$(MPIRUN)" -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+	$(call compile,$(BUILD))
 	@echo "pathscope: built $(BUILD)/libpathscope.so; CLI: bin/pathscope"
 
 build-all:
@@ -63,14 +76,16 @@ check: build
 # (tests/unit/sanitize/check_run.py).  Builds only what it runs.
 SAN_BUILD = build/asan
 sanitize: setup
-	@cmake -S . -B $(SAN_BUILD) -DPS_SANITIZE=ON -DPS_MPICC=mpicc.openmpi -DPS_MPIFORT= \
-	  -DPS_PYTHON=$(CURDIR)/$(PY) -DPS_MPIRUN="mpirun.openmpi --allow-run-as-root --oversubscribe" \
-	  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-	@set -o pipefail; cmake --build $(SAN_BUILD) -j $(JOBS) --target sanitize 2>&1 | { grep -v '^\[' || true; }
+	$(call configure,$(SAN_BUILD),-DPS_SANITIZE=ON -DPS_MPI=openmpi -DPS_MPICC=mpicc.openmpi \
+	  -DPS_MPIFORT= -DPS_PYTHON=$(CURDIR)/$(PY) \
+	  -DPS_MPIRUN="mpirun.openmpi --allow-run-as-root --oversubscribe" \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+	$(call compile,$(SAN_BUILD),--target sanitize)
 	@cd $(SAN_BUILD) && ctest --output-on-failure -j $(JOBS) -L 'unit|sanitize'
 
 test: build-all mpi4py-deps test-deps
-	@cd build/openmpi && ctest --output-on-failure -j $(JOBS)
+	@status=0; for mpi in openmpi mpich; do echo "pathscope: ctest in build/$$mpi"; \
+	  (cd build/$$mpi && ctest --output-on-failure -j $(JOBS)) || status=1; done; exit $$status
 	@$(MAKE) --no-print-directory sanitize
 	@$(PY) -m pytest -q tests
 

@@ -155,15 +155,16 @@ def _flag_for(option: Option) -> tuple[list[str], dict[str, Any]]:
 
 def options_help(options: Sequence[Option]) -> str:
     """The environment-variable list of `pathscope run --help` (one table: options.def)."""
-    lines = ["environment form (without the CLI): LD_PRELOAD=<repo>/build/<mpi>/libpathscope.so",
-             "and these variables; any other PATHSCOPE_* variable is an error:"]
+    lines = ["environment form (without the CLI): LD_PRELOAD=<build>/libpathscope.so (build/<mpi>/",
+             "of a checkout, lib/pathscope/<mpi>/ of an installed prefix) and these variables;",
+             "any other PATHSCOPE_* variable is an error:"]
     for o in options:
         default = o.default if o.default else "none"
         accepted = f"<{o.accepted}>" if o.kind == "path" else o.accepted
         lines.append(f"  {o.env}={accepted} (default: {default})")
         lines.append(f"      {o.doc}")
     lines.append("CLI only (removed from the program's environment): PATHSCOPE_LIB=<path> "
-                 "preloads that library instead of build/<mpi>/libpathscope.so")
+                 "preloads that library instead of <build>/libpathscope.so")
     return "\n".join(lines)
 
 
@@ -180,7 +181,7 @@ def _run_parser(sub: "argparse._SubParsersAction[_Parser]",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mpi", choices=("auto",) + MPI_FLAVOURS, default="auto",
                         dest="library_mpi",
-                        help="which runtime build to preload: build/<mpi>/libpathscope.so "
+                        help="which runtime build to preload: <build>/libpathscope.so "
                              "(default auto: from the launcher's environment, else ldd PROGRAM)")
     for option in options or ():
         if option.field in RUN_SETS_ITSELF:

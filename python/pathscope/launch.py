@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 from pathscope.errors import LaunchError
-from pathscope.home import (HOME_VARIABLE, MPI_FLAVOURS, SYMBOLIZER_VARIABLE,
+from pathscope.home import (HOME_VARIABLE, MPI_FLAVOURS, SYMBOLIZER_VARIABLE, build_hint,
                             runtime_library_path)
 from pathscope.options import Option, check_value, validate_environment
 
@@ -178,7 +178,8 @@ def detect_mpi(environ: Mapping[str, str], executable: str,
 
 def choose_library(mpi: str, environ: Mapping[str, str], executable: str,
                    ldd: Callable[[str], str] = run_ldd) -> Path:
-    """The runtime library to preload: $PATHSCOPE_LIB, else <repo>/build/<mpi>/libpathscope.so."""
+    """The runtime library to preload: $PATHSCOPE_LIB, else the one of mpi in the checkout
+    (build/<mpi>/) or installed prefix (lib/pathscope/<mpi>/) pathscope runs from (home.py)."""
     override = environ.get(LIBRARY_VARIABLE)
     if override:
         path = Path(override)
@@ -193,7 +194,7 @@ def choose_library(mpi: str, environ: Mapping[str, str], executable: str,
     path = runtime_library_path(mpi)
     if not path.is_file():
         raise LaunchError(f"runtime library for {mpi} not found: {path} ({why}); "
-                          f"build it with: make build MPI={mpi}")
+                          f"{build_hint(mpi)}")
     return path
 
 
@@ -235,14 +236,14 @@ def plan_launch(program_argv: Sequence[str], options: Sequence[Option], environ:
         shim = library.parent / KERNEL_SHIM_NAME
         if not shim.is_file():
             raise LaunchError(f"kernel time needs {shim} next to {library.name}; "
-                              f"build it with: make build")
+                              f"{build_hint()}")
         env["LD_PRELOAD"] = prepend_preload(shim, env["LD_PRELOAD"])
     if env.get("PATHSCOPE_HEAP") == "on":
         # the allocator shim goes first: it must be found before the C library's malloc
         shim = library.parent / HEAP_SHIM_NAME
         if not shim.is_file():
             raise LaunchError(f"heap profiling needs {shim} next to {library.name}; "
-                              f"build it with: make build")
+                              f"{build_hint()}")
         env["LD_PRELOAD"] = prepend_preload(shim, env["LD_PRELOAD"])
     if output is not None:
         env["PATHSCOPE_OUTPUT"] = str(prepare_output_directory(output))

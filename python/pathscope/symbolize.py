@@ -40,7 +40,8 @@ from typing import Optional
 
 from pathscope.cct import CODE_KINDS
 from pathscope.errors import OutputError, ProfileError, SymbolizerError
-from pathscope.home import SYMBOLIZER_NAME, SYMBOLIZER_VARIABLE, symbolizer_path
+from pathscope.home import (SYMBOLIZER_NAME, SYMBOLIZER_VARIABLE, symbolizer_hint,
+                            symbolizer_path)
 from pathscope.reader import Profile
 from pathscope.symbols import (MODULE_OK, ModuleKey, SymbolTable, frame_of, parse_symbols,
                                read_symbols_at)
@@ -86,7 +87,7 @@ def request_text(needed: Needed) -> str:
 def find_symbolizer() -> Path:
     path = symbolizer_path()
     if path is None:
-        raise SymbolizerError(f"{SYMBOLIZER_NAME} not found (run `make build`)")
+        raise SymbolizerError(f"{SYMBOLIZER_NAME} not found ({symbolizer_hint()})")
     if not path.is_file():
         raise SymbolizerError(f"{SYMBOLIZER_VARIABLE}={path}: no such file")
     return path
