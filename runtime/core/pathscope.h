@@ -105,6 +105,11 @@ void ps_final_writer_release(void);
 void ps_notify_peers(int ask);
 void ps_peer_signal_block(sigset_t *set); /* adds the peers' request signal to set */
 int ps_peer_signal(void);                 /* that signal (SIGRTMAX-3) */
+/* The table of the job's ranks on this node, made once from an exchange over every rank (the
+ * MPI source does it inside MPI_Init): this rank's entry, then every rank's. */
+#define PS_PEER_WORDS 7
+void ps_peers_mine(uint64_t mine[PS_PEER_WORDS]);
+int ps_peers_adopt(const uint64_t *all, int nranks, int my_rank);
 void ps_signals_install(void); /* (re)install the fatal-signal handlers in front */
 void ps_set_outdir(const char *dir); /* choose the profile directory (not signal-safe) */
 

@@ -28,7 +28,6 @@ int ps_poll_sample = PS_POLL_SAMPLE;
 __thread uint32_t ps_poll_rng __attribute__((tls_model("initial-exec")));
 char ps_mpi_library[256]; /* first line of MPI_Get_library_version, read at start */
 void ps_rank_file_host(void);
-void ps_peers_init(void);
 
 /* Opens the profile directory chosen inside MPI_Init (the default one, a spawned job's).  A
  * problem cannot stop the program any more (MPI_Init is not a constructor): the directory is
@@ -94,6 +93,25 @@ static void resolve_fortran_sentinels(void)
     if (pp && *pp) ps_f_in_place = *pp;
 }
 
+/* The peers' table (output/peers.c), collective over MPI_COMM_WORLD: every rank's entry.  A
+ * rank without memory for it says so first, so that no rank waits in an allgather another
+ * one skipped; then no rank has a table (an early end is not waited for, as without it). */
+static void peers_exchange(void)
+{
+    uint64_t mine[PS_PEER_WORDS];
+    ps_peers_mine(mine);
+    uint64_t *all = malloc(sizeof(uint64_t) * PS_PEER_WORDS * (size_t)ps_world_size);
+    int ok = all != NULL, all_ok = 0;
+    PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (all_ok) {
+        PMPI_Allgather(mine, PS_PEER_WORDS, MPI_UINT64_T, all, PS_PEER_WORDS, MPI_UINT64_T,
+                       MPI_COMM_WORLD);
+        if (!ps_peers_adopt(all, ps_world_size, ps_world_rank)) all_ok = 0;
+    }
+    if (!all_ok) atomic_fetch_add(&ps_counters.alloc_failures, 1);
+    free(all);
+}
+
 static void mpi_start(int provided, int agree_over_world)
 {
     if (!ps_option_on(ps_options.mpi)) { ps_state = PS_RUN_FINISHED; return; }
@@ -115,7 +133,7 @@ static void mpi_start(int provided, int agree_over_world)
     ps_paths_configure();
     if (!ps_outdir[0]) default_outdir(agree_over_world);
     else if (agree_over_world) spawned_outdir();
-    if (agree_over_world) ps_peers_init();
+    if (agree_over_world) peers_exchange();
     ps_signals_install();
     resolve_fortran_sentinels();
     ps_sources_rank_start(); /* kernel time: a rank that was not pathscope's first process */

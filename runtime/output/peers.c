@@ -10,7 +10,8 @@
  * pathscope.  (Before issue 10 they were sent SIGTERM: mpirun then exited 143 instead of the
  * application's abort code.)
  *
- * Only our job's ranks are signalled: their pids come from an allgather inside MPI_Init,
+ * Only our job's ranks are signalled: their pids come from an exchange over every rank (the
+ * MPI source's allgather inside MPI_Init: ps_peers_mine, ps_peers_adopt),
  * with each process's start time, and a request goes through a pidfd opened before checking
  * that the process with that pid is still the one that started then (a pid reused by another
  * process is never signalled), and only while its request signal is caught (a rank that
@@ -34,7 +35,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "../mpi/mpi_internal.h"
+#include "pathscope.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -177,39 +178,44 @@ static uint64_t host_hash(const char *s)
     return h;
 }
 
-/* Collective over MPI_COMM_WORLD (called inside MPI_Init): the ranks on this node, the job's
- * cookie and rank 0's run id, which every rank adopts (the ids derived at load time differ
- * between nodes under launchers that give no job id, MPICH's hydra). */
-void ps_peers_init(void)
+/* This rank's entry of the table (PS_PEER_WORDS words), to be exchanged over every rank of
+ * the job (mpi/lifecycle_mpi.c: an allgather inside MPI_Init). */
+enum { PID, HOST, START, SIGNAL, COOKIE, RUN0, RUN1 };
+void ps_peers_mine(uint64_t mine[PS_PEER_WORDS])
 {
-    enum { PID, HOST, START, SIGNAL, COOKIE, RUN0, RUN1, N };
     char host[256] = "";
     gethostname(host, sizeof host - 1);
-    uint64_t mine[N] = {(uint64_t)getpid(), host_hash(host), ps_proc_start_time(getpid()), 0, 0};
+    memset(mine, 0, sizeof(uint64_t) * PS_PEER_WORDS);
+    mine[PID] = (uint64_t)getpid();
+    mine[HOST] = host_hash(host);
+    mine[START] = ps_proc_start_time(getpid());
     mine[SIGNAL] = (uint64_t)ps_peer_signal(); /* (installed by ps_peers_accept_requests) */
     ps_run_id_words(&mine[RUN0], &mine[RUN1]); /* every rank adopts rank 0's run id */
     if (syscall(SYS_getrandom, &mine[COOKIE], sizeof mine[COOKIE], 0) != sizeof mine[COOKIE])
         mine[COOKIE] = ps_clock_monotonic_ns() ^ (uint64_t)getpid() << 32;
-    uint64_t *all = malloc(sizeof(uint64_t) * N * (size_t)ps_world_size);
-    peer_t *table = calloc((size_t)ps_world_size, sizeof *table);
-    if (!all || !table) {
-        free(all);
-        free(table);
-        return;
-    }
-    PMPI_Allgather(mine, N, MPI_UINT64_T, all, N, MPI_UINT64_T, MPI_COMM_WORLD);
-    for (int r = 0; r < ps_world_size; r++) {
-        const uint64_t *e = all + (size_t)N * (size_t)r;
-        if (r == ps_world_rank || e[HOST] != mine[HOST]) continue;
+}
+
+/* Every rank's entry (all: nranks * PS_PEER_WORDS words, by rank; mine: this rank's): the
+ * ranks on this node, the job's cookie and rank 0's run id, which every rank adopts (the ids
+ * derived at load time differ between nodes under launchers that give no job id, MPICH's
+ * hydra).  The table is kept; 0 if it could not be made. */
+int ps_peers_adopt(const uint64_t *all, int nranks, int my_rank)
+{
+    peer_t *table = calloc((size_t)nranks, sizeof *table);
+    if (!table) return 0;
+    const uint64_t *mine = all + (size_t)PS_PEER_WORDS * (size_t)my_rank;
+    for (int r = 0; r < nranks; r++) {
+        const uint64_t *e = all + (size_t)PS_PEER_WORDS * (size_t)r;
+        if (r == my_rank || e[HOST] != mine[HOST]) continue;
         table[r].pid = (int)e[PID];
         table[r].start = e[START];
         table[r].signal = (int)e[SIGNAL];
     }
     job_cookie = all[COOKIE];
     ps_run_id_adopt(all[RUN0], all[RUN1]);
-    free(all);
-    npeers = ps_world_size;
+    npeers = nranks;
     peers = table;
+    return 1;
 }
 
 /* ---- asking and waiting -------------------------------------------------------------------- */
