@@ -144,10 +144,7 @@ typedef struct ps_thread {
 
     /* ---- heap: its own state (heap/heap_thread.h: heap_thread_t, by slot) ---- */
 
-    /* ---- kernel (kernel/kernel.c) ---- */
-    struct ps_kstat *kstat;    /* per libc function (libc source), or NULL */
-    struct ps_krusage { uint64_t utime_ns, stime_ns, minflt, majflt, nvcsw, nivcsw; int valid; }
-        krusage;               /* the thread's own getrusage at its end (kernel time on) */
+    /* ---- kernel: its own state (kernel/kernel_thread.h: kernel_thread_t, by slot) ---- */
 
     /* ---- mpi (mpi/paths.c) ---- */
     ps_pcomm_t *pcomm;         /* per-communicator breakdown of the MPI nodes */
