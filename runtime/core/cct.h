@@ -19,7 +19,6 @@
 
 #define PS_MAX_DEPTH 256      /* frames kept per path; deeper stacks count as failed */
 #define PS_MAX_THREADS 4096
-#define PS_OP_NODE_CACHE 1024 /* operations with a cached [not unwound] node */
 #define PS_RANGE_CACHE 4096  /* function ranges cached per thread */
 #define PS_RULE_CACHE 4096   /* unwind rules cached per thread (power of 2) */
 
@@ -53,12 +52,6 @@ typedef struct {
     uint32_t parent, leaf; /* leaf 0: nothing cached */
     uintptr_t key;
 } ps_leaf_cache_t;
-
-typedef struct {
-    uint32_t node; /* 0 = empty slot */
-    int32_t comm;
-    uint64_t calls, ticks, bytes;
-} ps_pcomm_t;
 
 /* Thunk stack (unwind/thunk.c): return-address slots of live frames redirected to jump thunks;
  * e[i] is the i-th redirected frame from the outermost one.  Layout read by assembly. */
@@ -146,10 +139,7 @@ typedef struct ps_thread {
 
     /* ---- kernel: its own state (kernel/kernel_thread.h: kernel_thread_t, by slot) ---- */
 
-    /* ---- mpi (mpi/paths.c) ---- */
-    ps_pcomm_t *pcomm;         /* per-communicator breakdown of the MPI nodes */
-    uint32_t pcomm_mask, npcomm;
-    uint32_t op_node[PS_OP_NODE_CACHE]; /* [not unwound] -> operation nodes, by op number */
+    /* ---- mpi: its own state (mpi/mpi_thread.h: mpi_thread_t, by slot) ---- */
 } ps_thread_t;
 
 extern __thread ps_thread_t *ps_self __attribute__((tls_model("initial-exec")));
@@ -212,7 +202,15 @@ void ps_threads_freeze(void);                       /* before writing [signal-sa
 uint32_t ps_cct_insert_path(ps_thread_t *t, uint32_t parent, const uintptr_t *frames, int n,
                             int leaf_kind);
 uint32_t ps_cct_child(ps_thread_t *t, uint32_t parent, int kind, uintptr_t key); /* [signal-safe] */
-ps_pcomm_t *ps_cct_pcomm(ps_thread_t *t, uint32_t node, int comm); /* NULL if full [signal-safe] */
+/* The tree's hash of (parent, kind, key), also for a source's tables beside the tree (mpi's
+ * per-communicator table: mpi/paths.c). [signal-safe] */
+static inline uint32_t ps_cct_hash(uint32_t parent, int kind, uintptr_t key)
+{
+    uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull ^ ((uint64_t)parent << 3 | (uint64_t)kind);
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    return (uint32_t)(h ^ (h >> 32));
+}
 
 /* The hybrid accounting (sample.c): a kept sample of this thread at node: its on-CPU weight
  * and the off-CPU time seen since the previous kept sample. [signal-safe] */
