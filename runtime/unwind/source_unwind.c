@@ -60,8 +60,8 @@ static const char *unwind_configure(const ps_start_t *st)
  * slot is not set yet: the state given.) */
 static int unwind_thread_init(ps_thread_t *t, void *state)
 {
-    (void)t;
     unwind_thread_t *u = state;
+    u->thread = t;
     ps_unwind_thread_init(u);
     u->walk_prev = u->walk_buf[0];
     u->walk_cur = u->walk_buf[1];

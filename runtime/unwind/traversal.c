@@ -114,7 +114,7 @@ static int walk_mode(ps_thread_t *t, unwind_thread_t *u, uintptr_t pc, uintptr_t
     }
     t->walk_seq++;
     t->walk_same_outer = 0;
-    int n = ps_unwind_walk(t, u, pc, sp, rbp, first_exact, out, max, complete, flags);
+    int n = ps_unwind_walk(u, pc, sp, rbp, first_exact, out, max, complete, flags);
     if (flags == WALK_THUNK) {
         if (u->thunk_hit >= 0) {
             u->walk_reused++;
@@ -130,7 +130,7 @@ static int walk_mode(ps_thread_t *t, unwind_thread_t *u, uintptr_t pc, uintptr_t
     if (ps_traversal_check && u->walk_check_countdown-- <= 1) {
         u->walk_check_countdown = ps_traversal_check;
         int c = 0;
-        int m = ps_unwind_walk(t, u, pc, sp, rbp, first_exact, u->check_buf, max, &c, 0);
+        int m = ps_unwind_walk(u, pc, sp, rbp, first_exact, u->check_buf, max, &c, 0);
         u->walk_checks++;
         if (m == n && c == *complete && memcmp(out, u->check_buf, sizeof *out * (size_t)n) == 0)
             u->walk_agree++;

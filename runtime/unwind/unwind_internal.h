@@ -152,14 +152,14 @@ typedef struct {
 /* Walks from (pc, sp, rbp); pc is exact for the first frame (first_exact), a return address
  * for the others.  Writes pcs/return addresses innermost first.  flags: WALK_REUSE may reuse
  * the previous walk (WALK_TRUST: on the heuristic's evidence), WALK_KEEP keeps this walk for
- * the next one.  u is t's state (unwind_of(t)): the walker's own; t's walk_seq and
- * walk_same_outer are the link to the tree insertion (core/cct.h). */
+ * the next one.  u is the walking thread's state; its thread's walk_seq and walk_same_outer
+ * (u->thread) are the link to the tree insertion (core/cct.h). */
 #define WALK_REUSE 1
 #define WALK_TRUST 2
 #define WALK_KEEP 4
 #define WALK_THUNK 8 /* stop at the first thunk: the rest comes from the thunk stack */
-int ps_unwind_walk(ps_thread_t *t, unwind_thread_t *u, uintptr_t pc, uintptr_t sp, uintptr_t rbp,
-                   int first_exact, uintptr_t *out, int max, int *complete, int flags);
+int ps_unwind_walk(unwind_thread_t *u, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int first_exact,
+                   uintptr_t *out, int max, int *complete, int flags);
 /* At thread registration (not in a signal handler), before the slot is set: the stack bounds
  * walks stay within, the thread's thunk stack. */
 void ps_unwind_thread_init(unwind_thread_t *u);

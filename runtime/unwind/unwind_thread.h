@@ -41,6 +41,8 @@ typedef struct {
 extern __thread ps_thunks_t *ps_thunk_self __attribute__((tls_model("initial-exec")));
 
 typedef struct {
+    ps_thread_t *thread;           /* whose state this is: the walker reaches the walk link
+                                    * (core/cct.h) through it, so it is handed u alone */
     unsigned walk_check_countdown; /* walks until the next check against a full walk */
     volatile int thunk_restore_request; /* set by pthread_cancel (thunk.c), cleared when done */
     int thunk_hit, thunk_owner;    /* the last walk met thunk e[thunk_hit] in frame thunk_owner's slot */

@@ -62,8 +62,8 @@ static void keep_walk(unwind_thread_t *u, int n, int complete, uint64_t seq)
     u->walk_prev_seq = seq;
 }
 
-int ps_unwind_walk(ps_thread_t *t, unwind_thread_t *u, uintptr_t pc, uintptr_t sp, uintptr_t rbp,
-                   int first_exact, uintptr_t *out, int max, int *complete, int flags)
+int ps_unwind_walk(unwind_thread_t *u, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int first_exact,
+                   uintptr_t *out, int max, int *complete, int flags)
 {
     /* every frame we read lies above the starting stack pointer: below it (down to the
      * rlimit-based bound of the main thread) the stack may not be mapped */
@@ -84,6 +84,7 @@ int ps_unwind_walk(ps_thread_t *t, unwind_thread_t *u, uintptr_t pc, uintptr_t s
                 u->walk_reused++;
                 /* the frames after the matching one are the kept walk's (the matching frame
                  * itself may differ: an exact pc against a return address) */
+                ps_thread_t *t = u->thread;
                 if (u->walk_prev_seq + 1 == t->walk_seq) t->walk_same_outer = reused - 1;
                 /* a match at the kept walk's first frame: all of it is this walk's outside */
                 if (j == 0) u->walk_prev_seq = t->walk_seq;
@@ -161,7 +162,7 @@ end:
             else if (cur[k].rbp_slot) needs = 0;
             if (needs) cur[k].flags |= FRAME_NEEDS_RBP;
         }
-        keep_walk(u, n, *complete, t->walk_seq);
+        keep_walk(u, n, *complete, u->thread->walk_seq);
     }
     return n;
 }

@@ -21,8 +21,10 @@ static ps_thread_t *new_thread(uint32_t max_nodes)
     static int slots_used;
     ps_thread_t *t = ps_map_zeroed(sizeof *t);
     t->index = PS_MAX_THREADS - 1 - slots_used++;
-    ps_thread_states[PS_SRC_unwind][t->index] = ps_map_zeroed(sizeof(unwind_thread_t));
-    if (!ps_thread_states[PS_SRC_unwind][t->index]) abort();
+    unwind_thread_t *u = ps_map_zeroed(sizeof *u);
+    if (!u) abort();
+    u->thread = t;
+    ps_thread_states[PS_SRC_unwind][t->index] = u;
     t->nodes = calloc(max_nodes, sizeof *t->nodes);
     t->max_nodes = max_nodes;
     uint32_t slots = 1;
