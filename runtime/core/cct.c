@@ -30,17 +30,9 @@ void ps_threads_freeze(void)
     }
 }
 
-static inline uint32_t hash_key(uint32_t parent, int kind, uintptr_t key)
-{
-    uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull ^ ((uint64_t)parent << 3 | (uint64_t)kind);
-    h ^= h >> 29;
-    h *= 0xBF58476D1CE4E5B9ull;
-    return (uint32_t)(h ^ (h >> 32));
-}
-
 uint32_t ps_cct_child(ps_thread_t *t, uint32_t parent, int kind, uintptr_t key)
 {
-    uint32_t i = hash_key(parent, kind, key) & t->hash_mask;
+    uint32_t i = ps_cct_hash(parent, kind, key) & t->hash_mask;
     for (;;) {
         uint32_t id = t->hash[i];
         if (!id) break;
@@ -99,22 +91,4 @@ uint32_t ps_cct_insert_path(ps_thread_t *t, uint32_t parent, const uintptr_t *fr
         if (leaf) node = leaf;
     }
     return node;
-}
-
-ps_pcomm_t *ps_cct_pcomm(ps_thread_t *t, uint32_t node, int comm)
-{
-    uint32_t i = hash_key(node, 7, (uintptr_t)(uint32_t)comm) & t->pcomm_mask;
-    for (uint32_t probes = 0; probes <= t->pcomm_mask; probes++) {
-        ps_pcomm_t *p = &t->pcomm[i];
-        if (p->node == node && p->comm == comm) return p;
-        if (!p->node) {
-            if (t->npcomm >= t->pcomm_mask / 4 * 3) return NULL;
-            t->npcomm++;
-            p->node = node;
-            p->comm = comm;
-            return p;
-        }
-        i = (i + 1) & t->pcomm_mask;
-    }
-    return NULL;
 }

@@ -19,9 +19,6 @@
 
 #define PS_MAX_DEPTH 256      /* frames kept per path; deeper stacks count as failed */
 #define PS_MAX_THREADS 4096
-#define PS_OP_NODE_CACHE 1024 /* operations with a cached [not unwound] node */
-#define PS_RANGE_CACHE 4096  /* function ranges cached per thread */
-#define PS_RULE_CACHE 4096   /* unwind rules cached per thread (power of 2) */
 
 typedef enum {
     PS_NODE_ROOT = 0,
@@ -54,37 +51,12 @@ typedef struct {
     uintptr_t key;
 } ps_leaf_cache_t;
 
-typedef struct {
-    uint32_t node; /* 0 = empty slot */
-    int32_t comm;
-    uint64_t calls, ticks, bytes;
-} ps_pcomm_t;
-
-/* Thunk stack (unwind/thunk.c): return-address slots of live frames redirected to jump thunks;
- * e[i] is the i-th redirected frame from the outermost one.  Layout read by assembly. */
-typedef struct {
-    uint32_t top;        /* e[0..top) may be live */
-    uint32_t suspended;  /* no new thunks: 1 an exception or thread exit is unwinding,
-                          * 2 for good (the thread switches stacks: swapcontext) */
-    struct {
-        uintptr_t slot;  /* the stack slot */
-        uintptr_t ra;    /* the return address it held */
-    } e[PS_MAX_DEPTH];
-    uint32_t restored_top; /* e[0..restored_top) were put back, not returned through: their
-                            * frames may still be live (the same activation if met again) */
-    /* installation waiting for the tree update (unwind/traversal.c: ps_unwind_commit) */
-    uint32_t pend_base, npend;
-    uint64_t pend_seq;
-    struct {
-        uintptr_t slot, ra;
-        uint32_t outer;  /* the position of the caller's frame from the root (last_nodes) */
-    } pend[PS_MAX_DEPTH];
-} ps_thunks_t;
-
 typedef struct ps_thread {
-    /* Every field has one owner, in blocks: core (the thread, its time accounting, its tree),
-     * then each source in sources.def order.  A source's block leaves for its own per-thread
-     * state (core/source.h: thread_size) when the source moves to the recording call. */
+    /* Only what every source shares, all of it core's: the thread, its time accounting, its
+     * tree (with the link between a walk and the insertion of its path).  Each source keeps
+     * its per-thread state in a struct of its own (core/source.h: thread_size), mapped with
+     * this record at registration and reached by the thread's slot (index); the markers at
+     * the end name them, in sources.def order. */
 
     /* ---- core: the thread ---- */
     volatile int busy;         /* inside a tree update (ps_tree_enter) */
@@ -107,7 +79,10 @@ typedef struct ps_thread {
     uint32_t hash_mask;
     uint32_t failed_node, not_unwound_node;
     uint64_t unwind_failures, tree_full;
-    /* what the insertion of a walk's path may skip (unwind/traversal.c: walk_mode; cct.c) */
+    /* The walk link: what the insertion of a walk's path may skip.  Written by the walker
+     * (unwind/traversal.c: walk_mode; walk.c), read by the insertion (cct.c) and by the thunk
+     * commit that follows it (unwind/traversal.c: ps_unwind_commit, with last_n and
+     * last_nodes): shared by core and unwind, so core's. */
     uint64_t walk_seq;             /* walks whose output was used, this one included */
     uint64_t last_keys_seq;        /* the walk whose path last_keys holds */
     int walk_same_outer;           /* outermost frames known equal to walk walk_seq - 1's */
@@ -115,44 +90,18 @@ typedef struct ps_thread {
     int last_n;
     uintptr_t last_keys[PS_MAX_DEPTH];
     uint32_t last_nodes[PS_MAX_DEPTH];
-    uintptr_t scratch[PS_MAX_DEPTH + 64]; /* unwinder output */
+    uintptr_t scratch[PS_MAX_DEPTH + 64]; /* the recording call's path: the walk's output
+                                           * (core/record.h) */
 
-    /* ---- unwind (unwind/: rules.c, walk.c, traversal.c, thunk.c) ---- */
-    unsigned walk_check_countdown; /* walks until the next check against a full walk */
-    volatile int thunk_restore_request; /* set by pthread_cancel (thunk.c), cleared when done */
-    int thunk_hit, thunk_owner;    /* the last walk met thunk e[thunk_hit] in frame thunk_owner's slot */
-    uint64_t walk_prev_seq;        /* the walk kept for reuse */
-    uint64_t thunk_errors;         /* a thunk whose entry did not match its slot (walk stopped) */
-    uint64_t thunk_restores;       /* thunk stacks restored (exceptions, thread exits, ...) */
-    ps_thunks_t thunks;
-    uintptr_t stack_lo, stack_hi; /* the thread's stack: walks never read outside it */
-    uint64_t rules[PS_RULE_CACHE * 2]; /* unwind rules by address (unwind/rules.c) */
-    unsigned unwind_generation; /* module changes seen when the caches were filled */
-    /* the previous walk, for exact reuse (unwind/walk.c): two record buffers, swapped */
-    uint64_t walk_buf[2][PS_MAX_DEPTH * 6];
-    uint64_t *walk_prev, *walk_cur;
-    int walk_prev_n, walk_prev_complete;
-    unsigned walk_prev_generation;
-    uint64_t walk_reused;      /* walks that reused the previous one */
-    uint64_t walks, walk_checks, walk_agree; /* walks; of them, repeated as full walks; agreeing */
-    uint64_t walks_since_full, walk_last_ticks; /* heuristic mode's drift control */
-    uintptr_t check_buf[PS_MAX_DEPTH];          /* the checking full walk's output */
-    int nranges;               /* function ranges seen by samples (unwind/rules.c) */
-    struct { uintptr_t start, end; } ranges[PS_RANGE_CACHE];
+    /* ---- unwind: its own state (unwind/unwind_thread.h: unwind_thread_t, by slot) ---- */
 
     /* ---- sample: its own state (sample/sample_thread.h: sample_thread_t, by slot) ---- */
 
     /* ---- heap: its own state (heap/heap_thread.h: heap_thread_t, by slot) ---- */
 
-    /* ---- kernel (kernel/kernel.c) ---- */
-    struct ps_kstat *kstat;    /* per libc function (libc source), or NULL */
-    struct ps_krusage { uint64_t utime_ns, stime_ns, minflt, majflt, nvcsw, nivcsw; int valid; }
-        krusage;               /* the thread's own getrusage at its end (kernel time on) */
+    /* ---- kernel: its own state (kernel/kernel_thread.h: kernel_thread_t, by slot) ---- */
 
-    /* ---- mpi (mpi/paths.c) ---- */
-    ps_pcomm_t *pcomm;         /* per-communicator breakdown of the MPI nodes */
-    uint32_t pcomm_mask, npcomm;
-    uint32_t op_node[PS_OP_NODE_CACHE]; /* [not unwound] -> operation nodes, by op number */
+    /* ---- mpi: its own state (mpi/mpi_thread.h: mpi_thread_t, by slot) ---- */
 } ps_thread_t;
 
 extern __thread ps_thread_t *ps_self __attribute__((tls_model("initial-exec")));
@@ -215,7 +164,15 @@ void ps_threads_freeze(void);                       /* before writing [signal-sa
 uint32_t ps_cct_insert_path(ps_thread_t *t, uint32_t parent, const uintptr_t *frames, int n,
                             int leaf_kind);
 uint32_t ps_cct_child(ps_thread_t *t, uint32_t parent, int kind, uintptr_t key); /* [signal-safe] */
-ps_pcomm_t *ps_cct_pcomm(ps_thread_t *t, uint32_t node, int comm); /* NULL if full [signal-safe] */
+/* The tree's hash of (parent, kind, key), also for a source's tables beside the tree (mpi's
+ * per-communicator table: mpi/paths.c). [signal-safe] */
+static inline uint32_t ps_cct_hash(uint32_t parent, int kind, uintptr_t key)
+{
+    uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull ^ ((uint64_t)parent << 3 | (uint64_t)kind);
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    return (uint32_t)(h ^ (h >> 32));
+}
 
 /* The hybrid accounting (sample.c): a kept sample of this thread at node: its on-CPU weight
  * and the off-CPU time seen since the previous kept sample. [signal-safe] */

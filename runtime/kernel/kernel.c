@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "kernel.h"
+#include "kernel_thread.h"
 #include "sysnames.h"
 #include "../core/record.h"
 #include "../unwind/unwind.h"
@@ -139,11 +140,12 @@ void pathscope_kernel_call(int id, uint64_t t0, const uintptr_t *caller)
     /* pathscope's own calls (the sampler's set-up, the collector connection) are not the
      * application's; a thunk is not our code */
     if (ps_unwind_in_self(caller[0]) && ps_thunk_index(caller[0]) < 0) return;
-    if (!t->kstat) {
-        t->kstat = ps_map_zeroed(PS_KLIBC_N * sizeof *t->kstat);
-        if (!t->kstat) return;
+    kernel_thread_t *kt = kernel_of(t);
+    if (!kt->kstat) {
+        kt->kstat = ps_map_zeroed(PS_KLIBC_N * sizeof *kt->kstat);
+        if (!kt->kstat) return;
     }
-    ps_kstat_t *k = &t->kstat[id];
+    ps_kstat_t *k = &kt->kstat[id];
     uint64_t d = now - t0;
     k->count++;
     k->ticks += d;
@@ -535,14 +537,14 @@ static void fill_rusage(ps_thread_t *t)
 {
     struct rusage ru;
     if (getrusage(RUSAGE_THREAD, &ru)) return;
-    t->krusage = (struct ps_krusage){timeval_ns(ru.ru_utime), timeval_ns(ru.ru_stime),
-                                     (uint64_t)ru.ru_minflt, (uint64_t)ru.ru_majflt,
-                                     (uint64_t)ru.ru_nvcsw, (uint64_t)ru.ru_nivcsw, 1};
+    kernel_of(t)->rusage = (ps_krusage_t){timeval_ns(ru.ru_utime), timeval_ns(ru.ru_stime),
+                                          (uint64_t)ru.ru_minflt, (uint64_t)ru.ru_majflt,
+                                          (uint64_t)ru.ru_nvcsw, (uint64_t)ru.ru_nivcsw, 1};
 }
 
 void ps_kernel_thread_end(ps_thread_t *t)
 {
-    if (ps_kernel_source != PS_KSRC_OFF && t && !t->krusage.valid) fill_rusage(t);
+    if (ps_kernel_source != PS_KSRC_OFF && t && !kernel_of(t)->rusage.valid) fill_rusage(t);
 }
 
 /* Field i (1-based, after "pid (comm)") of a /proc stat line, as a number. */
@@ -582,14 +584,15 @@ static void proc_rusage(ps_thread_t *t)
     path[p.len] = 0;
     if (ps_read_small(path, buf, sizeof buf) <= 0) return;
     uint64_t tick_ns = 1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK);
-    t->krusage = (struct ps_krusage){stat_field(buf, 14) * tick_ns, stat_field(buf, 15) * tick_ns,
-                                     stat_field(buf, 10), stat_field(buf, 12), 0, 0, 1};
+    ps_krusage_t *r = &kernel_of(t)->rusage;
+    *r = (ps_krusage_t){stat_field(buf, 14) * tick_ns, stat_field(buf, 15) * tick_ns,
+                        stat_field(buf, 10), stat_field(buf, 12), 0, 0, 1};
     p.len = base;
     ps_fmt_str(&p, "/status");
     path[p.len] = 0;
     if (ps_read_small(path, buf, sizeof buf) <= 0) return;
-    t->krusage.nvcsw = status_field(buf, "\nvoluntary_ctxt_switches:");
-    t->krusage.nivcsw = status_field(buf, "\nnonvoluntary_ctxt_switches:");
+    r->nvcsw = status_field(buf, "\nvoluntary_ctxt_switches:");
+    r->nivcsw = status_field(buf, "\nnonvoluntary_ctxt_switches:");
 }
 
 static void tab(ps_fmt_t *f) { ps_fmt_char(f, '\t'); }
@@ -950,7 +953,7 @@ void ps_kernel_write(ps_fmt_t *f)
         ps_thread_t *t = ps_threads[i];
         if (!t) continue;
         if (t->tid == self) fill_rusage(t);
-        else if (!t->krusage.valid) proc_rusage(t);
+        else if (!kernel_of(t)->rusage.valid) proc_rusage(t);
     }
     int snapshot_ok = 1;
     /* kernel source period_ns paths attributions lost own note */
@@ -964,8 +967,8 @@ void ps_kernel_write(ps_fmt_t *f)
     ps_fmt_tsv(f, ebpf_note[0] ? ebpf_note : "-"); ps_fmt_char(f, '\n');
     for (int i = 0; i < nthreads; i++) {
         ps_thread_t *t = ps_threads[i];
-        if (!t || !t->krusage.valid) continue;
-        struct ps_krusage *r = &t->krusage;
+        ps_krusage_t *r = t ? &kernel_of(t)->rusage : NULL;
+        if (!r || !r->valid) continue;
         ps_fmt_str(f, "kos\t");
         ps_fmt_u64(f, (uint64_t)t->tid); tab(f);
         ps_fmt_u64(f, r->utime_ns); tab(f);
@@ -987,14 +990,15 @@ void ps_kernel_write(ps_fmt_t *f)
         char name[24];
         for (int i = 0; i < nthreads; i++) {
             ps_thread_t *t = ps_threads[i];
-            if (!t || !t->kstat) continue;
+            ps_kstat_t *kstat = t ? kernel_of(t)->kstat : NULL;
+            if (!kstat) continue;
             for (int id = 0; id < PS_KLIBC_N; id++) {
-                if (!t->kstat[id].count) continue;
+                if (!kstat[id].count) continue;
                 ps_fmt_str(f, "ksys\t");
                 ps_fmt_u64(f, (uint64_t)t->tid); tab(f);
                 ps_fmt_str(f, ps_kernel_key_name(PS_KLIBC_KEY + (uintptr_t)id, name)); tab(f);
-                ps_fmt_u64(f, t->kstat[id].count); tab(f);
-                ps_fmt_u64(f, ps_ticks_to_ns(t->kstat[id].ticks)); ps_fmt_char(f, '\n');
+                ps_fmt_u64(f, kstat[id].count); tab(f);
+                ps_fmt_u64(f, ps_ticks_to_ns(kstat[id].ticks)); ps_fmt_char(f, '\n');
             }
         }
         ps_fmt_str(f, "kend\t0\t0\n");

@@ -8,6 +8,7 @@
 
 #include "source.h"
 #include "kernel.h"
+#include "kernel_thread.h"
 
 static const char *const options[] = {"kernel", "kernel_period", NULL};
 
@@ -88,6 +89,7 @@ const ps_source_t ps_source_kernel = {
     .configure = kernel_configure,
     .start = kernel_start,
     .rank_start = kernel_rank_start,
+    .thread_size = sizeof(kernel_thread_t),
     .thread_exit = kernel_thread_exit,
     .fork_child = ps_kernel_after_fork,
     .write = ps_kernel_write_section,

@@ -5,6 +5,7 @@
  * (source_mpi.c), which may run in a fatal-signal handler: [signal-safe], no malloc. */
 #include "source.h"
 #include "mpi_internal.h"
+#include "mpi_thread.h"
 
 int ps_paths_group_counted(int group); /* paths.c */
 void ps_paths_complete_counted(void); /* paths.c */
@@ -34,8 +35,9 @@ static void write_unwind_groups(ps_fmt_t *f)
 /* A thread's per-communicator breakdown of its MPI nodes, after its node lines. */
 static void write_pcomms(ps_fmt_t *f, const ps_thread_t *t)
 {
-    for (uint32_t i = 0; i <= t->pcomm_mask; i++) {
-        ps_pcomm_t *p = &t->pcomm[i];
+    const mpi_thread_t *m = mpi_of(t);
+    for (uint32_t i = 0; i <= m->pcomm_mask; i++) {
+        ps_pcomm_t *p = &m->pcomm[i];
         if (!p->node) continue;
         ps_fmt_str(f, "pcomm\t");
         ps_fmt_u64(f, (uint64_t)t->index); tab(f);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "mpi_internal.h"
+#include "mpi_thread.h"
 #include "wrap.h"
 #include "../core/cct.h"
 #include "../core/record.h"
@@ -45,13 +46,34 @@ int ps_paths_group_counted(int group) { return group_counted[group]; }
 
 static uint32_t counted_op_node(ps_thread_t *t, int op)
 {
-    uint32_t node = op < PS_OP_NODE_CACHE ? t->op_node[op] : 0;
+    mpi_thread_t *m = mpi_of(t);
+    uint32_t node = op < PS_OP_NODE_CACHE ? m->op_node[op] : 0;
     if (!node) {
         node = ps_cct_child(t, t->not_unwound_node, PS_NODE_MPI, (uintptr_t)op);
         if (!node) return t->not_unwound_node;
-        if (op < PS_OP_NODE_CACHE) t->op_node[op] = node;
+        if (op < PS_OP_NODE_CACHE) m->op_node[op] = node;
     }
     return node;
+}
+
+/* Open addressing over (node, comm), with the tree's hash (salt 7); a quarter of the slots
+ * is kept free for probing. */
+ps_pcomm_t *ps_mpi_pcomm(mpi_thread_t *m, uint32_t node, int comm)
+{
+    uint32_t i = ps_cct_hash(node, 7, (uintptr_t)(uint32_t)comm) & m->pcomm_mask;
+    for (uint32_t probes = 0; probes <= m->pcomm_mask; probes++) {
+        ps_pcomm_t *p = &m->pcomm[i];
+        if (p->node == node && p->comm == comm) return p;
+        if (!p->node) {
+            if (m->npcomm >= m->pcomm_mask / 4 * 3) return NULL;
+            m->npcomm++;
+            p->node = node;
+            p->comm = comm;
+            return p;
+        }
+        i = (i + 1) & m->pcomm_mask;
+    }
+    return NULL;
 }
 
 /* The trim of an untimed sample's path: the frames outside our wrapper, cut through the
@@ -131,7 +153,7 @@ void ps_path_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_
     nd->visits++;
     nd->mpi_ticks += dt;
     if (count_bytes) nd->bytes += bytes;
-    ps_pcomm_t *pc = ps_cct_pcomm(t, node, comm_id);
+    ps_pcomm_t *pc = ps_mpi_pcomm(mpi_of(t), node, comm_id);
     if (pc) {
         pc->calls++;
         pc->ticks += dt;
@@ -159,8 +181,9 @@ void ps_paths_complete_counted(void)
             for (int i = 0; i < nthreads; i++) {
                 ps_thread_t *t = ps_threads[i];
                 if (!t) continue;
-                for (uint32_t k = 0; k <= t->pcomm_mask; k++) {
-                    ps_pcomm_t *pc = &t->pcomm[k];
+                mpi_thread_t *m = mpi_of(t);
+                for (uint32_t k = 0; k <= m->pcomm_mask; k++) {
+                    ps_pcomm_t *pc = &m->pcomm[k];
                     if (!pc->node || pc->comm != c || pc->node >= t->nnodes) continue;
                     ps_node_t *n = &t->nodes[pc->node];
                     if (n->kind != PS_NODE_MPI || n->key != (uintptr_t)op) continue;
@@ -172,7 +195,8 @@ void ps_paths_complete_counted(void)
             if (!calls) continue;
             uint32_t node = counted_op_node(main_thread, op);
             ps_node_t *nd = &main_thread->nodes[node];
-            ps_pcomm_t *pc = node != main_thread->not_unwound_node ? ps_cct_pcomm(main_thread, node, c) : NULL;
+            ps_pcomm_t *pc = node != main_thread->not_unwound_node
+                                 ? ps_mpi_pcomm(mpi_of(main_thread), node, c) : NULL;
             if (pc) {
                 pc->calls += calls;
                 pc->ticks += ticks;

@@ -1,6 +1,7 @@
 /* MPI as a source (core/source.h): the PMPI wrappers, their call paths and statistics. */
 #include "source.h"
 #include "mpi_internal.h"
+#include "mpi_thread.h"
 
 static const char *const options[] = {"mpi", "poll_timing", "unwind", NULL};
 
@@ -19,15 +20,16 @@ static const char *mpi_configure(const ps_start_t *st)
     return NULL;
 }
 
-/* The per-communicator breakdown of the thread's MPI nodes (cct.c: ps_cct_pcomm). */
+/* The per-communicator breakdown of the thread's MPI nodes (paths.c: ps_mpi_pcomm). */
 #define PS_MAX_PCOMM (1u << 14)
 
 static int mpi_thread_init(ps_thread_t *t, void *state)
 {
-    (void)state;
-    t->pcomm = ps_map_zeroed(sizeof(ps_pcomm_t) * PS_MAX_PCOMM);
-    if (!t->pcomm) return -1;
-    t->pcomm_mask = PS_MAX_PCOMM - 1;
+    (void)t;
+    mpi_thread_t *m = state;
+    m->pcomm = ps_map_zeroed(sizeof(ps_pcomm_t) * PS_MAX_PCOMM);
+    if (!m->pcomm) return -1;
+    m->pcomm_mask = PS_MAX_PCOMM - 1;
     return 0;
 }
 
@@ -42,6 +44,7 @@ const ps_source_t ps_source_mpi = {
     .name = "mpi",
     .options = options,
     .configure = mpi_configure,
+    .thread_size = sizeof(mpi_thread_t),
     .thread_init = mpi_thread_init,
     .end = mpi_end,
     .write = ps_mpi_write,

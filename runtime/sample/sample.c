@@ -163,16 +163,9 @@ static void on_sample(int sig, siginfo_t *info, void *context)
 {
     int saved_errno = errno;
     ps_thread_t *t = ps_self;
-    if (t && t->thunk_restore_request) {
-        /* another thread cancels this one (thunk.c: pthread_cancel): return addresses back
-         * first; while we update the tree the walker does it when it is done */
-        t->thunks.suspended = 2;
-        if (!t->busy) {
-            ps_thunks_restore(t, 1);
-            t->thunk_restore_request = 0;
-        }
-        goto out;
-    }
+    /* another thread cancels this one (thunk.c: pthread_cancel): return addresses back
+     * first; while we update the tree the walker does it when it is done */
+    if (ps_thunks_cancel_requested(t)) goto out;
     if (!t || t->end_ticks || !ps_sample_rate) goto out;
     sample_thread_t *st = sample_of(t);
     if (!st->close_requested) {

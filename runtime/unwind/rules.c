@@ -1,7 +1,8 @@
 /* The per-thread caches filled from the unwind tables: the rule cache (the rule at an
  * address, computed on a miss of rule_at, unwind_internal.h) and the function range cache
- * (ps_unwind_function_start, for samples).  Both live in ps_thread_t and are dropped when the
- * modules change (thread_caches_check).  [signal-safe]
+ * (ps_unwind_function_start, for samples).  Both live in the thread's unwind_thread_t
+ * (unwind_thread.h) and are dropped when the modules change (thread_caches_check).
+ * [signal-safe]
  */
 #include <stdint.h>
 #include <string.h>
@@ -48,24 +49,25 @@ const rule_entry_t *ps_unwind_rule_compute(rule_entry_t *e, uintptr_t pc)
  * range table so that a function is searched once. */
 uintptr_t ps_unwind_function_start(ps_thread_t *t, uintptr_t pc)
 {
-    thread_caches_check(t);
-    int lo = 0, hi = t->nranges;
+    unwind_thread_t *u = unwind_of(t);
+    thread_caches_check(u);
+    int lo = 0, hi = u->nranges;
     while (lo < hi) {
         int mid = (lo + hi) / 2;
-        if (t->ranges[mid].end <= pc) lo = mid + 1;
+        if (u->ranges[mid].end <= pc) lo = mid + 1;
         else hi = mid;
     }
-    if (lo < t->nranges && t->ranges[lo].start <= pc && pc < t->ranges[lo].end)
-        return t->ranges[lo].start;
+    if (lo < u->nranges && u->ranges[lo].start <= pc && pc < u->ranges[lo].end)
+        return u->ranges[lo].start;
     int known = 0;
     const uint8_t *hdr = ps_unwind_code_lookup(pc, &known);
     fde_t f;
     if (!hdr || !ps_unwind_fde_find(hdr, pc, &f)) return 0;
-    if (t->nranges < PS_RANGE_CACHE) {
-        memmove(&t->ranges[lo + 1], &t->ranges[lo], sizeof t->ranges[0] * (size_t)(t->nranges - lo));
-        t->ranges[lo].start = f.pc_begin;
-        t->ranges[lo].end = f.pc_end;
-        t->nranges++;
+    if (u->nranges < PS_RANGE_CACHE) {
+        memmove(&u->ranges[lo + 1], &u->ranges[lo], sizeof u->ranges[0] * (size_t)(u->nranges - lo));
+        u->ranges[lo].start = f.pc_begin;
+        u->ranges[lo].end = f.pc_end;
+        u->nranges++;
     }
     return f.pc_begin;
 }

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "source.h"
-#include "unwind.h"
+#include "unwind_internal.h"
 #include "sample.h"
 
 static const char *const options[] = {"traversal", "traversal_check", NULL};
@@ -56,13 +56,15 @@ static const char *unwind_configure(const ps_start_t *st)
     return NULL;
 }
 
-/* The thread's stack bounds and thunk stack; the previous walk's two record buffers. */
+/* The thread's stack bounds and thunk stack; the previous walk's two record buffers.  (Its
+ * slot is not set yet: the state given.) */
 static int unwind_thread_init(ps_thread_t *t, void *state)
 {
-    (void)state;
-    ps_unwind_thread_init(t);
-    t->walk_prev = t->walk_buf[0];
-    t->walk_cur = t->walk_buf[1];
+    unwind_thread_t *u = state;
+    u->thread = t;
+    ps_unwind_thread_init(u);
+    u->walk_prev = u->walk_buf[0];
+    u->walk_cur = u->walk_buf[1];
     return 0;
 }
 
@@ -70,6 +72,7 @@ const ps_source_t ps_source_unwind = {
     .name = "unwind",
     .options = options,
     .configure = unwind_configure,
+    .thread_size = sizeof(unwind_thread_t),
     .thread_init = unwind_thread_init,
     .write = ps_unwind_write,
     .thread_cols = ps_unwind_thread_cols,

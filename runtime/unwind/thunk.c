@@ -2,7 +2,7 @@
  *
  * After a complete walk (an allocation, an MPI call, a sample) the return-address slots of the
  * application's frames are redirected to jump thunks: thunk i stands for entry
- * e[i] of the thread's thunk stack (cct.h: ps_thunks_t), which keeps the slot and the return
+ * e[i] of the thread's thunk stack (unwind_thread.h: ps_thunks_t), which keeps the slot and the return
  * address it held.  A frame that returns runs its thunk, which pops the thunk stack to i and
  * jumps to the saved address with every register the return needs untouched (the thunk
  * clobbers only r10, r11 and the flags, which no caller expects preserved across a return).
@@ -47,7 +47,7 @@
 #include <unistd.h>
 #include <ucontext.h>
 
-#include "unwind.h"
+#include "unwind_internal.h"
 #include "../sample/sample.h"
 
 __thread ps_thunks_t *ps_thunk_self __attribute__((tls_model("initial-exec")));
@@ -84,11 +84,18 @@ __asm__(".text\n"
         "movq 16(%r10,%r11), %r11\n"
         "jmp *%r11\n");
 
-/* Puts the return addresses back into every slot that still holds our thunk. [signal-safe] */
-void ps_thunks_restore(ps_thread_t *t, int suspend)
+/* The calling thread's state, NULL if it is not registered. [signal-safe] */
+static inline unwind_thread_t *self_state(void)
 {
-    if (!t) return;
-    ps_thunks_t *th = &t->thunks;
+    ps_thread_t *t = ps_self;
+    return t ? unwind_of(t) : NULL;
+}
+
+/* Puts the return addresses back into every slot that still holds our thunk. [signal-safe] */
+void ps_thunks_restore(unwind_thread_t *u, int suspend)
+{
+    if (!u) return;
+    ps_thunks_t *th = &u->thunks;
     if (suspend && !th->suspended) th->suspended = 1; /* (2, for good, stays) */
     if (!th->top) return;
     for (int i = (int)th->top - 1; i >= 0; i--) {
@@ -97,7 +104,20 @@ void ps_thunks_restore(ps_thread_t *t, int suspend)
     }
     if (th->restored_top < th->top) th->restored_top = th->top;
     th->top = 0;
-    t->thunk_restores++;
+    u->thunk_restores++;
+}
+
+int ps_thunks_cancel_requested(ps_thread_t *t)
+{
+    if (!t) return 0;
+    unwind_thread_t *u = unwind_of(t);
+    if (!u->thunk_restore_request) return 0;
+    u->thunks.suspended = 2;
+    if (!t->busy) {
+        ps_thunks_restore(u, 1);
+        u->thunk_restore_request = 0;
+    }
+    return 1;
 }
 
 int ps_thunks_shadow_stack(void)
@@ -136,7 +156,7 @@ static void *next_symbol(const char *name)
 
 static inline void before_unwinding(void)
 {
-    if (ps_thunks_available) ps_thunks_restore(ps_self, 1);
+    if (ps_thunks_available) ps_thunks_restore(self_state(), 1);
 }
 
 /* The thread unwinds to its end (pthread_exit, cancellation): no thunks any more, even if a
@@ -145,8 +165,9 @@ static inline void before_unwinding(void)
 static inline void before_ending(void)
 {
     if (!ps_thunks_available || !ps_self) return;
-    ps_thunks_restore(ps_self, 1);
-    ps_self->thunks.suspended = 2;
+    unwind_thread_t *u = self_state();
+    ps_thunks_restore(u, 1);
+    u->thunks.suspended = 2;
 }
 
 typedef int (*unwind_fn)(void *);
@@ -182,10 +203,11 @@ PS_EXPORT int _Unwind_Backtrace(void *fn, void *arg)
     if (!real) real = (trace_fn)next_symbol("_Unwind_Backtrace");
     ps_thread_t *t = ps_self;
     if (!ps_thunks_available || !t) return real(fn, arg);
-    uint32_t was = t->thunks.suspended; /* (its callback may allocate) */
-    ps_thunks_restore(t, 1);
+    unwind_thread_t *u = unwind_of(t);
+    uint32_t was = u->thunks.suspended; /* (its callback may allocate) */
+    ps_thunks_restore(u, 1);
     int r = real(fn, arg);
-    t->thunks.suspended = was;
+    u->thunks.suspended = was;
     return r;
 }
 
@@ -204,11 +226,10 @@ PS_EXPORT void *__cxa_begin_catch(void *exc)
     if (!globals) globals = (globals_fn)next_symbol("__cxa_get_globals");
     void *r = real(exc);
     ps_thread_t *t = ps_self;
+    ps_thunks_t *th = t && ps_thunks_available ? &unwind_of(t)->thunks : NULL;
     /* caught: the unwinding is over -- unless this catch is inside a destructor that runs
      * while another exception is still unwinding */
-    if (t && ps_thunks_available && t->thunks.suspended == 1 && globals &&
-        globals()->uncaught == 0)
-        t->thunks.suspended = 0;
+    if (th && th->suspended == 1 && globals && globals()->uncaught == 0) th->suspended = 0;
     return r;
 }
 
@@ -220,10 +241,11 @@ PS_EXPORT int backtrace(void **buffer, int size)
     ps_thread_t *t = ps_self;
     if (!ps_thunks_available || !t) return real(buffer, size);
     /* no new thunks meanwhile: the first call loads libgcc_s, which allocates */
-    uint32_t was = t->thunks.suspended;
-    ps_thunks_restore(t, 1);
+    unwind_thread_t *u = unwind_of(t);
+    uint32_t was = u->thunks.suspended;
+    ps_thunks_restore(u, 1);
     int n = real(buffer, size);
-    t->thunks.suspended = was;
+    u->thunks.suspended = was;
     return n;
 }
 
@@ -246,14 +268,15 @@ PS_EXPORT int pthread_cancel(pthread_t thread)
             if (ps_threads[i] && ps_threads[i]->pthread == (uintptr_t)thread &&
                 !ps_threads[i]->exited) /* (end_ticks: closed when a rank file is written) */
                 target = ps_threads[i];
+        unwind_thread_t *u = target ? unwind_of(target) : NULL;
         if (target && target == ps_self) {
-            ps_thunks_restore(target, 1);
-            target->thunks.suspended = 2;
+            ps_thunks_restore(u, 1);
+            u->thunks.suspended = 2;
         } else if (target && ps_sigprof_installed()) {
             /* (not when the application has taken SIGPROF: the signal would be its) */
-            target->thunk_restore_request = 1;
+            u->thunk_restore_request = 1;
             if (syscall(SYS_tgkill, getpid(), target->tid, SIGPROF) == 0) {
-                for (int i = 0; i < 2000 && target->thunk_restore_request; i++) {
+                for (int i = 0; i < 2000 && u->thunk_restore_request; i++) {
                     struct timespec ts = {0, 100000};
                     nanosleep(&ts, NULL);
                 }
@@ -277,8 +300,9 @@ PS_EXPORT void pthread_exit(void *value)
 static inline void before_switching(void)
 {
     if (!ps_thunks_available || !ps_self) return;
-    ps_thunks_restore(ps_self, 1);
-    ps_self->thunks.suspended = 2;
+    unwind_thread_t *u = self_state();
+    ps_thunks_restore(u, 1);
+    u->thunks.suspended = 2;
 }
 
 typedef int (*swap_fn)(ucontext_t *, const ucontext_t *);

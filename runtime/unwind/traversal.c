@@ -36,16 +36,16 @@ static uint64_t heuristic_gap_ticks;
  * own return address: left alone).  They are noted here and installed by ps_unwind_commit()
  * once the caller has put the path into the tree, so that each new entry -- a call that
  * started since the last walk -- can count one entry on its call-site node. */
-static void thunks_prepare(ps_thread_t *t, int n, int sync)
+static void thunks_prepare(ps_thread_t *t, unwind_thread_t *u, int n, int sync)
 {
-    ps_thunks_t *th = &t->thunks;
+    ps_thunks_t *th = &u->thunks;
     th->npend = 0;
     if (th->suspended) return;
-    const frame_rec_t *cur = (const frame_rec_t *)t->walk_cur;
+    const frame_rec_t *cur = (const frame_rec_t *)u->walk_cur;
     int owner, index;
-    if (t->thunk_hit >= 0) {
-        owner = t->thunk_owner;  /* frames 0 .. owner-1 have fresh slots */
-        index = t->thunk_hit + 1;
+    if (u->thunk_hit >= 0) {
+        owner = u->thunk_owner;  /* frames 0 .. owner-1 have fresh slots */
+        index = u->thunk_hit + 1;
     } else {
         owner = n - 1;           /* the outermost frame has no slot */
         index = 0;
@@ -64,8 +64,10 @@ static void thunks_prepare(ps_thread_t *t, int n, int sync)
 
 void ps_unwind_commit(ps_thread_t *t)
 {
-    ps_thunks_t *th = &t->thunks;
-    if (!ps_thunks_available || th->suspended || th->pend_seq != t->walk_seq) return;
+    if (!ps_thunks_available) return;
+    unwind_thread_t *u = unwind_of(t);
+    ps_thunks_t *th = &u->thunks;
+    if (th->suspended || th->pend_seq != t->walk_seq) return;
     th->pend_seq = 0;
     int counted = t->last_keys_seq == t->walk_seq; /* last_nodes holds this walk's path */
     uint32_t index = th->pend_base;
@@ -85,14 +87,15 @@ void ps_unwind_commit(ps_thread_t *t)
         if (counted && !again && (int)outer < t->last_n) t->nodes[t->last_nodes[outer]].entries++;
     }
     th->restored_top = 0; /* (after a restore there is no thunk: this walk covered them all) */
-    if (t->thunk_restore_request) { /* a cancel request came in meanwhile (thunk.c) */
-        ps_thunks_restore(t, 1);
-        t->thunk_restore_request = 0;
+    if (u->thunk_restore_request) { /* a cancel request came in meanwhile (thunk.c) */
+        ps_thunks_restore(u, 1);
+        u->thunk_restore_request = 0;
     }
 }
 
-static int walk_mode(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int first_exact,
-                     uintptr_t *out, int max, int *complete, int sync)
+/* One walk of thread t (u: its state) in the traversal mode, checked now and then. */
+static int walk_mode(ps_thread_t *t, unwind_thread_t *u, uintptr_t pc, uintptr_t sp, uintptr_t rbp,
+                     int first_exact, uintptr_t *out, int max, int *complete, int sync)
 {
     int flags;
     switch (ps_traversal_mode) {
@@ -101,9 +104,9 @@ static int walk_mode(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, 
     case PS_TRAVERSAL_HEURISTIC: {
         uint64_t now = ps_now();
         if (!heuristic_gap_ticks) heuristic_gap_ticks = (uint64_t)(ps_ticks_per_ns() * HEURISTIC_GAP_NS);
-        int fresh = ++t->walks_since_full >= HEURISTIC_FULL_EVERY || now - t->walk_last_ticks > heuristic_gap_ticks;
-        t->walk_last_ticks = now;
-        if (fresh) t->walks_since_full = 0;
+        int fresh = ++u->walks_since_full >= HEURISTIC_FULL_EVERY || now - u->walk_last_ticks > heuristic_gap_ticks;
+        u->walk_last_ticks = now;
+        if (fresh) u->walks_since_full = 0;
         flags = fresh ? WALK_KEEP : WALK_REUSE | WALK_TRUST | WALK_KEEP;
         break;
     }
@@ -111,26 +114,26 @@ static int walk_mode(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, 
     }
     t->walk_seq++;
     t->walk_same_outer = 0;
-    int n = ps_unwind_walk(t, pc, sp, rbp, first_exact, out, max, complete, flags);
+    int n = ps_unwind_walk(u, pc, sp, rbp, first_exact, out, max, complete, flags);
     if (flags == WALK_THUNK) {
-        if (t->thunk_hit >= 0) {
-            t->walk_reused++;
-            t->walk_same_outer = t->thunk_hit + 1; /* those frames have not returned since */
+        if (u->thunk_hit >= 0) {
+            u->walk_reused++;
+            t->walk_same_outer = u->thunk_hit + 1; /* those frames have not returned since */
         }
-        if (*complete && ps_thunks_available) thunks_prepare(t, n, sync);
-        if (t->thunk_restore_request) { /* a cancel request came in meanwhile (thunk.c) */
-            ps_thunks_restore(t, 1);
-            t->thunk_restore_request = 0;
+        if (*complete && ps_thunks_available) thunks_prepare(t, u, n, sync);
+        if (u->thunk_restore_request) { /* a cancel request came in meanwhile (thunk.c) */
+            ps_thunks_restore(u, 1);
+            u->thunk_restore_request = 0;
         }
     }
-    t->walks++;
-    if (ps_traversal_check && t->walk_check_countdown-- <= 1) {
-        t->walk_check_countdown = ps_traversal_check;
+    u->walks++;
+    if (ps_traversal_check && u->walk_check_countdown-- <= 1) {
+        u->walk_check_countdown = ps_traversal_check;
         int c = 0;
-        int m = ps_unwind_walk(t, pc, sp, rbp, first_exact, t->check_buf, max, &c, 0);
-        t->walk_checks++;
-        if (m == n && c == *complete && memcmp(out, t->check_buf, sizeof *out * (size_t)n) == 0)
-            t->walk_agree++;
+        int m = ps_unwind_walk(u, pc, sp, rbp, first_exact, u->check_buf, max, &c, 0);
+        u->walk_checks++;
+        if (m == n && c == *complete && memcmp(out, u->check_buf, sizeof *out * (size_t)n) == 0)
+            u->walk_agree++;
     }
     return n;
 }
@@ -143,7 +146,7 @@ __attribute__((noinline)) int ps_unwind_caller(uintptr_t *out, int max, int *com
     uintptr_t pc, sp, rbp;
     __asm__ __volatile__("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
                          : "=r"(pc), "=r"(sp), "=r"(rbp));
-    int n = walk_mode(t, pc, sp, rbp, 1, out, max, complete, 1);
+    int n = walk_mode(t, unwind_of(t), pc, sp, rbp, 1, out, max, complete, 1);
     int skip = 0;
     while (skip < n && ps_unwind_in_self(out[skip])) skip++;
     n -= skip;
@@ -160,16 +163,17 @@ int ps_unwind_from(uintptr_t ra, uintptr_t sp, uintptr_t rbp, uintptr_t *out, in
     *complete = 0;
     ps_thread_t *t = ps_self;
     if (!ps_unwind_ok || !t) return 0;
+    unwind_thread_t *u = unwind_of(t);
     int ti = ps_thunk_index(ra);
-    if (ti < 0) return walk_mode(t, ra, sp, rbp, 0, out, max, complete, 1);
+    if (ti < 0) return walk_mode(t, u, ra, sp, rbp, 0, out, max, complete, 1);
     /* the allocator was reached by a sibling call (`return malloc(n)`): it returns through the
      * slot of the function that jumped to it, which holds that function's thunk */
-    ps_thunks_t *th = &t->thunks;
+    ps_thunks_t *th = &u->thunks;
     if ((uint32_t)ti >= th->top || th->e[ti].slot != sp - 8) {
-        t->thunk_errors++;
+        u->thunk_errors++;
         return 0;
     }
-    int n = walk_mode(t, th->e[ti].ra, sp, rbp, 0, out, max, complete, 1);
+    int n = walk_mode(t, u, th->e[ti].ra, sp, rbp, 0, out, max, complete, 1);
     if (th->top < (uint32_t)ti + 1) th->top = (uint32_t)ti + 1; /* the slot still needs it */
     return n;
 }
@@ -180,6 +184,7 @@ int ps_unwind_signal(void *ucontext, uintptr_t *out, int max, int *complete)
     ps_thread_t *t = ps_self;
     if (!ps_unwind_ok || !t) return 0;
     const ucontext_t *uc = ucontext;
-    return walk_mode(t, (uintptr_t)uc->uc_mcontext.gregs[REG_RIP], (uintptr_t)uc->uc_mcontext.gregs[REG_RSP],
-                     (uintptr_t)uc->uc_mcontext.gregs[REG_RBP], 1, out, max, complete, 0);
+    return walk_mode(t, unwind_of(t), (uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
+                     (uintptr_t)uc->uc_mcontext.gregs[REG_RSP], (uintptr_t)uc->uc_mcontext.gregs[REG_RBP],
+                     1, out, max, complete, 0);
 }

@@ -44,9 +44,6 @@ extern int ps_traversal_mode;
 extern unsigned ps_traversal_check;
 extern const char *const ps_traversal_names[PS_TRAVERSAL_NMODES];
 
-/* At thread registration (not in a signal handler): the stack bounds walks stay within. */
-void ps_unwind_thread_init(ps_thread_t *t);
-
 /* Thunk mode: after a walk's path went into the tree (the caller's last ps_cct_insert_path
  * from the root), its frames get their thunks, and calls that started since the last walk
  * count an entry on their call-site nodes.  Without it nothing is installed. [signal-safe] */
@@ -54,7 +51,6 @@ void ps_unwind_commit(ps_thread_t *t);
 
 /* Thunk stacks (thunk.c). */
 extern char ps_thunk_code[], ps_thunk_code_end[];
-extern __thread ps_thunks_t *ps_thunk_self __attribute__((tls_model("initial-exec")));
 extern int ps_thunks_available;
 static inline uintptr_t ps_thunk_address(int i) { return (uintptr_t)ps_thunk_code + 16 * (uintptr_t)i; }
 static inline int ps_thunk_index(uintptr_t ra) /* -1: not a thunk */
@@ -62,7 +58,11 @@ static inline int ps_thunk_index(uintptr_t ra) /* -1: not a thunk */
     uintptr_t off = ra - (uintptr_t)ps_thunk_code;
     return off < (uintptr_t)(ps_thunk_code_end - ps_thunk_code) ? (int)(off / 16) : -1;
 }
-void ps_thunks_restore(ps_thread_t *t, int suspend); /* [signal-safe] */
+/* In the thread's SIGPROF handler: 1 if another thread's pthread_cancel asked this one to
+ * put its return addresses back (the signal was that request): from now on no thunks, and the
+ * slots are restored now -- or, when the signal interrupted a tree update (busy), by the
+ * walker once done.  0: not asked. [signal-safe] */
+int ps_thunks_cancel_requested(ps_thread_t *t);
 int ps_thunks_shadow_stack(void);
 /* A loaded module with C++ exception code and an unwinder of its own (a static libgcc):
  * 1 and its path in name. */

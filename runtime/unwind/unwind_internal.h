@@ -37,6 +37,7 @@
  *                expression machine; modules with an unwinder of their own (thunk mode)
  *   rules.c      the per-thread rule cache (the miss path of rule_at below) and the
  *                per-thread function range cache (ps_unwind_function_start)
+ *   unwind_thread.h  the per-thread state all of them use (unwind_thread_t, by slot)
  *   walk.c       the walker, with exact reuse of the previous walk; the thread's stack bounds
  *   traversal.c  the traversal modes (full, reuse, heuristic, thunk) around the walker, thunk
  *                installation (ps_unwind_commit) and the entry points (caller, from, signal)
@@ -50,6 +51,7 @@
 #include <string.h>
 
 #include "unwind.h"
+#include "unwind_thread.h"
 
 /* ---- modules.c ------------------------------------------------------------------------------ */
 /* bumped by every dlclose: the module table and the threads' caches are out of date */
@@ -60,13 +62,13 @@ extern _Atomic unsigned ps_unwind_dl_generation;
 const uint8_t *ps_unwind_code_lookup(uintptr_t pc, int *known);
 
 /* A thread's caches are dropped when the modules changed since it filled them. */
-static inline void thread_caches_check(ps_thread_t *t)
+static inline void thread_caches_check(unwind_thread_t *u)
 {
     unsigned generation = atomic_load(&ps_unwind_dl_generation);
-    if (t->unwind_generation == generation) return;
-    memset(t->rules, 0, sizeof t->rules);
-    t->nranges = 0;
-    t->unwind_generation = generation;
+    if (u->unwind_generation == generation) return;
+    memset(u->rules, 0, sizeof u->rules);
+    u->nranges = 0;
+    u->unwind_generation = generation;
 }
 
 /* ---- cfi.c ---------------------------------------------------------------------------------- */
@@ -118,24 +120,24 @@ typedef struct {
 #define RULE_RBP_FROM_RBP 1
 
 _Static_assert(sizeof(rule_entry_t) == 16, "rule entries are 16 bytes");
-_Static_assert(sizeof(rule_entry_t) * PS_RULE_CACHE <= sizeof(((ps_thread_t *)0)->rules),
-               "rule cache fits ps_thread_t.rules");
+_Static_assert(sizeof(rule_entry_t) * PS_RULE_CACHE <= sizeof(((unwind_thread_t *)0)->rules),
+               "rule cache fits unwind_thread_t.rules");
 
 /* The rule at pc computed into e, rule_at's cache entry for it (rules.c). */
 const rule_entry_t *ps_unwind_rule_compute(rule_entry_t *e, uintptr_t pc);
 
 /* Finds or computes the rule at pc.  For RULE_EXPR the FDE is searched again by the caller.
  * Inline: the walker probes the cache at every frame; a miss is computed in rules.c. */
-static inline const rule_entry_t *rule_at(ps_thread_t *t, uintptr_t pc)
+static inline const rule_entry_t *rule_at(unwind_thread_t *u, uintptr_t pc)
 {
-    rule_entry_t *cache = (rule_entry_t *)t->rules;
+    rule_entry_t *cache = (rule_entry_t *)u->rules;
     rule_entry_t *e = &cache[(pc ^ (pc >> 12)) & (PS_RULE_CACHE - 1)];
     if (e->pc == pc && e->kind != RULE_EMPTY) return e;
     return ps_unwind_rule_compute(e, pc);
 }
 
 /* ---- walk.c --------------------------------------------------------------------------------- */
-/* One frame of a recorded walk (t->walk_prev, t->walk_cur): what exact reuse compares
+/* One frame of a recorded walk (u->walk_prev, u->walk_cur): what exact reuse compares
  * (walk.c: reuse_previous) and where thunk mode installs thunks (traversal.c). */
 typedef struct {
     uintptr_t lookup, sp, rbp; /* the frame's state; lookup = pc (first frame) or pc - 1 */
@@ -150,11 +152,18 @@ typedef struct {
 /* Walks from (pc, sp, rbp); pc is exact for the first frame (first_exact), a return address
  * for the others.  Writes pcs/return addresses innermost first.  flags: WALK_REUSE may reuse
  * the previous walk (WALK_TRUST: on the heuristic's evidence), WALK_KEEP keeps this walk for
- * the next one. */
+ * the next one.  u is the walking thread's state; its thread's walk_seq and walk_same_outer
+ * (u->thread) are the link to the tree insertion (core/cct.h). */
 #define WALK_REUSE 1
 #define WALK_TRUST 2
 #define WALK_KEEP 4
 #define WALK_THUNK 8 /* stop at the first thunk: the rest comes from the thunk stack */
-int ps_unwind_walk(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int first_exact,
+int ps_unwind_walk(unwind_thread_t *u, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int first_exact,
                    uintptr_t *out, int max, int *complete, int flags);
+/* At thread registration (not in a signal handler), before the slot is set: the stack bounds
+ * walks stay within, the thread's thunk stack. */
+void ps_unwind_thread_init(unwind_thread_t *u);
+
+/* ---- thunk.c -------------------------------------------------------------------------------- */
+void ps_thunks_restore(unwind_thread_t *u, int suspend); /* u may be NULL [signal-safe] */
 #endif

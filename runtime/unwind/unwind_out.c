@@ -4,6 +4,7 @@
  * [signal-safe], no malloc. */
 #include "source.h"
 #include "unwind.h"
+#include "unwind_thread.h"
 
 static void tab(ps_fmt_t *f) { ps_fmt_char(f, '\t'); }
 
@@ -17,14 +18,15 @@ static void write_traversal(ps_fmt_t *f)
 
 static void write_walks(ps_fmt_t *f, const ps_thread_t *t)
 {
+    const unwind_thread_t *u = unwind_of(t);
     ps_fmt_str(f, "walks\t");
     ps_fmt_u64(f, (uint64_t)t->index); tab(f);
-    ps_fmt_u64(f, t->walks); tab(f);
-    ps_fmt_u64(f, t->walk_reused); tab(f);
-    ps_fmt_u64(f, t->walk_checks); tab(f);
-    ps_fmt_u64(f, t->walk_agree); tab(f);
-    ps_fmt_u64(f, t->thunk_errors); tab(f);
-    ps_fmt_u64(f, t->thunk_restores); ps_fmt_char(f, '\n');
+    ps_fmt_u64(f, u->walks); tab(f);
+    ps_fmt_u64(f, u->walk_reused); tab(f);
+    ps_fmt_u64(f, u->walk_checks); tab(f);
+    ps_fmt_u64(f, u->walk_agree); tab(f);
+    ps_fmt_u64(f, u->thunk_errors); tab(f);
+    ps_fmt_u64(f, u->thunk_restores); ps_fmt_char(f, '\n');
 }
 
 void ps_unwind_write(ps_fmt_t *f, ps_section sec, ps_thread_t *t)
@@ -35,5 +37,5 @@ void ps_unwind_write(ps_fmt_t *f, ps_section sec, ps_thread_t *t)
 
 void ps_unwind_thread_cols(const ps_thread_t *t, ps_thread_cols_t *cols)
 {
-    cols->walk_reused = t->walk_reused;
+    cols->walk_reused = unwind_of(t)->walk_reused;
 }

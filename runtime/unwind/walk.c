@@ -20,12 +20,12 @@
  * heuristic of Perks et al., which trusts return address and stack pointer alone).  Checking
  * is one independent load per frame instead of a dependent chain of two; a loop calling MPI
  * repeatedly from the same place pays it for all but the few frames of the wrapper. */
-static inline int reuse_previous(ps_thread_t *t, int *j, uintptr_t lookup, uintptr_t sp,
+static inline int reuse_previous(const unwind_thread_t *u, int *j, uintptr_t lookup, uintptr_t sp,
                                  uintptr_t rbp, uintptr_t *out, int n, int max, int *complete,
                                  int trust)
 {
-    const frame_rec_t *prev = (const frame_rec_t *)t->walk_prev;
-    int m = t->walk_prev_n;
+    const frame_rec_t *prev = (const frame_rec_t *)u->walk_prev;
+    int m = u->walk_prev_n;
     while (*j < m && prev[*j].sp < sp) (*j)++;
     if (*j >= m || prev[*j].sp != sp || prev[*j].lookup != lookup) return 0;
     /* rbp matters only if a frame from here on uses it before one restores it from memory
@@ -45,55 +45,57 @@ static inline int reuse_previous(ps_thread_t *t, int *j, uintptr_t lookup, uintp
             return 0;
     }
     for (int k = 0; k < count; k++) out[n + 1 + k] = prev[*j + 1 + k].pc;
-    *complete = t->walk_prev_complete;
+    *complete = u->walk_prev_complete;
     return count + 1; /* the matching frame and those after it */
 }
 
-/* The walk recorded in walk_cur (n frames) becomes the one the next walk is compared with. */
-static void keep_walk(ps_thread_t *t, int n, int complete)
+/* The walk recorded in walk_cur (n frames), walk number seq, becomes the one the next walk is
+ * compared with. */
+static void keep_walk(unwind_thread_t *u, int n, int complete, uint64_t seq)
 {
-    uint64_t *swap = t->walk_prev;
-    t->walk_prev = t->walk_cur;
-    t->walk_cur = swap;
-    t->walk_prev_n = n;
-    t->walk_prev_complete = complete;
-    t->walk_prev_generation = t->unwind_generation;
-    t->walk_prev_seq = t->walk_seq;
+    uint64_t *swap = u->walk_prev;
+    u->walk_prev = u->walk_cur;
+    u->walk_cur = swap;
+    u->walk_prev_n = n;
+    u->walk_prev_complete = complete;
+    u->walk_prev_generation = u->unwind_generation;
+    u->walk_prev_seq = seq;
 }
 
-int ps_unwind_walk(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int first_exact,
+int ps_unwind_walk(unwind_thread_t *u, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int first_exact,
                    uintptr_t *out, int max, int *complete, int flags)
 {
     /* every frame we read lies above the starting stack pointer: below it (down to the
      * rlimit-based bound of the main thread) the stack may not be mapped */
-    uintptr_t lo = t->stack_lo > sp ? t->stack_lo : sp, hi = t->stack_hi;
+    uintptr_t lo = u->stack_lo > sp ? u->stack_lo : sp, hi = u->stack_hi;
     int n = 0, j = 0, reusable = flags & WALK_REUSE, trust = flags & WALK_TRUST;
     int keepable = 1; /* no CFA expression met: the walk can be compared with the next */
     *complete = 0;
-    t->thunk_hit = -1;
-    thread_caches_check(t);
-    if (t->walk_prev_generation != t->unwind_generation) t->walk_prev_n = 0;
-    frame_rec_t *cur = (frame_rec_t *)t->walk_cur;
+    u->thunk_hit = -1;
+    thread_caches_check(u);
+    if (u->walk_prev_generation != u->unwind_generation) u->walk_prev_n = 0;
+    frame_rec_t *cur = (frame_rec_t *)u->walk_cur;
     if (max > PS_MAX_DEPTH) max = PS_MAX_DEPTH;
     for (int exact = first_exact; n < max; exact = 0) {
         uintptr_t lookup = exact ? pc : pc - 1;
         if (reusable) {
-            int reused = reuse_previous(t, &j, lookup, sp, rbp, out, n, max, complete, trust);
+            int reused = reuse_previous(u, &j, lookup, sp, rbp, out, n, max, complete, trust);
             if (reused) {
-                t->walk_reused++;
+                u->walk_reused++;
                 /* the frames after the matching one are the kept walk's (the matching frame
                  * itself may differ: an exact pc against a return address) */
-                if (t->walk_prev_seq + 1 == t->walk_seq) t->walk_same_outer = reused - 1;
+                ps_thread_t *t = u->thread;
+                if (u->walk_prev_seq + 1 == t->walk_seq) t->walk_same_outer = reused - 1;
                 /* a match at the kept walk's first frame: all of it is this walk's outside */
-                if (j == 0) t->walk_prev_seq = t->walk_seq;
+                if (j == 0) u->walk_prev_seq = t->walk_seq;
                 out[n] = pc;
                 if ((n > 2 || j > 0) && (flags & WALK_KEEP)) {
                     /* a late match: this walk (its own frames, then the previous walk's from
                      * the match on) is what the next walk should be compared with */
-                    const frame_rec_t *prev = (const frame_rec_t *)t->walk_prev;
+                    const frame_rec_t *prev = (const frame_rec_t *)u->walk_prev;
                     memcpy(&cur[n], &prev[j], sizeof *cur * (size_t)reused);
                     cur[n].rbp = rbp;
-                    keep_walk(t, n + reused, *complete);
+                    keep_walk(u, n + reused, *complete, t->walk_seq);
                 }
                 return n + reused;
             }
@@ -106,7 +108,7 @@ int ps_unwind_walk(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, in
         cur[n].rbp_slot = 0;
         cur[n].flags = 0;
         n++;
-        const rule_entry_t *r = rule_at(t, lookup);
+        const rule_entry_t *r = rule_at(u, lookup);
         uintptr_t cfa;
         switch (r->kind) {
         case RULE_RSP: cfa = sp + (uintptr_t)r->cfa_off; break;
@@ -131,16 +133,16 @@ int ps_unwind_walk(ps_thread_t *t, uintptr_t pc, uintptr_t sp, uintptr_t rbp, in
         int ti = ps_thunk_index(ra);
         if (__builtin_expect(ti >= 0, 0)) {
             /* a slot we redirected (thunk.c): its entry holds the return address */
-            const ps_thunks_t *th = &t->thunks;
+            const ps_thunks_t *th = &u->thunks;
             if ((uint32_t)ti >= th->top || th->e[ti].slot != cfa - 8) {
-                t->thunk_errors++;
+                u->thunk_errors++;
                 goto end;
             }
             if (flags & WALK_THUNK) {
                 if (n + ti + 1 > max) goto end;
                 for (int k = ti; k >= 0; k--) out[n++] = th->e[k].ra;
-                t->thunk_hit = ti;
-                t->thunk_owner = n - ti - 2; /* the frame whose slot held it */
+                u->thunk_hit = ti;
+                u->thunk_owner = n - ti - 2; /* the frame whose slot held it */
                 *complete = 1;
                 return n;
             }
@@ -160,15 +162,15 @@ end:
             else if (cur[k].rbp_slot) needs = 0;
             if (needs) cur[k].flags |= FRAME_NEEDS_RBP;
         }
-        keep_walk(t, n, *complete);
+        keep_walk(u, n, *complete, u->thread->walk_seq);
     }
     return n;
 }
 
-/* The thread's stack, so that no walk reads outside it. */
-void ps_unwind_thread_init(ps_thread_t *t)
+/* The thread's stack, so that no walk reads outside it; its thunk stack for the thunks. */
+void ps_unwind_thread_init(unwind_thread_t *u)
 {
-    ps_thunk_self = &t->thunks;
+    ps_thunk_self = &u->thunks;
     pthread_attr_t attr;
     void *addr = NULL;
     size_t size = 0;
@@ -176,6 +178,6 @@ void ps_unwind_thread_init(ps_thread_t *t)
         pthread_attr_getstack(&attr, &addr, &size);
         pthread_attr_destroy(&attr);
     }
-    t->stack_lo = (uintptr_t)addr;
-    t->stack_hi = (uintptr_t)addr + size;
+    u->stack_lo = (uintptr_t)addr;
+    u->stack_hi = (uintptr_t)addr + size;
 }

@@ -1,7 +1,8 @@
-/* Unit tests of the calling context tree's insertion (core: ps_cct_child, ps_cct_insert_path,
- * ps_cct_pcomm) on a thread record made here, with a tree small enough to fill: exact node
- * ids, parents and counts for known paths, the prefix reuse of the previous path, the walker's
- * shared-prefix hint, and the tree-full fallback (the deepest node reached, counted).
+/* Unit tests of the calling context tree's insertion (core: ps_cct_child, ps_cct_insert_path)
+ * on a thread record made here, with a tree small enough to fill: exact node ids, parents and
+ * counts for known paths, the prefix reuse of the previous path, the walker's shared-prefix
+ * hint, and the tree-full fallback (the deepest node reached, counted).  (MPI's
+ * per-communicator table beside the tree: test_paths_pcomm.c.)
  * Node ids are given out in insertion order from 1 (0 is the root).
  */
 #include <stdint.h>
@@ -19,10 +20,8 @@ static ps_thread_t *new_thread(uint32_t max_nodes)
     while (slots < max_nodes * 2) slots *= 2;
     t->hash = calloc(slots, sizeof *t->hash);
     t->hash_mask = slots - 1;
-    t->pcomm = calloc(8, sizeof *t->pcomm);
-    t->pcomm_mask = 7;
     t->nnodes = 1; /* the root */
-    if (!t->nodes || !t->hash || !t->pcomm) abort();
+    if (!t->nodes || !t->hash) abort();
     return t;
 }
 
@@ -173,32 +172,12 @@ static void test_tree_full(void)
     CHECK_INT(t->last_n, 0);
 }
 
-static void test_pcomm(void)
-{
-    ps_thread_t *t = new_thread(8);
-    /* 8 slots, at most 7 / 4 x 3 = 3 used (a quarter kept free for probing) */
-    ps_pcomm_t *a = ps_cct_pcomm(t, 3, 1);
-    CHECK(a != NULL);
-    CHECK(ps_cct_pcomm(t, 3, 1) == a);
-    ps_pcomm_t *b = ps_cct_pcomm(t, 3, 2), *c = ps_cct_pcomm(t, 4, 1);
-    CHECK(b != NULL && b != a);
-    CHECK(c != NULL && c != a && c != b);
-    CHECK_INT(t->npcomm, 3);
-    CHECK(ps_cct_pcomm(t, 5, 1) == NULL);
-    CHECK(ps_cct_pcomm(t, 4, 1) == c); /* the ones in the table are still found */
-    CHECK_INT(a->node, 3);
-    CHECK_INT(a->comm, 1);
-    CHECK_INT(b->comm, 2);
-    CHECK_INT(c->node, 4);
-}
-
 int main(void)
 {
     test_child();
     test_insert_path();
     test_walker_hint();
     test_tree_full();
-    test_pcomm();
     if (failures) fprintf(stderr, "test_cct_insert: %d failures\n", failures);
     return failures != 0;
 }

@@ -11,11 +11,20 @@
 
 #include "cct.h"
 #include "record.h"
+#include "unwind_thread.h"
 #include "check.h"
 
+/* A thread record with a slot of its own (from the last one down, clear of any thread the
+ * runtime registered) holding the unwinder's state, as registration would give it. */
 static ps_thread_t *new_thread(uint32_t max_nodes)
 {
+    static int slots_used;
     ps_thread_t *t = ps_map_zeroed(sizeof *t);
+    t->index = PS_MAX_THREADS - 1 - slots_used++;
+    unwind_thread_t *u = ps_map_zeroed(sizeof *u);
+    if (!u) abort();
+    u->thread = t;
+    ps_thread_states[PS_SRC_unwind][t->index] = u;
     t->nodes = calloc(max_nodes, sizeof *t->nodes);
     t->max_nodes = max_nodes;
     uint32_t slots = 1;
@@ -217,9 +226,9 @@ static void test_function_leaf(void)
     /* a known function [0x300, 0x340) in the thread's range cache (after a first look-up
      * that brings the cache's generation up to date) */
     ps_unwind_function_start(t, 0x1);
-    t->ranges[0].start = 0x300;
-    t->ranges[0].end = 0x340;
-    t->nranges = 1;
+    unwind_of(t)->ranges[0].start = 0x300;
+    unwind_of(t)->ranges[0].end = 0x340;
+    unwind_of(t)->nranges = 1;
     /* a sample at pc 0x310 in it, called from 0x20: 0x20 (2), FN 0x300 (3) */
     uintptr_t p1[] = {0x310, 0x20};
     ps_from_t f = given(t, p1, 2, 1);
