@@ -54,6 +54,16 @@ void ps_fmt_u64(ps_fmt_t *f, uint64_t v)
     while (n) ps_fmt_char(f, tmp[--n]);
 }
 
+void ps_fmt_line_u64(ps_fmt_t *f, const char *key, const uint64_t *v, int n)
+{
+    ps_fmt_str(f, key);
+    for (int i = 0; i < n; i++) {
+        ps_fmt_tab(f);
+        ps_fmt_u64(f, v[i]);
+    }
+    ps_fmt_char(f, '\n');
+}
+
 void ps_fmt_i64(ps_fmt_t *f, int64_t v)
 {
     if (v < 0) { ps_fmt_char(f, '-'); ps_fmt_u64(f, (uint64_t)(-(v + 1)) + 1); }

@@ -147,6 +147,10 @@ void ps_fmt_char(ps_fmt_t *f, char c);              /* [signal-safe] */
 void ps_fmt_flush(ps_fmt_t *f);                     /* [signal-safe] */
 void ps_fmt_ranges(ps_fmt_t *f, const int *v, int n); /* "0-3,6,8-9" [signal-safe] */
 void ps_fmt_seconds(ps_fmt_t *f, uint64_t ns);      /* "1.2 s" [signal-safe] */
+/* The rank files' field separator; and a whole line of unsigned fields, "KEY\tV0\tV1...\n"
+ * [signal-safe] */
+static inline void ps_fmt_tab(ps_fmt_t *f) { ps_fmt_char(f, '\t'); }
+void ps_fmt_line_u64(ps_fmt_t *f, const char *key, const uint64_t *v, int n);
 
 /* ---- warnings (core/warn.c): reported at the end, never printed where they happen ------- */
 /* Records a warning: key a stable [a-z0-9-]+ identifier, text one sentence for the user.  A

@@ -7,7 +7,6 @@
 #include "heap_thread.h"
 #include "../unwind/unwind.h"
 
-static void tab(ps_fmt_t *f) { ps_fmt_char(f, '\t'); }
 
 /* The rank's heap totals and timeline (per-path lines: write_hnodes). */
 static void write_heap(ps_fmt_t *f, int nthreads)
@@ -27,23 +26,23 @@ static void write_heap(ps_fmt_t *f, int nthreads)
     int64_t live;
     ps_heap_totals(&peak, &peak_at, &gen, &live);
     ps_fmt_str(f, "heap\t");
-    ps_fmt_str(f, ps_traversal_names[ps_traversal_mode]); tab(f);
-    ps_fmt_u64(f, allocs); tab(f);
-    ps_fmt_u64(f, bytes); tab(f);
-    ps_fmt_u64(f, frees); tab(f);
-    ps_fmt_u64(f, freed); tab(f);
-    ps_fmt_u64(f, peak); tab(f);
-    ps_fmt_u64(f, ps_ticks_to_ns(peak_at)); tab(f);
-    ps_fmt_u64(f, live > 0 ? (uint64_t)live : 0); tab(f);
-    ps_fmt_u64(f, atomic_load(&ps_heap_stats.untracked_allocs)); tab(f);
-    ps_fmt_u64(f, atomic_load(&ps_heap_stats.untracked_frees)); tab(f);
+    ps_fmt_str(f, ps_traversal_names[ps_traversal_mode]); ps_fmt_tab(f);
+    ps_fmt_u64(f, allocs); ps_fmt_tab(f);
+    ps_fmt_u64(f, bytes); ps_fmt_tab(f);
+    ps_fmt_u64(f, frees); ps_fmt_tab(f);
+    ps_fmt_u64(f, freed); ps_fmt_tab(f);
+    ps_fmt_u64(f, peak); ps_fmt_tab(f);
+    ps_fmt_u64(f, ps_ticks_to_ns(peak_at)); ps_fmt_tab(f);
+    ps_fmt_u64(f, live > 0 ? (uint64_t)live : 0); ps_fmt_tab(f);
+    ps_fmt_u64(f, atomic_load(&ps_heap_stats.untracked_allocs)); ps_fmt_tab(f);
+    ps_fmt_u64(f, atomic_load(&ps_heap_stats.untracked_frees)); ps_fmt_tab(f);
     ps_fmt_u64(f, atomic_load(&ps_heap_stats.foreign_frees)); ps_fmt_char(f, '\n');
     const ps_heap_point_t *pt;
     int n = ps_heap_timeline(&pt);
     for (int i = 0; i < n; i++) {
         ps_fmt_str(f, "hpoint\t");
-        ps_fmt_u64(f, ps_ticks_to_ns(pt[i].ticks)); tab(f);
-        ps_fmt_u64(f, pt[i].live); tab(f);
+        ps_fmt_u64(f, ps_ticks_to_ns(pt[i].ticks)); ps_fmt_tab(f);
+        ps_fmt_u64(f, pt[i].live); ps_fmt_tab(f);
         ps_fmt_u64(f, pt[i].max); ps_fmt_char(f, '\n');
     }
 }
@@ -57,12 +56,12 @@ static void write_hnodes(ps_fmt_t *f, ps_thread_t *t)
         uint64_t allocs = atomic_load(&h->allocs), frees = atomic_load(&h->frees);
         if (!allocs && !frees) continue;
         ps_fmt_str(f, "hnode\t");
-        ps_fmt_u64(f, (uint64_t)t->index); tab(f);
-        ps_fmt_u64(f, id); tab(f);
-        ps_fmt_u64(f, allocs); tab(f);
-        ps_fmt_u64(f, atomic_load(&h->alloc_bytes)); tab(f);
-        ps_fmt_u64(f, frees); tab(f);
-        ps_fmt_u64(f, atomic_load(&h->freed_bytes)); tab(f);
+        ps_fmt_u64(f, (uint64_t)t->index); ps_fmt_tab(f);
+        ps_fmt_u64(f, id); ps_fmt_tab(f);
+        ps_fmt_u64(f, allocs); ps_fmt_tab(f);
+        ps_fmt_u64(f, atomic_load(&h->alloc_bytes)); ps_fmt_tab(f);
+        ps_fmt_u64(f, frees); ps_fmt_tab(f);
+        ps_fmt_u64(f, atomic_load(&h->freed_bytes)); ps_fmt_tab(f);
         ps_fmt_u64(f, ps_heap_node_peak(h)); ps_fmt_char(f, '\n');
     }
 }

@@ -595,7 +595,6 @@ static void proc_rusage(ps_thread_t *t)
     r->nivcsw = status_field(buf, "\nnonvoluntary_ctxt_switches:");
 }
 
-static void tab(ps_fmt_t *f) { ps_fmt_char(f, '\t'); }
 
 /* ---- the snapshot: fetched before the rank file's warnings, copied with the tables ------ */
 
@@ -958,25 +957,19 @@ void ps_kernel_write(ps_fmt_t *f)
     int snapshot_ok = 1;
     /* kernel source period_ns paths attributions lost own note */
     ps_fmt_str(f, "kernel\t");
-    ps_fmt_str(f, ebpf ? "ebpf" : "libc"); tab(f);
-    ps_fmt_u64(f, period_ns); tab(f);
-    ps_fmt_str(f, ebpf ? (ebpf_signals ? "signals" : "none") : "wrappers"); tab(f);
-    ps_fmt_u64(f, atomic_load(&attributions)); tab(f);
-    ps_fmt_u64(f, atomic_load(&lost_attributions)); tab(f);
-    ps_fmt_u64(f, atomic_load(&own_calls)); tab(f);
+    ps_fmt_str(f, ebpf ? "ebpf" : "libc"); ps_fmt_tab(f);
+    ps_fmt_u64(f, period_ns); ps_fmt_tab(f);
+    ps_fmt_str(f, ebpf ? (ebpf_signals ? "signals" : "none") : "wrappers"); ps_fmt_tab(f);
+    ps_fmt_u64(f, atomic_load(&attributions)); ps_fmt_tab(f);
+    ps_fmt_u64(f, atomic_load(&lost_attributions)); ps_fmt_tab(f);
+    ps_fmt_u64(f, atomic_load(&own_calls)); ps_fmt_tab(f);
     ps_fmt_tsv(f, ebpf_note[0] ? ebpf_note : "-"); ps_fmt_char(f, '\n');
     for (int i = 0; i < nthreads; i++) {
         ps_thread_t *t = ps_threads[i];
         ps_krusage_t *r = t ? &kernel_of(t)->rusage : NULL;
         if (!r || !r->valid) continue;
-        ps_fmt_str(f, "kos\t");
-        ps_fmt_u64(f, (uint64_t)t->tid); tab(f);
-        ps_fmt_u64(f, r->utime_ns); tab(f);
-        ps_fmt_u64(f, r->stime_ns); tab(f);
-        ps_fmt_u64(f, r->minflt); tab(f);
-        ps_fmt_u64(f, r->majflt); tab(f);
-        ps_fmt_u64(f, r->nvcsw); tab(f);
-        ps_fmt_u64(f, r->nivcsw); ps_fmt_char(f, '\n');
+        ps_fmt_line_u64(f, "kos", (const uint64_t[]){(uint64_t)t->tid, r->utime_ns, r->stime_ns,
+                                                     r->minflt, r->majflt, r->nvcsw, r->nivcsw}, 7);
     }
     if (ebpf) {
         /* (ps_kernel_fetch() ran before the rank file's warnings) */
@@ -995,9 +988,9 @@ void ps_kernel_write(ps_fmt_t *f)
             for (int id = 0; id < PS_KLIBC_N; id++) {
                 if (!kstat[id].count) continue;
                 ps_fmt_str(f, "ksys\t");
-                ps_fmt_u64(f, (uint64_t)t->tid); tab(f);
-                ps_fmt_str(f, ps_kernel_key_name(PS_KLIBC_KEY + (uintptr_t)id, name)); tab(f);
-                ps_fmt_u64(f, kstat[id].count); tab(f);
+                ps_fmt_u64(f, (uint64_t)t->tid); ps_fmt_tab(f);
+                ps_fmt_str(f, ps_kernel_key_name(PS_KLIBC_KEY + (uintptr_t)id, name)); ps_fmt_tab(f);
+                ps_fmt_u64(f, kstat[id].count); ps_fmt_tab(f);
                 ps_fmt_u64(f, ps_ticks_to_ns(kstat[id].ticks)); ps_fmt_char(f, '\n');
             }
         }

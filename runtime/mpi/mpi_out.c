@@ -11,7 +11,6 @@ int ps_paths_group_counted(int group); /* paths.c */
 void ps_paths_complete_counted(void); /* paths.c */
 extern char ps_mpi_library[];         /* lifecycle_mpi.c */
 
-static void tab(ps_fmt_t *f) { ps_fmt_char(f, '\t'); }
 
 /* The rank's time in MPI calls (every communicator and operation), in ticks. [signal-safe] */
 uint64_t ps_rank_mpi_ticks(void)
@@ -27,7 +26,7 @@ static void write_unwind_groups(ps_fmt_t *f)
 {
     for (int g = 0; g < PS_NUM_UNWIND_GROUPS; g++) {
         ps_fmt_str(f, "unwind\t");
-        ps_fmt_str(f, ps_unwind_group_names[g]); tab(f);
+        ps_fmt_str(f, ps_unwind_group_names[g]); ps_fmt_tab(f);
         ps_fmt_str(f, ps_paths_group_counted(g) ? "count\n" : "path\n");
     }
 }
@@ -40,11 +39,11 @@ static void write_pcomms(ps_fmt_t *f, const ps_thread_t *t)
         ps_pcomm_t *p = &m->pcomm[i];
         if (!p->node) continue;
         ps_fmt_str(f, "pcomm\t");
-        ps_fmt_u64(f, (uint64_t)t->index); tab(f);
-        ps_fmt_u64(f, p->node); tab(f);
-        ps_fmt_tsv(f, p->comm >= 0 && p->comm < ps_ncomms ? ps_comms[p->comm]->name : "-"); tab(f);
-        ps_fmt_u64(f, p->calls); tab(f);
-        ps_fmt_u64(f, ps_ticks_to_ns(p->ticks)); tab(f);
+        ps_fmt_u64(f, (uint64_t)t->index); ps_fmt_tab(f);
+        ps_fmt_u64(f, p->node); ps_fmt_tab(f);
+        ps_fmt_tsv(f, p->comm >= 0 && p->comm < ps_ncomms ? ps_comms[p->comm]->name : "-"); ps_fmt_tab(f);
+        ps_fmt_u64(f, p->calls); ps_fmt_tab(f);
+        ps_fmt_u64(f, ps_ticks_to_ns(p->ticks)); ps_fmt_tab(f);
         ps_fmt_u64(f, p->bytes); ps_fmt_char(f, '\n');
     }
 }

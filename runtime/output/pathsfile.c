@@ -138,7 +138,6 @@ static int module_of(uintptr_t addr)
     return lo < nmappings && mappings[lo].start <= addr ? mappings[lo].module : -1;
 }
 
-static void tab(ps_fmt_t *f) { ps_fmt_char(f, '\t'); }
 
 static void hex(ps_fmt_t *f, uintptr_t v)
 {
@@ -165,21 +164,21 @@ int ps_write_nthreads(void) { return nthreads_written; }
 static void write_thread(ps_fmt_t *f, ps_thread_t *t)
 {
     ps_fmt_str(f, "thread\t");
-    ps_fmt_u64(f, (uint64_t)t->index); tab(f);
-    ps_fmt_u64(f, (uint64_t)t->tid); tab(f);
-    ps_fmt_u64(f, ps_ticks_to_ns(t->end_ticks - t->start_ticks)); tab(f);
+    ps_fmt_u64(f, (uint64_t)t->index); ps_fmt_tab(f);
+    ps_fmt_u64(f, (uint64_t)t->tid); ps_fmt_tab(f);
+    ps_fmt_u64(f, ps_ticks_to_ns(t->end_ticks - t->start_ticks)); ps_fmt_tab(f);
     ps_thread_cols_t cols = {0};
     for (int s = 0; s < PS_NSOURCES; s++)
         if (ps_sources[s]->thread_cols) ps_sources[s]->thread_cols(t, &cols);
-    ps_fmt_u64(f, cols.samples_kept); tab(f);
-    ps_fmt_u64(f, cols.samples_in_mpi); tab(f);
-    ps_fmt_u64(f, cols.samples_other); tab(f);
-    ps_fmt_u64(f, t->unwind_failures); tab(f);
-    ps_fmt_u64(f, t->nnodes); tab(f);
+    ps_fmt_u64(f, cols.samples_kept); ps_fmt_tab(f);
+    ps_fmt_u64(f, cols.samples_in_mpi); ps_fmt_tab(f);
+    ps_fmt_u64(f, cols.samples_other); ps_fmt_tab(f);
+    ps_fmt_u64(f, t->unwind_failures); ps_fmt_tab(f);
+    ps_fmt_u64(f, t->nnodes); ps_fmt_tab(f);
     if (t->start_routine) {
         int m = module_of(t->start_routine);
         if (m >= 0) {
-            ps_fmt_u64(f, (uint64_t)m); tab(f);
+            ps_fmt_u64(f, (uint64_t)m); ps_fmt_tab(f);
             hex(f, t->start_routine - modules[m].bias);
         } else {
             ps_fmt_str(f, "-\t");
@@ -188,25 +187,25 @@ static void write_thread(ps_fmt_t *f, ps_thread_t *t)
     } else {
         ps_fmt_str(f, "-\t-");
     }
-    tab(f);
-    ps_fmt_u64(f, cols.walk_reused); tab(f);
+    ps_fmt_tab(f);
+    ps_fmt_u64(f, cols.walk_reused); ps_fmt_tab(f);
     ps_fmt_u64(f, t->end_cpu_ns > t->start_cpu_ns ? t->end_cpu_ns - t->start_cpu_ns : 0);
     ps_fmt_char(f, '\n');
     for (uint32_t id = 0; id < t->nnodes; id++) {
         ps_node_t *n = &t->nodes[id];
         ps_fmt_str(f, "node\t");
-        ps_fmt_u64(f, (uint64_t)t->index); tab(f);
-        ps_fmt_u64(f, id); tab(f);
+        ps_fmt_u64(f, (uint64_t)t->index); ps_fmt_tab(f);
+        ps_fmt_u64(f, id); ps_fmt_tab(f);
         if (id) ps_fmt_u64(f, n->parent);
         else ps_fmt_char(f, '-');
-        tab(f);
+        ps_fmt_tab(f);
         const ps_node_kind_t *sk = ps_node_kind_of((int)n->kind);
         const char *kind_name = sk ? sk->name : n->kind < N_CORE_KINDS ? core_kind_names[n->kind] : NULL;
-        ps_fmt_str(f, kind_name ? kind_name : "root"); tab(f);
+        ps_fmt_str(f, kind_name ? kind_name : "root"); ps_fmt_tab(f);
         if (n->kind == PS_NODE_CALL || n->kind == PS_NODE_FN || n->kind == PS_NODE_PC) {
             int m = module_of(n->key);
             if (m >= 0) {
-                ps_fmt_u64(f, (uint64_t)m); tab(f);
+                ps_fmt_u64(f, (uint64_t)m); ps_fmt_tab(f);
                 hex(f, n->key - modules[m].bias);
             } else {
                 ps_fmt_str(f, "-\t");
@@ -219,19 +218,19 @@ static void write_thread(ps_fmt_t *f, ps_thread_t *t)
         } else {
             ps_fmt_str(f, "-\t-");
         }
-        tab(f);
-        ps_fmt_u64(f, n->visits); tab(f);
+        ps_fmt_tab(f);
+        ps_fmt_u64(f, n->visits); ps_fmt_tab(f);
         /* the closing scales (core/timeline.c: ps_thread_close): one rounding for the node's time */
         double on_scale = t->end_ticks ? t->time.oncpu_scale : 1.0, off_scale = t->end_ticks ? t->time.offcpu_scale : 1.0;
         double off = (double)n->offcpu_ticks * off_scale;
         uint64_t sampled = (uint64_t)((double)n->sample_ticks * on_scale + off + 0.5);
         uint64_t sample_ns = ps_ticks_to_ns(sampled), offcpu_ns = ps_ticks_to_ns((uint64_t)(off + 0.5));
-        ps_fmt_u64(f, sample_ns); tab(f);
-        ps_fmt_u64(f, n->samples); tab(f);
-        ps_fmt_u64(f, ps_ticks_to_ns(n->mpi_ticks)); tab(f);
-        ps_fmt_u64(f, n->bytes); tab(f);
-        ps_fmt_u64(f, n->entries); tab(f);
-        ps_fmt_u64(f, sk && sk->time_ns ? sk->time_ns(n) : 0); tab(f);
+        ps_fmt_u64(f, sample_ns); ps_fmt_tab(f);
+        ps_fmt_u64(f, n->samples); ps_fmt_tab(f);
+        ps_fmt_u64(f, ps_ticks_to_ns(n->mpi_ticks)); ps_fmt_tab(f);
+        ps_fmt_u64(f, n->bytes); ps_fmt_tab(f);
+        ps_fmt_u64(f, n->entries); ps_fmt_tab(f);
+        ps_fmt_u64(f, sk && sk->time_ns ? sk->time_ns(n) : 0); ps_fmt_tab(f);
         ps_fmt_u64(f, offcpu_ns < sample_ns ? offcpu_ns : sample_ns); ps_fmt_char(f, '\n');
     }
     ps_sources_write(f, PS_SEC_THREAD, t);
@@ -258,8 +257,8 @@ void ps_write_paths(ps_fmt_t *f)
     for (int m = 0; m < nmodules; m++) {
         if (!modules[m].executable) continue;
         ps_fmt_str(f, "module\t");
-        ps_fmt_u64(f, (uint64_t)m); tab(f);
-        ps_fmt_tsv(f, modules[m].path); tab(f);
+        ps_fmt_u64(f, (uint64_t)m); ps_fmt_tab(f);
+        ps_fmt_tsv(f, modules[m].path); ps_fmt_tab(f);
         ps_fmt_str(f, modules[m].build_id[0] ? modules[m].build_id : "-");
         ps_fmt_char(f, '\n');
     }

@@ -7,14 +7,13 @@
 #include "sample.h"
 #include "sample_thread.h"
 
-static void tab(ps_fmt_t *f) { ps_fmt_char(f, '\t'); }
 
 static void write_sampler(ps_fmt_t *f)
 {
     int nthreads = ps_write_nthreads();
     ps_fmt_str(f, "sampler\t");
-    ps_fmt_str(f, ps_sample_source); tab(f);
-    ps_fmt_u64(f, (uint64_t)ps_sample_rate); tab(f);
+    ps_fmt_str(f, ps_sample_source); ps_fmt_tab(f);
+    ps_fmt_u64(f, (uint64_t)ps_sample_rate); ps_fmt_tab(f);
     ps_fmt_str(f, strcmp(ps_options.sample_clock, "wall") == 0 ? "wall" : "cpu");
     /* (2.4) the timer signals taken from perf events, POSIX CPU-time timers and wall-clock
      * timers, and how often a thread changed timers (auto) */
@@ -29,15 +28,15 @@ static void write_sampler(ps_fmt_t *f)
             off_reports += st->offcpu_reports;
             off_in_mpi += st->offcpu_reports_in_mpi;
         }
-    tab(f); ps_fmt_u64(f, by_perf);
-    tab(f); ps_fmt_u64(f, by_posix);
-    tab(f); ps_fmt_u64(f, by_wall);
-    tab(f); ps_fmt_u64(f, changes);
+    ps_fmt_tab(f); ps_fmt_u64(f, by_perf);
+    ps_fmt_tab(f); ps_fmt_u64(f, by_posix);
+    ps_fmt_tab(f); ps_fmt_u64(f, by_wall);
+    ps_fmt_tab(f); ps_fmt_u64(f, changes);
     /* (2.5) where off-CPU time comes from: the wall-clock evidence at samples, or the kernel
      * collector's scheduler events; the collector's reports placed and those inside MPI */
-    tab(f); ps_fmt_str(f, ps_offcpu_reported ? "scheduler" : "samples");
-    tab(f); ps_fmt_u64(f, off_reports);
-    tab(f); ps_fmt_u64(f, off_in_mpi);
+    ps_fmt_tab(f); ps_fmt_str(f, ps_offcpu_reported ? "scheduler" : "samples");
+    ps_fmt_tab(f); ps_fmt_u64(f, off_reports);
+    ps_fmt_tab(f); ps_fmt_u64(f, off_in_mpi);
     ps_fmt_char(f, '\n');
 }
 

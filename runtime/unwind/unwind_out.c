@@ -6,27 +6,21 @@
 #include "unwind.h"
 #include "unwind_thread.h"
 
-static void tab(ps_fmt_t *f) { ps_fmt_char(f, '\t'); }
 
 static void write_traversal(ps_fmt_t *f)
 {
     ps_fmt_str(f, "traversal\t");
-    ps_fmt_str(f, ps_traversal_names[ps_traversal_mode]); tab(f);
-    ps_fmt_u64(f, ps_traversal_check); tab(f);
+    ps_fmt_str(f, ps_traversal_names[ps_traversal_mode]); ps_fmt_tab(f);
+    ps_fmt_u64(f, ps_traversal_check); ps_fmt_tab(f);
     ps_fmt_tsv(f, ps_traversal_requested ? ps_traversal_requested : "-"); ps_fmt_char(f, '\n');
 }
 
 static void write_walks(ps_fmt_t *f, const ps_thread_t *t)
 {
     const unwind_thread_t *u = unwind_of(t);
-    ps_fmt_str(f, "walks\t");
-    ps_fmt_u64(f, (uint64_t)t->index); tab(f);
-    ps_fmt_u64(f, u->walks); tab(f);
-    ps_fmt_u64(f, u->walk_reused); tab(f);
-    ps_fmt_u64(f, u->walk_checks); tab(f);
-    ps_fmt_u64(f, u->walk_agree); tab(f);
-    ps_fmt_u64(f, u->thunk_errors); tab(f);
-    ps_fmt_u64(f, u->thunk_restores); ps_fmt_char(f, '\n');
+    ps_fmt_line_u64(f, "walks", (const uint64_t[]){(uint64_t)t->index, u->walks, u->walk_reused,
+                                                    u->walk_checks, u->walk_agree, u->thunk_errors,
+                                                    u->thunk_restores}, 7);
 }
 
 void ps_unwind_write(ps_fmt_t *f, ps_section sec, ps_thread_t *t)
