@@ -18,8 +18,9 @@ from test_paths import PATHSCOPE, PY_ENV, folded, rank_records, total, truths
 # and within 10% on every rank (below).  The estimate is statistical: with 2 s of each kind of phase per
 # rank (50 iterations) a rank's phase gets about 400 samples, a relative error of about 2-3%
 # per rank and 1-1.5% for the sum.  Open MPI yields while it waits on an oversubscribed node,
-# so its ranks stay on the POSIX CPU-time timer (sample.c, "Choosing the timer"); MPICH does
-# not yield, and its ranks, preempted by each other, move to perf events.
+# so its ranks move between the POSIX CPU-time timer and perf events with the phases of the
+# run (sample.c, "Choosing the timer"); MPICH does not yield, and its ranks, preempted by each
+# other, move to perf events.
 # Per rank the bound is 10%: Open MPI's ranks here change timer 6 to 15 times a run (auto:
 # preempted by each other, then yielding), and the two timers see the short phases a little
 # differently; one rank's short phase measured +9.0% on a quiet machine (the sum +3.6%), with
