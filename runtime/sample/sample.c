@@ -170,17 +170,19 @@ static void on_sample(int sig, siginfo_t *info, void *context)
     sample_thread_t *st = sample_of(t);
     if (!st->close_requested) {
         int on_perf = atomic_load(&st->sampler_page) != NULL;
-        if (on_perf && info && info->si_code == SI_TIMER) {
-            /* auto's watchdog on a thread sampled by a perf event: only a look at the switch
-             * rate, no sample (the perf event samples; "Choosing the timer") */
-            st->watchdog_signals++;
-            choose_timer(t, ps_now());
-            goto out;
+        /* on a thread sampled by a perf event, a POSIX timer signal is auto's watchdog: only a
+         * look at the switch rate, no sample ("Choosing the timer") */
+        int watchdog = on_perf && info->si_code == SI_TIMER;
+        if (watchdog) { /* (not a sample: counted nowhere) */
+        } else if (on_perf) {
+            st->samples_perf++;
+        } else if (use_wall_clock) {
+            st->samples_wall++;
+        } else {
+            st->samples_posix++;
         }
-        if (on_perf) st->samples_perf++;
-        else if (use_wall_clock) st->samples_wall++;
-        else st->samples_posix++;
         choose_timer(t, ps_now());
+        if (watchdog) goto out;
     }
     int in_wrapper = ps_in_wrapper;
     if (in_wrapper && in_wrapper < PS_IN_UNTIMED && !st->close_requested) {

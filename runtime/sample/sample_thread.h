@@ -18,7 +18,6 @@ typedef struct {
     uint64_t mode_check_ticks, mode_check_switches; /* the last look at the switch rate */
     uint64_t slow_check_ticks, slow_check_preempted; /* ... and at preemptions, over longer */
     uint64_t samples_perf, samples_posix, samples_wall, timer_changes;
-    uint64_t watchdog_signals; /* auto: the POSIX timer's signals while a perf event samples */
     uint64_t offcpu_reports, offcpu_reports_in_mpi; /* the collector's off-CPU reports: placed, inside MPI */
 } sample_thread_t;
 

@@ -179,8 +179,10 @@ def test_without_kernel_sleep_lands_on_the_next_sample(openmpi, tmp_path):
     truth, _, offcpu, sampler = preempt_with_sleep(openmpi.prog("preempt"), tmp_path / "p")
     assert sampler[8] == "samples" and sampler[9] == "0", sampler
     c_off = truth["c_wall"] - truth["c_cpu"]
-    assert total(offcpu, ";phase_c;") < 0.3 * c_off
-    assert total(offcpu, ";phase_a$") > 0.4 * c_off
+    seen = f"phase_c {total(offcpu, ';phase_c;')}, phase_a {total(offcpu, ';phase_a$')} us " \
+           f"of a {c_off} us sleep; truth {truth}"
+    assert total(offcpu, ";phase_c;") < 0.3 * c_off, seen
+    assert total(offcpu, ";phase_a$") > 0.4 * c_off, seen
 
 
 # A perf-sampled thread in a storm of switches: back on its POSIX timer within the storm.
