@@ -64,6 +64,16 @@ typedef struct {             /* the rank file's head values a source owns */
     uint64_t mpi_ns;         /* mpi */
 } ps_rank_summary_t;
 
+/* A control request (runtime/live/control.c): its lines, without their newlines; the
+ * answer goes back on the connection line by line (each at most 4096 bytes). */
+typedef struct ps_request {
+    int nlines;
+    char **lines;            /* lines[0] is the request ("probe add"), then its data lines */
+    int fd;                  /* the connection */
+    int failed;              /* an answer could not be sent */
+} ps_request_t;
+void ps_reply(ps_request_t *rq, const char *line);   /* one answer line (newline added) */
+
 typedef struct ps_source {
     const char *name;                      /* "unwind", "sample", "heap", "kernel", "mpi" */
     const char *const *options;            /* options.def fields it owns, NULL-terminated */
@@ -90,6 +100,14 @@ typedef struct ps_source {
     const ps_node_kind_t *kinds;           /* terminated by an entry of kind < 0; or NULL */
     void (*thread_cols)(const ps_thread_t *t, ps_thread_cols_t *cols);  /* [signal-safe] */
     void (*summary)(ps_rank_summary_t *s);                              /* [signal-safe] */
+    /* Control requests (runtime/live/control.c): a request whose first word is the source's
+     * name ("probe add ...") goes to it whole, in the control thread (never a signal
+     * handler; may allocate; one request at a time).  It answers with ps_reply(). */
+    void (*command)(ps_request_t *rq);
+    /* The live segment (runtime/live/publish.c), in the control thread once per interval:
+     * the source's current summary as TAB-separated lines (docs/format.md, "Live segment"),
+     * read from the threads' trees without stopping them or taking their locks. */
+    void (*publish)(ps_fmt_t *f);
 } ps_source_t;
 
 /* The registry (source.c): PS_SRC_<name> in sources.def order. */
