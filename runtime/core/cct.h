@@ -30,6 +30,7 @@ typedef enum {
     PS_NODE_NOT_UNWOUND, /* [not unwound] */
     PS_NODE_HEAP,        /* an allocator function (heap/heap.h); key = its number */
     PS_NODE_SYSCALL,     /* a system call or libc function (kernel/kernel.h); key = its number */
+    PS_NODE_PROBE,       /* a call of a probed function (probe/probe.h); key = the probe id */
 } ps_node_kind;
 
 typedef struct {

@@ -146,4 +146,7 @@ int ps_write_nthreads(void);
 /* The node kind a source added (NULL: none) and its rank-file name. [signal-safe] */
 const ps_node_kind_t *ps_node_kind_of(int kind);
 const char *ps_node_kind_name(int kind);   /* NULL if no source adds it */
+/* The rank file's module id of a code address (the `module` lines of the call-path part
+ * being written), -1 if none. [signal-safe] */
+int ps_paths_module_of(uintptr_t addr);
 #endif

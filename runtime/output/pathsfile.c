@@ -138,6 +138,7 @@ static int module_of(uintptr_t addr)
     return lo < nmappings && mappings[lo].start <= addr ? mappings[lo].module : -1;
 }
 
+int ps_paths_module_of(uintptr_t addr) { return module_of(addr); }
 
 static void hex(ps_fmt_t *f, uintptr_t v)
 {

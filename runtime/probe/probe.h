@@ -66,11 +66,12 @@ typedef struct {
 enum { PS_PATCH_FREE, PS_PATCH_ACTIVE, PS_PATCH_RESTORED };
 extern ps_patch_t ps_patches[PS_PROBE_MAX];
 
-/* The handler the entry stub calls for an enabled probe: id, and the address of the return
- * address the call pushed (the stack pointer at the site).  Runs in the application's thread
- * with every argument register saved; may not assume anything about the thread (it may be
- * unregistered, in a signal handler, inside pathscope).  Set before the first add. */
-extern void (*ps_probe_entry_hook)(uint32_t id, uintptr_t *slot);
+/* The handler the entry stub calls for an enabled probe: id, the address of the return
+ * address the call pushed (the stack pointer at the site) and rbp at the site (the caller's:
+ * the walk starts there).  Runs in the application's thread with every argument register
+ * saved; may not assume anything about the thread (it may be unregistered, in a signal
+ * handler, inside pathscope).  Set before the first add. */
+extern void (*ps_probe_entry_hook)(uint32_t id, uintptr_t *slot, uintptr_t rbp);
 
 /* Installs probe id (1..PS_PROBE_MAX-1) from plan at module bias (run-time address = vaddr +
  * bias).  Safe while other threads run (int3 first, membarrier SYNC_CORE, the /proc scan when
