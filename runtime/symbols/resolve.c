@@ -16,7 +16,8 @@
  *  - A malformed request: `pathscope-symbolize: line N: WHAT` on stderr, exit 2, nothing on
  *    stdout.  A SPEC that cannot match (bad regular expression, empty name) is a nomatch.
  *
- * SPEC: NAME (demangled, qualified, without parameters or return type: every overload),
+ * SPEC: NAME (demangled, qualified, without parameters or return type: every overload, and
+ * every instance when it names a function template without its arguments),
  * NAME(PARAMS) (one overload's demangled text), /REGEX/ (POSIX ERE on the demangled text),
  * FILE:LINE (DWARF line table), MODULE:SPEC (MODULE a path or basename, version suffix
  * optional).  The module prefix ends at the first lone `:` before any `(` or `<`.
@@ -25,6 +26,7 @@
 #include "../probe/probe.h"
 
 #include <Zydis/Zydis.h>
+#include <dwarf.h>
 #include <ctype.h>
 #include <inttypes.h>
 #include <regex.h>
@@ -220,12 +222,28 @@ static void resolve_load_names(size_t image)
     }
 }
 
+/* NAME equals a base, or a template function's base without its arguments (`ns::scale` names
+ * `ns::scale<int>` and `ns::scale<double>` as it names every overload). */
+static int resolve_base_matches(const char *base, const char *name)
+{
+    size_t n = strlen(name);
+    if (strncmp(base, name, n) != 0) return 0;
+    if (!base[n]) return 1;
+    if (base[n] != '<' || base[strlen(base) - 1] != '>') return 0;
+    int depth = 0;
+    for (const char *p = base + n; *p; p++) {
+        if (*p == '<') depth++;
+        else if (*p == '>' && --depth == 0) return p[1] == 0;
+    }
+    return 0;
+}
+
 static int resolve_name_matches(const resolve_query_t *q, const resolve_names_t *n, size_t i)
 {
     switch (q->form) {
     case RESOLVE_NAME:
         /* a compiler's clone (`f(int) [clone .cold]`) is not the function as written */
-        return strcmp(n->base[i], q->pattern) == 0 && !strstr(n->full[i], " [clone ");
+        return resolve_base_matches(n->base[i], q->pattern) && !strstr(n->full[i], " [clone ");
     case RESOLVE_SIG:
         return strcmp(n->sig[i], q->pattern) == 0 || strcmp(n->full[i], q->pattern) == 0;
     default:
@@ -288,29 +306,110 @@ static int resolve_hit_order(const void *pa, const void *pb)
     return (a->sym->start > b->sym->start) - (a->sym->start < b->sym->start);
 }
 
-/* FILE:LINE: the functions holding that line's line-table rows (the function itself for its
- * opening line, the callers a line was inlined into). */
+/* A DWARF file name is the FILE of a SPEC: the same path, or a path ending in /FILE. */
+static int resolve_file_matches(const char *path, const char *want)
+{
+    if (!path) return 0;
+    size_t n = strlen(path), w = strlen(want);
+    if (n < w || strcmp(path + n - w, want) != 0) return 0;
+    return n == w || path[n - w - 1] == '/' || want[0] == '/';
+}
+
+typedef struct {
+    const resolve_query_t *q;
+    size_t module;
+    Dwarf_Addr bias; /* Dwfl address = DWARF address + bias */
+    resolve_hits_t *h;
+} resolve_decl_walk_t;
+
+static void resolve_add_addr(resolve_hits_t *h, size_t module, Dwarf_Addr a);
+
+/* Concrete functions declared at FILE:LINE, looking into namespaces, modules and classes (C++
+ * and Fortran put definitions there). */
+static void resolve_walk_decls(resolve_decl_walk_t *w, Dwarf_Die *parent, int depth)
+{
+    Dwarf_Die child;
+    if (depth > SYMBOLS_LOOKBACK || dwarf_child(parent, &child) != 0) return;
+    do {
+        int tag = dwarf_tag(&child), line;
+        Dwarf_Addr entry;
+        if (tag == DW_TAG_namespace || tag == DW_TAG_module || tag == DW_TAG_class_type
+            || tag == DW_TAG_structure_type)
+            resolve_walk_decls(w, &child, depth + 1);
+        if (tag != DW_TAG_subprogram || dwarf_entrypc(&child, &entry) != 0) continue;
+        if (dwarf_decl_line(&child, &line) == 0 && line == w->q->line
+            && resolve_file_matches(dwarf_decl_file(&child), w->q->pattern))
+            resolve_add_addr(w->h, w->module, entry + w->bias);
+    } while (dwarf_siblingof(&child, &child) == 0);
+}
+
+/* FILE:LINE: the functions declared there (DW_AT_decl_file/line), else the functions holding
+ * that line's line-table rows (the callers for a line that is only inlined). */
 static void resolve_by_line(const resolve_query_t *q, size_t module, resolve_hits_t *h)
 {
     symbols_image_t *im = &symbols_images[symbols_modules[module].image];
+    size_t first = h->n;
+    resolve_decl_walk_t w = {q, module, 0, h};
+    Dwarf_Die *cu = NULL;
+    while ((cu = dwfl_module_nextcu(im->mod, cu, &w.bias))) resolve_walk_decls(&w, cu, 0);
     Dwfl_Line **rows = NULL;
     size_t nrows = 0;
-    if (dwfl_module_getsrc_file(im->mod, q->pattern, q->line, 0, &rows, &nrows) != 0) return;
-    size_t first = h->n;
-    for (size_t i = 0; i < nrows; i++) {
-        Dwarf_Addr a;
-        if (!dwfl_lineinfo(rows[i], &a, NULL, NULL, NULL, NULL)) continue;
-        const symbols_sym_t *sym = symbols_lookup_sym(im, a);
-        if (!sym) continue;
-        size_t at = (size_t)(sym - im->syms);
-        resolve_add_hit(h, module, resolve_preferred(im, at));
+    if (h->n == first && dwfl_module_getsrc_file(im->mod, q->pattern, q->line, 0, &rows, &nrows) == 0) {
+        for (size_t i = 0; i < nrows; i++) {
+            Dwarf_Addr a;
+            if (dwfl_lineinfo(rows[i], &a, NULL, NULL, NULL, NULL)) resolve_add_addr(h, module, a);
+        }
+        free(rows);
     }
-    free(rows);
     qsort(h->hits + first, h->n - first, sizeof *h->hits, resolve_hit_order);
-    size_t w = first;
+    size_t k = first;
     for (size_t i = first; i < h->n; i++)
-        if (w == first || h->hits[w - 1].sym->start != h->hits[i].sym->start) h->hits[w++] = h->hits[i];
-    h->n = w;
+        if (k == first || h->hits[k - 1].sym->start != h->hits[i].sym->start) h->hits[k++] = h->hits[i];
+    h->n = k;
+}
+
+/* The function symbol holding the Dwfl address a, if any. */
+static void resolve_add_addr(resolve_hits_t *h, size_t module, Dwarf_Addr a)
+{
+    symbols_image_t *im = &symbols_images[symbols_modules[module].image];
+    const symbols_sym_t *sym = symbols_lookup_sym(im, a);
+    if (sym) resolve_add_hit(h, module, resolve_preferred(im, (size_t)(sym - im->syms)));
+}
+
+/* The concrete subprogram whose entry is pc, looking into namespaces, modules, classes and
+ * host procedures (Fortran's contained ones). */
+static int resolve_find_entry(Dwarf_Die *parent, Dwarf_Addr pc, int depth, Dwarf_Die *out)
+{
+    Dwarf_Die child;
+    if (depth > SYMBOLS_LOOKBACK || dwarf_child(parent, &child) != 0) return 0;
+    do {
+        int tag = dwarf_tag(&child);
+        Dwarf_Addr entry;
+        if (tag == DW_TAG_subprogram && dwarf_entrypc(&child, &entry) == 0 && entry == pc) {
+            *out = child;
+            return 1;
+        }
+        if ((tag == DW_TAG_namespace || tag == DW_TAG_module || tag == DW_TAG_class_type
+             || tag == DW_TAG_structure_type || tag == DW_TAG_subprogram)
+            && resolve_find_entry(&child, pc, depth + 1, out))
+            return 1;
+    } while (dwarf_siblingof(&child, &child) == 0);
+    return 0;
+}
+
+/* Where a function is declared: its DWARF subprogram's DW_AT_decl_file/line, else the
+ * line-table row of its entry.  File NULL when unknown. */
+static const char *resolve_decl(symbols_image_t *im, GElf_Addr a, int *line)
+{
+    Dwarf_Addr bias;
+    Dwarf_Die *cu = dwfl_module_addrdie(im->mod, a, &bias), fn;
+    if (cu && resolve_find_entry(cu, a - bias, 0, &fn) && dwarf_decl_line(&fn, line) == 0) {
+        const char *file = dwarf_decl_file(&fn);
+        if (file) return file;
+    }
+    *line = 0;
+    Dwfl_Line *row = dwfl_module_getsrc(im->mod, a);
+    return row ? dwfl_lineinfo(row, NULL, line, NULL, NULL, NULL) : NULL;
 }
 
 /* ---- module files ------------------------------------------------------------------------- */
@@ -588,10 +687,8 @@ static void resolve_put_hit(uint64_t spec, const resolve_hit_t *h)
         free(name);
         return;
     }
-    const char *file = NULL;
     int line = 0;
-    Dwfl_Line *row = dwfl_module_getsrc(im->mod, sym->start);
-    if (row) file = dwfl_lineinfo(row, NULL, &line, NULL, NULL, NULL);
+    const char *file = resolve_decl(im, sym->start, &line);
     printf("match\t%" PRIu64 "\t%" PRIu64 "\t0x%" PRIx64 "\t%zu\t", spec, m->id, f.vaddr, f.size);
     symbols_put_text(name);
     fputc('\t', stdout);
