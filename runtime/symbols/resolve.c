@@ -80,7 +80,8 @@ static void resolve_parse_spec(char **field)
     s.id = symbols_parse_id(field[1], "spec");
     for (size_t i = 0; i < resolve_nspecs; i++)
         if (resolve_specs[i].id == s.id) symbols_bad_input("duplicate spec id %" PRIu64, s.id);
-    if (!symbols_unescape(field[2])) symbols_bad_input("bad escape in spec '%s'", symbols_quote(field[2]));
+    if (!symbols_unescape(field[2]))
+        symbols_bad_input("bad escape in spec '%s'", symbols_quote(field[2]));
     if (!field[2][0]) symbols_bad_input("empty spec");
     s.text = symbols_strdup(field[2]);
     if (resolve_nspecs == resolve_cap_specs) {
@@ -156,7 +157,8 @@ static const char *resolve_parse_form(resolve_query_t *q, char *s, int module_al
  * (`liblammps.so` matches `liblammps.so.0`). */
 static int resolve_module_matches(const char *path, const char *want)
 {
-    const char *name = strchr(want, '/') ? path : (strrchr(path, '/') ? strrchr(path, '/') + 1 : path);
+    const char *slash = strrchr(path, '/');
+    const char *name = strchr(want, '/') || !slash ? path : slash + 1;
     size_t n = strlen(want);
     if (strncmp(name, want, n) != 0) return 0;
     const char *rest = name + n;
@@ -269,8 +271,9 @@ static void resolve_add_hit(resolve_hits_t *h, size_t module, const symbols_sym_
     Elf *elf = dwfl_module_getelf(im->mod, &bias);
     Elf_Scn *scn = elf ? resolve_section(elf, sym->start - im->bias, &shdr) : NULL;
     if (!scn || !(shdr.sh_flags & SHF_EXECINSTR) || shdr.sh_type != SHT_PROGBITS) return;
-    for (size_t i = h->n; i-- > 0 && h->hits[i].module == module;)
-        if (h->hits[i].sym->start == sym->start) return;
+    /* aliases are neighbours in the sorted table; FILE:LINE sorts and merges its own */
+    if (h->n && h->hits[h->n - 1].module == module && h->hits[h->n - 1].sym->start == sym->start)
+        return;
     if (h->n == h->cap) {
         h->cap = h->cap ? 2 * h->cap : 16;
         h->hits = symbols_alloc(h->hits, h->cap, sizeof *h->hits);
@@ -354,7 +357,8 @@ static void resolve_by_line(const resolve_query_t *q, size_t module, resolve_hit
     while ((cu = dwfl_module_nextcu(im->mod, cu, &w.bias))) resolve_walk_decls(&w, cu, 0);
     Dwfl_Line **rows = NULL;
     size_t nrows = 0;
-    if (h->n == first && dwfl_module_getsrc_file(im->mod, q->pattern, q->line, 0, &rows, &nrows) == 0) {
+    if (h->n == first
+        && dwfl_module_getsrc_file(im->mod, q->pattern, q->line, 0, &rows, &nrows) == 0) {
         for (size_t i = 0; i < nrows; i++) {
             Dwarf_Addr a;
             if (dwfl_lineinfo(rows[i], &a, NULL, NULL, NULL, NULL)) resolve_add_addr(h, module, a);
@@ -364,7 +368,8 @@ static void resolve_by_line(const resolve_query_t *q, size_t module, resolve_hit
     qsort(h->hits + first, h->n - first, sizeof *h->hits, resolve_hit_order);
     size_t k = first;
     for (size_t i = first; i < h->n; i++)
-        if (k == first || h->hits[k - 1].sym->start != h->hits[i].sym->start) h->hits[k++] = h->hits[i];
+        if (k == first || h->hits[k - 1].sym->start != h->hits[i].sym->start)
+            h->hits[k++] = h->hits[i];
     h->n = k;
 }
 
@@ -456,6 +461,13 @@ typedef struct {
     char why[RESOLVE_WHY];
 } resolve_fn_t;
 
+/* One instruction at offset off of the function, never reading past its end. */
+static ZyanStatus resolve_decode(const resolve_fn_t *f, size_t off, ZydisDecodedInstruction *in,
+                                 ZydisDecodedOperand *ops)
+{
+    return ZydisDecoderDecodeFull(&resolve_decoder, f->code + off, f->size - off, in, ops);
+}
+
 static const char *resolve_mnemonic(const ZydisDecodedInstruction *in)
 {
     return ZydisMnemonicGetString(in->mnemonic);
@@ -483,8 +495,9 @@ static int resolve_target(const ZydisDecodedInstruction *in, const ZydisDecodedO
 {
     for (int i = 0; i < in->operand_count_visible; i++) {
         const ZydisDecodedOperand *op = &ops[i];
-        int hit = want_mem ? op->type == ZYDIS_OPERAND_TYPE_MEMORY && op->mem.base == ZYDIS_REGISTER_RIP
-                           : op->type == ZYDIS_OPERAND_TYPE_IMMEDIATE && op->imm.is_relative;
+        int hit = want_mem
+                      ? op->type == ZYDIS_OPERAND_TYPE_MEMORY && op->mem.base == ZYDIS_REGISTER_RIP
+                      : op->type == ZYDIS_OPERAND_TYPE_IMMEDIATE && op->imm.is_relative;
         if (hit) return ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(in, op, at, target));
     }
     return 0;
@@ -504,13 +517,15 @@ static const char *resolve_classify(resolve_fn_t *f, size_t off, int last,
         return "too-short";
     }
     if (!last && (cat == ZYDIS_CATEGORY_RET || cat == ZYDIS_CATEGORY_UNCOND_BR)) {
-        snprintf(f->why, sizeof f->why, "a %s at +%zu ends the code before the %d bytes the jump needs",
-                 mn, off, RESOLVE_JMP_LEN);
+        snprintf(f->why, sizeof f->why,
+                 "a %s at +%zu ends the code before the %d bytes the jump needs", mn, off,
+                 RESOLVE_JMP_LEN);
         return "too-short";
     }
     if (!last && cat == ZYDIS_CATEGORY_CALL) {
-        snprintf(f->why, sizeof f->why, "the %s at +%zu returns to +%zu, inside the displaced bytes",
-                 mn, off, off + in->length);
+        snprintf(f->why, sizeof f->why,
+                 "the %s at +%zu returns to +%zu, inside the displaced bytes", mn, off,
+                 off + in->length);
         return "returns-in-patch";
     }
     if (resolve_is_unsupported(in->mnemonic)) {
@@ -535,8 +550,8 @@ static const char *resolve_classify(resolve_fn_t *f, size_t off, int last,
         out->field = in->raw.disp.offset;
         if (resolve_target(in, ops, at, 1, &out->target)) return NULL;
     }
-    snprintf(f->why, sizeof f->why, "the %s at +%zu is relative in a way the trampoline does not rewrite",
-             mn, off);
+    snprintf(f->why, sizeof f->why,
+             "the %s at +%zu is relative in a way the trampoline does not rewrite", mn, off);
     return "unsupported-insn";
 }
 
@@ -549,18 +564,20 @@ static const char *resolve_displace(resolve_fn_t *f)
         ZydisDecodedInstruction in;
         ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
         size_t off = site + len;
-        ZyanStatus st = ZydisDecoderDecodeFull(&resolve_decoder, f->code + off, f->size - off, &in, ops);
+        ZyanStatus st = resolve_decode(f, off, &in, ops);
         if (st == ZYDIS_STATUS_NO_MORE_DATA) {
             snprintf(f->why, sizeof f->why, "the function ends inside the %d bytes the jump needs",
                      RESOLVE_JMP_LEN);
             return "too-short";
         }
         if (!ZYAN_SUCCESS(st)) {
-            snprintf(f->why, sizeof f->why, "the bytes at +%zu do not decode as an instruction", off);
+            snprintf(f->why, sizeof f->why, "the bytes at +%zu do not decode as an instruction",
+                     off);
             return "unsupported-insn";
         }
         ps_probe_insn_t *out = &p->insn[p->ninsn];
-        const char *key = resolve_classify(f, off, len + in.length >= RESOLVE_JMP_LEN, &in, ops, out);
+        int last = len + in.length >= RESOLVE_JMP_LEN;
+        const char *key = resolve_classify(f, off, last, &in, ops, out);
         if (key) return key;
         out->off = (uint8_t)len;
         out->len = in.length;
@@ -581,7 +598,7 @@ static const char *resolve_check_body(resolve_fn_t *f)
         ZydisDecodedInstruction in;
         ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
         uint64_t t;
-        if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&resolve_decoder, f->code + off, f->size - off, &in, ops))) {
+        if (!ZYAN_SUCCESS(resolve_decode(f, off, &in, ops))) {
             off++;
             continue;
         }
@@ -605,7 +622,8 @@ static const char *resolve_plan(resolve_fn_t *f)
     f->plan.size = f->size;
     f->plan.site = f->size >= 4 && memcmp(f->code, endbr64, 4) == 0 ? 4 : 0;
     if (f->size < (size_t)f->plan.site + RESOLVE_JMP_LEN) {
-        snprintf(f->why, sizeof f->why, "the function has %zu bytes%s, fewer than the %d a jump needs",
+        snprintf(f->why, sizeof f->why,
+                 "the function has %zu bytes%s, fewer than the %d a jump needs",
                  f->size - f->plan.site, f->plan.site ? " after its endbr64" : "", RESOLVE_JMP_LEN);
         return "too-short";
     }
@@ -655,7 +673,8 @@ static void resolve_put_hit(uint64_t spec, const resolve_hit_t *h)
     size_t shstrndx;
     resolve_fn_t f = {.vaddr = sym->start - im->bias};
     Elf_Scn *scn = resolve_section(elf, f.vaddr, &shdr);
-    const char *section = elf_getshdrstrndx(elf, &shstrndx) == 0 ? elf_strptr(elf, shstrndx, shdr.sh_name) : NULL;
+    const char *section = NULL;
+    if (elf_getshdrstrndx(elf, &shstrndx) == 0) section = elf_strptr(elf, shstrndx, shdr.sh_name);
 
     char *name = symbols_demangle(sym->name);
     GElf_Sym info;
@@ -666,13 +685,15 @@ static void resolve_put_hit(uint64_t spec, const resolve_hit_t *h)
     const char *key = NULL;
     if (GELF_ST_TYPE(info.st_info) == STT_GNU_IFUNC) {
         key = "ifunc";
-        snprintf(f.why, sizeof f.why, "an indirect function (STT_GNU_IFUNC): probe the implementation it selects by name");
+        snprintf(f.why, sizeof f.why, "an indirect function (STT_GNU_IFUNC): "
+                 "probe the implementation it selects by name");
     } else if (resolve_is_plt(section)) {
         key = "plt";
         snprintf(f.why, sizeof f.why, "a PLT stub (%s): probe the function it calls", section);
     } else if (!sym->sized) {
         key = "no-size";
-        snprintf(f.why, sizeof f.why, "the symbol has no size, so the function's extent is unknown");
+        snprintf(f.why, sizeof f.why,
+                 "the symbol has no size, so the function's extent is unknown");
     } else if (!data || !data->d_buf || at >= data->d_size) {
         key = "no-size";
         snprintf(f.why, sizeof f.why, "the function's bytes are not in %s", im->path);
@@ -735,7 +756,8 @@ static void resolve_spec(const resolve_spec_t *s)
         if (q.module && !resolve_module_matches(m->path, q.module)) continue;
         given++;
         int seen = m->status != SYMBOLS_OK;
-        for (size_t j = 0; j < nsearched && !seen; j++) seen = symbols_modules[searched[j]].image == m->image;
+        for (size_t j = 0; j < nsearched && !seen; j++)
+            seen = symbols_modules[searched[j]].image == m->image;
         if (seen) continue;
         searched[nsearched++] = i;
         if (q.form == RESOLVE_LINE) resolve_by_line(&q, i, &h);
@@ -768,7 +790,8 @@ int symbols_resolve_main(void)
     static const symbols_line_type_t types[] = {{"module", 4, symbols_parse_module},
                                                 {"spec", 3, resolve_parse_spec}};
     symbols_read_input(stdin, types, 2, "module or spec");
-    if (!ZYAN_SUCCESS(ZydisDecoderInit(&resolve_decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
+    if (!ZYAN_SUCCESS(
+            ZydisDecoderInit(&resolve_decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
         symbols_die("cannot initialise the Zydis decoder");
     Dwfl *dwfl = symbols_open();
     resolve_names = symbols_alloc(NULL, symbols_nimages, sizeof *resolve_names);
