@@ -589,24 +589,25 @@ static const char *resolve_displace(resolve_fn_t *f)
     return NULL;
 }
 
-/* A relative branch anywhere in the function into (site, site + len): it would land inside the
- * jump.  A linear sweep of the symbol's bytes (data in text may decode as noise). */
-static const char *resolve_check_body(resolve_fn_t *f)
+/* A relative branch in body (the function, or a piece split off it) into (site, site + len):
+ * it would land inside the jump.  A linear sweep of the symbol's bytes (data in text may decode
+ * as noise).  piece: NULL for the function itself, else the piece's name for the message. */
+static const char *resolve_branch_into(resolve_fn_t *f, const resolve_fn_t *body, const char *piece)
 {
     uint64_t lo = f->vaddr + f->plan.site, hi = lo + f->plan.len;
-    for (size_t off = 0; off < f->size;) {
+    for (size_t off = 0; off < body->size;) {
         ZydisDecodedInstruction in;
         ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
         uint64_t t;
-        if (!ZYAN_SUCCESS(resolve_decode(f, off, &in, ops))) {
+        if (!ZYAN_SUCCESS(resolve_decode(body, off, &in, ops))) {
             off++;
             continue;
         }
-        if (in.raw.imm[0].is_relative && resolve_target(&in, ops, f->vaddr + off, 0, &t) && t > lo
-            && t < hi) {
-            snprintf(f->why, sizeof f->why, "the %s at +%zu jumps to +%" PRIu64
-                     ", inside the %u displaced bytes", resolve_mnemonic(&in), off, t - f->vaddr,
-                     f->plan.len);
+        if (in.raw.imm[0].is_relative && resolve_target(&in, ops, body->vaddr + off, 0, &t)
+            && t > lo && t < hi) {
+            snprintf(f->why, sizeof f->why, "the %s at %s+%zu jumps to +%" PRIu64
+                     ", inside the %u displaced bytes", resolve_mnemonic(&in), piece ? piece : "",
+                     off, t - f->vaddr, f->plan.len);
             return "jump-into-patch";
         }
         off += in.length;
@@ -628,7 +629,7 @@ static const char *resolve_plan(resolve_fn_t *f)
         return "too-short";
     }
     const char *key = resolve_displace(f);
-    return key ? key : resolve_check_body(f);
+    return key ? key : resolve_branch_into(f, f, NULL);
 }
 
 /* ---- output ------------------------------------------------------------------------------- */
@@ -661,55 +662,90 @@ static int resolve_is_plt(const char *section)
                        || strcmp(section, ".plt.got") == 0 || strcmp(section, ".iplt") == 0);
 }
 
+/* The bytes of [vaddr, vaddr + size) in the module file, cut at the end of their section;
+ * NULL when the file does not hold them.  section: the section's name, or NULL. */
+static const uint8_t *resolve_bytes(symbols_image_t *im, uint64_t vaddr, size_t *size,
+                                    const char **section)
+{
+    GElf_Addr bias;
+    GElf_Shdr shdr;
+    size_t shstrndx;
+    Elf *elf = dwfl_module_getelf(im->mod, &bias);
+    Elf_Scn *scn = elf ? resolve_section(elf, vaddr, &shdr) : NULL;
+    *section = NULL;
+    if (!scn) return NULL;
+    if (elf_getshdrstrndx(elf, &shstrndx) == 0) *section = elf_strptr(elf, shstrndx, shdr.sh_name);
+    Elf_Data *data = elf_getdata(scn, NULL);
+    size_t at = (size_t)(vaddr - shdr.sh_addr);
+    if (!data || !data->d_buf || at >= data->d_size) return NULL;
+    if (*size > data->d_size - at) *size = data->d_size - at;
+    return (const uint8_t *)data->d_buf + at;
+}
+
+/* The pieces a compiler split off the function (`f.cold`, `f.part.0`: its symbol name, a dot,
+ * anything) may jump back into its first bytes too. */
+static const char *resolve_check_pieces(symbols_image_t *im, const symbols_sym_t *sym,
+                                        resolve_fn_t *f)
+{
+    size_t n = strlen(sym->name);
+    for (size_t i = 0; i < im->nsyms; i++) {
+        const symbols_sym_t *p = &im->syms[i];
+        if (!p->sized || strncmp(p->name, sym->name, n) != 0 || p->name[n] != '.') continue;
+        const char *section;
+        resolve_fn_t piece = {.vaddr = p->start - im->bias, .size = (size_t)(p->end - p->start)};
+        piece.code = resolve_bytes(im, piece.vaddr, &piece.size, &section);
+        const char *key = piece.code ? resolve_branch_into(f, &piece, p->name) : NULL;
+        if (key) return key;
+    }
+    return NULL;
+}
+
+/* Why the function cannot be patched (a refusal key, with f->why), or NULL with f->plan. */
+static const char *resolve_function(symbols_image_t *im, const symbols_sym_t *sym, resolve_fn_t *f)
+{
+    GElf_Sym info;
+    GElf_Addr addr;
+    const char *section;
+    f->size = (size_t)(sym->end - sym->start);
+    f->code = resolve_bytes(im, f->vaddr, &f->size, &section);
+    dwfl_module_getsym_info(im->mod, sym->index, &info, &addr, NULL, NULL, NULL);
+    if (GELF_ST_TYPE(info.st_info) == STT_GNU_IFUNC) {
+        snprintf(f->why, sizeof f->why, "an indirect function (STT_GNU_IFUNC): "
+                 "probe the implementation it selects by name");
+        return "ifunc";
+    }
+    if (resolve_is_plt(section)) {
+        snprintf(f->why, sizeof f->why, "a PLT stub (%s): probe the function it calls", section);
+        return "plt";
+    }
+    if (!sym->sized) {
+        snprintf(f->why, sizeof f->why,
+                 "the symbol has no size, so the function's extent is unknown");
+        return "no-size";
+    }
+    if (!f->code) {
+        snprintf(f->why, sizeof f->why, "the function's bytes are not in %s", im->path);
+        return "no-size";
+    }
+    const char *key = resolve_plan(f);
+    return key ? key : resolve_check_pieces(im, sym, f);
+}
+
 /* One found function: its match line, or why it cannot be patched. */
 static void resolve_put_hit(uint64_t spec, const resolve_hit_t *h)
 {
     const symbols_module_t *m = &symbols_modules[h->module];
     symbols_image_t *im = &symbols_images[m->image];
-    const symbols_sym_t *sym = h->sym;
-    GElf_Addr bias;
-    Elf *elf = dwfl_module_getelf(im->mod, &bias);
-    GElf_Shdr shdr;
-    size_t shstrndx;
-    resolve_fn_t f = {.vaddr = sym->start - im->bias};
-    Elf_Scn *scn = resolve_section(elf, f.vaddr, &shdr);
-    const char *section = NULL;
-    if (elf_getshdrstrndx(elf, &shstrndx) == 0) section = elf_strptr(elf, shstrndx, shdr.sh_name);
-
-    char *name = symbols_demangle(sym->name);
-    GElf_Sym info;
-    GElf_Addr addr;
-    dwfl_module_getsym_info(im->mod, sym->index, &info, &addr, NULL, NULL, NULL);
-    Elf_Data *data = elf_getdata(scn, NULL);
-    size_t at = (size_t)(f.vaddr - shdr.sh_addr);
-    const char *key = NULL;
-    if (GELF_ST_TYPE(info.st_info) == STT_GNU_IFUNC) {
-        key = "ifunc";
-        snprintf(f.why, sizeof f.why, "an indirect function (STT_GNU_IFUNC): "
-                 "probe the implementation it selects by name");
-    } else if (resolve_is_plt(section)) {
-        key = "plt";
-        snprintf(f.why, sizeof f.why, "a PLT stub (%s): probe the function it calls", section);
-    } else if (!sym->sized) {
-        key = "no-size";
-        snprintf(f.why, sizeof f.why,
-                 "the symbol has no size, so the function's extent is unknown");
-    } else if (!data || !data->d_buf || at >= data->d_size) {
-        key = "no-size";
-        snprintf(f.why, sizeof f.why, "the function's bytes are not in %s", im->path);
-    } else {
-        f.code = (const uint8_t *)data->d_buf + at;
-        f.size = (size_t)(sym->end - sym->start);
-        if (f.size > data->d_size - at) f.size = data->d_size - at;
-        key = resolve_plan(&f);
-    }
+    resolve_fn_t f = {.vaddr = h->sym->start - im->bias};
+    char *name = symbols_demangle(h->sym->name);
+    const char *key = resolve_function(im, h->sym, &f);
     if (key) {
         resolve_put_refused(spec, m, f.vaddr, name, key, f.why);
         free(name);
         return;
     }
     int line = 0;
-    const char *file = resolve_decl(im, sym->start, &line);
+    const char *file = resolve_decl(im, h->sym->start, &line);
     printf("match\t%" PRIu64 "\t%" PRIu64 "\t0x%" PRIx64 "\t%zu\t", spec, m->id, f.vaddr, f.size);
     symbols_put_text(name);
     fputc('\t', stdout);

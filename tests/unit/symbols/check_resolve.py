@@ -8,6 +8,7 @@ restest_asm.S, symtest_f.f90) with -O2 -g into a temporary directory, plus a sha
 a stripped copy, sends SPECs and checks every output line exactly.  Addresses, sizes, files and
 lines come from nm (binutils, not elfutils); the plans of compiled functions are rebuilt from
 objdump's decoding (not Zydis), those of restest_asm.S from the bytes written there.
+Also checks Debian's stripped liblammps.so.0 when it is installed.
 Exits with SKIPPED (77, ctest's SKIP_RETURN_CODE) when the binary was built without Zydis.
 """
 import os
@@ -19,6 +20,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SKIPPED = 77
+LAMMPS = "/usr/lib/x86_64-linux-gnu/liblammps.so.0"
 failures = []
 
 
@@ -279,6 +281,8 @@ def test_asm(tool, exe):
                                             "a ret at +2 ends the code before the 5 bytes the jump needs")),
         ("asm_tail", lambda s: ok(s, "asm_tail", f"0 5 e9{le32(a['asm_rip'] - a['asm_tail'] - 5)} 1 "
                                   f"rel32 0 5 1 {a['asm_rip']:#x}")),
+        ("asm_split", lambda s: refused(s, "asm_split", "jump-into-patch", "the jmp at "
+                                        "asm_split.cold+2 jumps to +3, inside the 5 displaced bytes")),
     ]
     rc, out, err = resolve(tool, [exe], [name for name, _ in cases] + ["asm_nosize"])
     check("asm: exit", (rc, err), (0, ""))
@@ -324,6 +328,18 @@ def test_regex_limit(tool, tmp):
                "narrow the expression", "end"], ""))
 
 
+def test_lammps(tool):
+    """A stripped C++ library of the field: its exported methods by MODULE:NAME (Debian's
+    liblammps.so.0, when installed)."""
+    name = "LAMMPS_NS::PairLJCut::compute(int, int)"
+    line = next(line for line in run(["nm", "-D", "-C", "-S", "--defined-only", LAMMPS]).splitlines()
+                if line.endswith(" " + name))
+    addr, size = int(line.split()[0], 16), int(line.split()[1], 16)
+    rc, out, err = resolve(tool, [LAMMPS], ["liblammps.so:LAMMPS_NS::PairLJCut::compute"])
+    check("LAMMPS: exit", (rc, err), (0, ""))
+    check("LAMMPS", out, [match_line(LAMMPS, 1, 1, name, (addr, size, "-", 0), out[0]), "end"])
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -347,6 +363,8 @@ def main():
         test_asm(tool, exe)
         test_errors(tool, exe)
         test_regex_limit(tool, tmp)
+    if os.path.exists(LAMMPS):
+        test_lammps(tool)
     for f in failures:
         print("FAIL " + f)
     print(f"{len(failures)} failure(s)" if failures else "ok")

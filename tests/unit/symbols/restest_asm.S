@@ -125,6 +125,24 @@ asm_tail:
         {disp32} jmp asm_rip
         .size asm_tail, .-asm_tail
 
+/* a piece split off the function (as gcc's f.cold) jumps back to +3, inside the displaced
+ * bytes: refused */
+        .globl asm_split
+        .type asm_split, @function
+asm_split:
+        push %rbx
+        xor %eax, %eax
+5:      test %edi, %edi
+        jne asm_split.cold
+        pop %rbx
+        ret
+        .size asm_split, .-asm_split
+        .type asm_split.cold, @function
+asm_split.cold:
+        dec %edi
+        jmp 5b
+        .size asm_split.cold, .-asm_split.cold
+
 /* no .size: the extent is unknown */
         .globl asm_nosize
         .type asm_nosize, @function
