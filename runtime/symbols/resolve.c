@@ -7,20 +7,25 @@
  *      module <TAB> ID <TAB> PATH <TAB> BUILD_ID   as for the symbolizer (symbols.h)
  *      spec <TAB> ID <TAB> TEXT                    ID decimal, unique; TEXT escaped as a path
  *  - stdout, per spec in input order, then `end`:
- *      match SPEC_ID MODULE_ID 0xVADDR SIZE NAME FILE LINE PLAN   a function to patch
- *      refused SPEC_ID MODULE_ID 0xVADDR NAME KEY TEXT            a function that cannot be
- *                                                                 (keys of docs/format.md)
- *      nomatch SPEC_ID TEXT                                       nothing matched, and why
- *    A function is one (module file, address): aliases give one line named by the preferred
- *    alias; modules naming the same file are answered for the first of them.
+ *      match SPEC_ID MODULE_ID 0xVADDR SIZE NAME FILE LINE PLAN   a function to patch; FILE and
+ *                                         LINE its DWARF declaration (`-` and 0 without)
+ *      refused SPEC_ID MODULE_ID 0xVADDR NAME KEY TEXT            one that cannot be patched
+ *                                         (KEY as in docs/format.md's probe-refused line)
+ *      nomatch SPEC_ID TEXT                                       nothing matched: a sentence
+ *                                         naming the SPEC and where it looked
+ *    A function is one (module file, address), in module order then address order: aliases
+ *    give one line named by the preferred alias; modules naming the same file are answered
+ *    for the first of them.
  *  - A malformed request: `pathscope-symbolize: line N: WHAT` on stderr, exit 2, nothing on
  *    stdout.  A SPEC that cannot match (bad regular expression, empty name) is a nomatch.
  *
  * SPEC: NAME (demangled, qualified, without parameters or return type: every overload, and
- * every instance when it names a function template without its arguments),
- * NAME(PARAMS) (one overload's demangled text), /REGEX/ (POSIX ERE on the demangled text),
- * FILE:LINE (DWARF line table), MODULE:SPEC (MODULE a path or basename, version suffix
- * optional).  The module prefix ends at the first lone `:` before any `(` or `<`.
+ * every instance when it names a function template without its arguments), NAME(PARAMS) (one
+ * overload's demangled text), /REGEX/ (POSIX ERE on the demangled text, unanchored; more than
+ * RESOLVE_MAX_REGEX functions is a nomatch giving the count), FILE:LINE (functions declared
+ * there, else those holding the line's line-table rows), MODULE:SPEC (MODULE a path or
+ * basename, version suffix optional).  The module prefix ends at the first lone `:` before any
+ * `(` or `<`; `X:123` is FILE:LINE.
  */
 #include "symbols.h"
 #include "../probe/probe.h"
@@ -178,9 +183,9 @@ static const char *resolve_params(const char *full)
     const char *close = strrchr(full, ')');
     if (!close) return NULL;
     int depth = 0;
-    for (const char *p = close; p >= full; p--) {
-        if (*p == ')') depth++;
-        else if (*p == '(' && --depth == 0) return p;
+    for (size_t i = (size_t)(close - full) + 1; i-- > 0;) {
+        if (full[i] == ')') depth++;
+        else if (full[i] == '(' && --depth == 0) return full + i;
     }
     return NULL;
 }
@@ -260,7 +265,15 @@ typedef struct {
     size_t n, cap;
 } resolve_hits_t;
 
-static Elf_Scn *resolve_section(Elf *elf, GElf_Addr vaddr, GElf_Shdr *shdr);
+/* The allocated section of the module file holding vaddr, with its data. */
+static Elf_Scn *resolve_section(Elf *elf, GElf_Addr vaddr, GElf_Shdr *shdr)
+{
+    for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
+        if (!gelf_getshdr(scn, shdr) || !(shdr->sh_flags & SHF_ALLOC)) continue;
+        if (vaddr >= shdr->sh_addr && vaddr < shdr->sh_addr + shdr->sh_size) return scn;
+    }
+    return NULL;
+}
 
 /* Adds a function once; symbols outside the file's executable sections are not functions. */
 static void resolve_add_hit(resolve_hits_t *h, size_t module, const symbols_sym_t *sym)
@@ -418,16 +431,6 @@ static const char *resolve_decl(symbols_image_t *im, GElf_Addr a, int *line)
 }
 
 /* ---- module files ------------------------------------------------------------------------- */
-
-/* The allocated section of the module file holding vaddr, with its data. */
-static Elf_Scn *resolve_section(Elf *elf, GElf_Addr vaddr, GElf_Shdr *shdr)
-{
-    for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
-        if (!gelf_getshdr(scn, shdr) || !(shdr->sh_flags & SHF_ALLOC)) continue;
-        if (vaddr >= shdr->sh_addr && vaddr < shdr->sh_addr + shdr->sh_size) return scn;
-    }
-    return NULL;
-}
 
 static int resolve_has_symtab(Elf *elf)
 {
