@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 # `--bench` (bench/run-all.sh) adds those and the other real applications and peers.
 PACKAGES=(build-essential cmake pkg-config python3 python3-venv python3-dev
           openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran
-          libdw-dev libelf-dev python3-mpi4py
+          libdw-dev libelf-dev libzydis-dev python3-mpi4py
           clang llvm libbpf-dev bpftool zlib1g-dev)  # the eBPF collector (pathscope-kcollect)
 case "${1:-}" in
   --test) PACKAGES+=(lammps lammps-examples linux-perf) ;;
