@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""What a probe costs per call of the probed function: the kernel's uprobes, and pathscope's.
+
+    python3 bench/probe.py [--reps 5] [--depths 10,30] [--calls 200000] [--entries push,step]
+                           [--pathscope] [--variants ...] [--json FILE]
+
+Builds bench/probe_cost.c twice into build/bench/ and runs it (one process, no MPI): a loop
+calling a noinline function f from DEPTH frames below main (a recursion builds the depth),
+timed by the program itself with clock_gettime around chunks of calls (the median chunk, in ns
+per call).  The two builds differ in f's first instruction, which decides how the kernel runs
+the instruction a uprobe displaces:
+  push   built with frame pointers: f opens with `push %rbp; mov %rsp,%rbp`, which the kernel
+         emulates at the breakpoint (one trap per probe hit)
+  step   built without: f opens with a store to the stack (`mov %rdi,-0x8(%rsp)`), which the
+         kernel executes out of line and single-steps (a second trap per hit)
+Variants, interleaved in every repetition (forward order on even repetitions, reversed on odd):
+  plain           the program alone
+  uprobe          bpftrace -e 'uprobe:BINARY:f { @c = count(); }' -c 'BINARY DEPTH CALLS'
+  uprobe-ret      the same with a uretprobe too: 'uretprobe:BINARY:f { @r = count(); }'
+  uprobe-stack    a uprobe that keys its count by the user stack, as a path profile needs:
+                  'uprobe:BINARY:f { @s[ustack] = count(); }' (the kernel's frame-pointer walk:
+                  correct paths with the push build only, but it costs the same walk in both)
+  pathscope-time  bin/pathscope run -o DIR --probe f -- BINARY DEPTH CALLS (PATHSCOPE_PROBE=f,
+                  PATHSCOPE_PROBE_METRICS=time, sampling off: PATHSCOPE_SAMPLE_RATE=0)
+  pathscope-cpu   the same with PATHSCOPE_PROBE_METRICS=cpu
+  pathscope-page  pathscope-time, but the loop calls g, which is not probed and shares f's page
+                  (what a probe costs the rest of its page: expected nothing measurable)
+The pathscope variants run only with --pathscope (or named in --variants); they need the probe
+runtime of issue 13, and the benchmark stops with a message before measuring anything if
+`pathscope run` does not know --probe or the profile has no `probe` line for f.
+Checks: bpftrace's counts (@c, @r with the uretprobe, @s summed over stacks) equal the calls
+the program made, warm-up included; a pathscope profile's `probe` nodes for f have exactly that
+many visits (none for pathscope-page).  Reported: the median ns per call (min..max over the
+repetitions), the added ns against plain of the same repetition, and the ratio to plain.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import re
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib as bl  # noqa: E402
+
+SOURCE = bl.REPO / "bench" / "probe_cost.c"
+PATHSCOPE = bl.REPO / "bin" / "pathscope"
+# entry kind -> the compiler flags that give f that first instruction
+ENTRIES = {"push": ["-fno-omit-frame-pointer"], "step": ["-fomit-frame-pointer"]}
+UPROBE_VARIANTS = ("plain", "uprobe", "uprobe-ret", "uprobe-stack")
+PATHSCOPE_VARIANTS = ("pathscope-time", "pathscope-cpu", "pathscope-page")
+VARIANTS = UPROBE_VARIANTS + PATHSCOPE_VARIANTS
+
+
+def binary(entry: str) -> Path:
+    return bl.WORK / f"probe_cost_{entry}"
+
+
+def build(entry: str) -> str:
+    """Builds the entry's binary; returns f's first instruction as objdump shows it."""
+    exe = binary(entry)
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    bl.run(["gcc", "-O1", "-g", "-Wall", *ENTRIES[entry], "-o", str(exe), str(SOURCE)])
+    _, dump = bl.run(["objdump", "-d", "--no-show-raw-insn", "--disassemble=f", str(exe)])
+    first = re.search(r"^\s*[0-9a-f]+:\s+(.+)$", dump.split("<f>:", 1)[-1], re.M)
+    if first is None:
+        raise bl.BenchError(f"no disassembly of f in {exe}")
+    return " ".join(first.group(1).split())
+
+
+def bpftrace_command(variant: str, exe: Path, program: list[str]) -> list[str]:
+    key = "@s[ustack]" if variant == "uprobe-stack" else "@c"
+    script = f"uprobe:{exe}:f {{ {key} = count(); }}"
+    if variant == "uprobe-ret":
+        script += f" uretprobe:{exe}:f {{ @r = count(); }}"
+    if any(" " in part for part in program):
+        raise bl.BenchError(f"bpftrace -c cannot take a path with spaces: {program}")
+    return ["bpftrace", "-e", script, "-c", " ".join(program)]
+
+
+def result_line(out: str, what: str) -> dict:
+    lines = [line for line in out.splitlines() if line.startswith("probe_cost ")]
+    if len(lines) != 1:
+        raise bl.BenchError(f"{what}: no result line in:\n{out}")
+    kv = bl.parse_kv(lines[0])
+    return {"calls": int(kv["calls"]), "ns": float(kv["ns_per_call"]),
+            "same_page": kv["same_page"] == "1"}
+
+
+def check_bpftrace_counts(out: str, variant: str, calls: int, what: str) -> None:
+    maps = {m.group(1): int(m.group(2)) for m in re.finditer(r"^@(\w+): (\d+)$", out, re.M)}
+    # the stack-keyed map prints one entry per stack, each ending in `]: COUNT`
+    stacks = [int(n) for n in re.findall(r"^\]: (\d+)$", out, re.M)]
+    if stacks:
+        maps["s"] = sum(stacks)
+    want = {"s" if variant == "uprobe-stack" else "c": calls}
+    if variant == "uprobe-ret":
+        want["r"] = calls
+    if maps != want:
+        raise bl.BenchError(f"{what}: bpftrace counted {maps}, the program made {calls} calls")
+
+
+def probe_visits(outdir: Path) -> dict[str, int]:
+    """Visits of the `probe` nodes in the profile's rank files, by probed function name."""
+    names: dict[tuple[str, str], str] = {}
+    visits: dict[str, int] = {}
+    rank_files = sorted((outdir / "ranks").glob("rank-*.tsv"))
+    if not rank_files:
+        raise bl.BenchError(f"no rank file in {outdir}/ranks")
+    for path in rank_files:
+        for line in path.read_text().splitlines():
+            f = line.split("\t")
+            # probe: id, module, address, size, state, added, removed, SPEC, name, ...
+            if f[0] == "probe":
+                names[(path.name, f[1])] = f[9]
+            elif f[0] == "node" and f[4] == "probe":  # thread, id, parent, kind, module, address
+                name = names.get((path.name, f[6]), f"probe {f[6]}")
+                visits[name] = visits.get(name, 0) + int(f[7])
+    if not any(name == "f" for name in names.values()):
+        raise bl.BenchError(f"no `probe` line for f in {outdir}/ranks: "
+                            f"the runtime did not probe f")
+    return visits
+
+
+def pathscope_run(variant: str, exe: Path, depth: int, calls: int,
+                  outdir: Path) -> tuple[str, dict]:
+    metrics = "cpu" if variant == "pathscope-cpu" else "time"
+    program = [str(exe), str(depth), str(calls), "g" if variant == "pathscope-page" else "f"]
+    env = {"PATHSCOPE_PROBE_METRICS": metrics, "PATHSCOPE_SAMPLE_RATE": "0",
+           "PATHSCOPE_QUIET": "on"}
+    cmd = [str(PATHSCOPE), "run", "-o", str(outdir), "--force", "--probe", "f", "--", *program]
+    _, status, out = bl.run_status(cmd, env=env, check=False)
+    if status != 0 and "--probe" in out and "unrecognized" in out:
+        raise bl.BenchError(f"{variant} needs the probe runtime of issue 13: `pathscope run` "
+                            f"does not know --probe yet")
+    if status != 0:
+        raise bl.BenchError(f"exit status {status}: {' '.join(cmd)}\n{out[-2000:]}")
+    return out, probe_visits(outdir)
+
+
+def one_run(variant: str, entry: str, depth: int, args: argparse.Namespace,
+            outdir: Path) -> dict:
+    exe = binary(entry)
+    program = [str(exe), str(depth), str(args.calls)]
+    what = f"{variant} {entry} depth {depth}"
+    if variant.startswith("pathscope"):
+        out, visits = pathscope_run(variant, exe, depth, args.calls, outdir)
+        result = result_line(out, what)
+        want = 0 if variant == "pathscope-page" else result["calls"]
+        if visits.get("f", 0) != want:
+            raise bl.BenchError(f"{what}: the profile has {visits.get('f', 0)} calls of f, "
+                                f"the program made {want}")
+        return result
+    cmd = program if variant == "plain" else bpftrace_command(variant, exe, program)
+    _, out = bl.run(cmd)
+    result = result_line(out, what)
+    if variant != "plain":
+        check_bpftrace_counts(out, variant, result["calls"], what)
+    return result
+
+
+def int_list(text: str) -> list[int]:
+    values = [int(v) for v in text.split(",") if v]
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    doc = __doc__.split("\n\n")
+    ap = argparse.ArgumentParser(description=doc[0], epilog="\n\n".join(doc[1:]),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reps", type=int, default=5, help="repetitions (default 5)")
+    ap.add_argument("--depths", type=int_list, default=[10, 30],
+                    help="frames between main and the loop, comma-separated (default 10,30)")
+    ap.add_argument("--calls", type=int, default=200_000,
+                    help="timed calls per run (default 200000; a tenth more as warm-up)")
+    ap.add_argument("--entries", default="push,step",
+                    help=f"builds of f, comma-separated, among {','.join(ENTRIES)} (default both)")
+    ap.add_argument("--pathscope", action="store_true",
+                    help="add the pathscope variants (needs the probe runtime of issue 13)")
+    ap.add_argument("--variants", help=f"comma-separated, must include plain; among "
+                                       f"{','.join(VARIANTS)} (default: "
+                                       f"{','.join(UPROBE_VARIANTS)}, plus the pathscope ones "
+                                       f"with --pathscope)")
+    ap.add_argument("--json", help="also write every measurement to this file")
+    return ap.parse_args(argv)
+
+
+def chosen(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    variants = args.variants.split(",") if args.variants else \
+        list(UPROBE_VARIANTS) + (list(PATHSCOPE_VARIANTS) if args.pathscope else [])
+    entries = [e for e in args.entries.split(",") if e]
+    if "plain" not in variants or any(v not in VARIANTS for v in variants):
+        raise bl.BenchError(f"--variants must include plain and be among {', '.join(VARIANTS)}")
+    if not entries or any(e not in ENTRIES for e in entries):
+        raise bl.BenchError(f"--entries must be among {', '.join(ENTRIES)}")
+    return variants, entries
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    variants, entries = chosen(args)
+    if any(v.startswith("uprobe") for v in variants) and shutil.which("bpftrace") is None:
+        raise bl.BenchError("the uprobe variants need bpftrace (apt-get install bpftrace) and root")
+    info = bl.machine()
+    first_insn = {e: build(e) for e in entries}
+    cases = [(e, d) for e in entries for d in args.depths]
+    results: dict[tuple[str, str, int], list[dict]] = \
+        {(v, e, d): [] for v in variants for e, d in cases}
+    with tempfile.TemporaryDirectory(prefix="pathscope-probe-") as tmp:
+        outdir = Path(tmp) / "profile"
+        if any(v.startswith("pathscope") for v in variants):  # fail before measuring anything
+            pathscope_run("pathscope-time", binary(entries[0]), args.depths[0], 1000, outdir)
+        for rep in range(args.reps):
+            for e, d in cases:
+                for v in bl.interleaved(rep, variants):
+                    results[(v, e, d)].append(one_run(v, e, d, args, outdir))
+            print(f"probe: repetition {rep + 1}/{args.reps} done", file=sys.stderr, flush=True)
+    print("\n".join(bl.machine_lines(info)))
+    for e in entries:
+        print(f"entry {e}: f opens with `{first_insn[e]}`")
+    rows, summary = [], {}
+    for e, d in cases:
+        base = results[("plain", e, d)]
+        for v in variants:
+            runs = results[(v, e, d)]
+            ns = [r["ns"] for r in runs]
+            added = [r["ns"] - b["ns"] for r, b in zip(runs, base)]
+            ratio = [r["ns"] / b["ns"] for r, b in zip(runs, base)]
+            summary[f"{v} {e} {d}"] = {"ns": bl.stats(ns), "added": bl.stats(added),
+                                       "ratio": bl.stats(ratio)}
+            rows.append([e, str(d), v, bl.cell(ns, ".1f"),
+                         "-" if v == "plain" else bl.cell(added, "+.1f"),
+                         "-" if v == "plain" else f"{statistics.median(ratio):.0f}x"])
+    print(f"ns per call of f (g for pathscope-page): median (min..max) of {args.reps} "
+          f"interleaved repetitions of {args.calls} timed calls; added and ratio against plain "
+          f"of the same repetition")
+    print(bl.table(["entry", "depth", "variant", "ns per call", "added ns", "ratio"], rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(
+            {"machine": info, "args": vars(args), "first_instruction": first_insn,
+             "summary": summary,
+             "results": {f"{v} {e} {d}": r for (v, e, d), r in results.items()}}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except bl.BenchError as e:
+        print(f"probe: {e}", file=sys.stderr)
+        sys.exit(1)
