@@ -1,0 +1,201 @@
+"""Probed functions (issue 13): calls counted exactly per call path, inclusive and exclusive
+times against the programs' own clocks, and the shapes that break naive entry/exit
+instrumentation (recursion, overloads, static namesakes, shared libraries, exceptions,
+longjmp), on programs that know what they do (tests/programs/probe_*.c, probe_cxx.cpp).
+
+The truth is read from the rank files (docs/format.md, "Probed functions"): `probe` lines name
+each probe, `node` lines of kind `probe` carry the calls of a path (visits), `pnode` lines the
+times; the programs print their own counts and clock totals."""
+import re
+import subprocess
+from collections import defaultdict
+
+import pytest
+
+from test_paths import PATHSCOPE, PY_ENV, rank_records
+
+
+def run_probed(prog, out, specs, *args, extra=(), check=True, env=None, stdin=None):
+    p = subprocess.run(PATHSCOPE + ["run", "--probe", specs, *extra, "-o", str(out), "--",
+                                    str(prog), *map(str, args)],
+                       capture_output=True, text=True, env=dict(PY_ENV, **(env or {})),
+                       timeout=180, stdin=subprocess.DEVNULL if stdin is None else stdin)
+    if check:
+        assert p.returncode == 0, p.stdout + p.stderr
+    return p
+
+
+def program_values(stdout, prefix):
+    """`prefix k=v k=v ...` lines -> list of {k: int}"""
+    out = []
+    for line in stdout.splitlines():
+        if line.startswith(prefix + " ") and "=" in line:
+            out.append({k: int(v) for k, v in re.findall(r"(\w+)=(-?\d+)", line)})
+    return out
+
+
+class Probes:
+    """The probe part of one rank file."""
+
+    PNODE = ["thread", "node", "incl", "excl", "cpu", "minflt", "majflt", "vcsw", "ivcsw",
+             "lost", "untimed", "exceptions", "open"]
+
+    def __init__(self, out, rank=0):
+        recs = rank_records(out, rank)
+        self.probes = {}       # id -> {name, file, line, state, spec}
+        self.refused = []
+        self.summary = None
+        nodes = {}             # (thread, node) -> (parent, kind, address, visits)
+        pnodes = {}
+        for r in recs:
+            if r[0] == "probe":
+                self.probes[r[1]] = dict(module=r[2], vaddr=r[3], state=r[5], spec=r[8],
+                                         name=r[9], file=r[10], line=int(r[11]))
+            elif r[0] == "probe-refused":
+                self.refused.append(r[1:])
+            elif r[0] == "probes":
+                self.summary = r[1:]
+            elif r[0] == "node":
+                nodes[(r[1], r[2])] = (r[3], r[4], r[6], int(r[7]))
+            elif r[0] == "pnode":
+                pnodes[(r[1], r[2])] = {k: (int(v) if v != "-" else None)
+                                        for k, v in zip(self.PNODE[2:], r[3:])}
+        self.nodes, self.pnodes = nodes, pnodes
+
+    def ids(self, name_rx):
+        return [i for i, p in self.probes.items() if re.search(name_rx, p["name"])]
+
+    def paths(self, pid):
+        """[(thread, node, calls, pnode metrics)] of probe pid"""
+        return [(t, n, v[3], self.pnodes.get((t, n), {})) for (t, n), v in self.nodes.items()
+                if v[1] == "probe" and v[2] == pid]
+
+    def calls(self, pid):
+        return sum(c for _, _, c, _ in self.paths(pid))
+
+    def total(self, pid, metric):
+        return sum(m.get(metric) or 0 for _, _, _, m in self.paths(pid))
+
+    def ancestors_have(self, thread, node, pid):
+        """Whether a probe node of pid is above node (recursion)."""
+        parent = self.nodes[(thread, node)][0]
+        while parent != "-":
+            p = self.nodes[(thread, parent)]
+            if p[1] == "probe" and p[2] == pid:
+                return True
+            parent = p[0]
+        return False
+
+
+def within(measured, truth, what, rel=0.05):
+    assert abs(measured - truth) <= rel * truth, f"{what}: profile {measured}, truth {truth}"
+
+
+def test_shapes_counts_and_times(openmpi, tmp_path):
+    """One function from three call paths, recursion, two static namesakes, a function in a
+    shared library: exact calls per path; inclusive times within 5% of the program's clocks;
+    exclusive time of the recursion adds up to the outermost call's inclusive time."""
+    out = tmp_path / "prof"
+    p = run_probed(openmpi.prog("probe_shapes"), out, "leaf,recurse,helper,shapes_lib_work",
+                   20, 1, 500)
+    (truth,) = program_values(p.stdout, "probe_shapes phase=1")[:1] or [None]
+    pr = Probes(out)
+    assert len(pr.probes) == 5, pr.probes  # helper: two static functions, two probes
+    (leaf,) = pr.ids(r"^leaf$")
+    assert sorted(c for _, _, c, _ in pr.paths(leaf)) == [3, 5, 7]
+    within(pr.total(leaf, "incl"), truth["leaf_ns"], "leaf inclusive")
+    within(pr.total(leaf, "excl"), truth["leaf_ns"], "leaf exclusive (no probed callee)")
+    (rec,) = pr.ids(r"^recurse$")
+    paths = pr.paths(rec)
+    assert len(paths) == 20 and all(c == 1 for _, _, c, _ in paths)
+    (outer,) = [m for t, n, _, m in paths if not pr.ancestors_have(t, n, rec)]
+    within(outer["incl"], truth["recurse_ns"], "recurse outermost inclusive")
+    within(pr.total(rec, "excl"), truth["recurse_ns"], "recurse exclusive sum")
+    helpers = {pr.probes[i]["file"].rsplit("/", 1)[-1]: i for i in pr.ids(r"^helper$")}
+    assert set(helpers) == {"probe_shapes.c", "probe_shapes2.c"}, pr.probes
+    assert pr.calls(helpers["probe_shapes.c"]) == 2
+    assert pr.calls(helpers["probe_shapes2.c"]) == 4
+    within(pr.total(helpers["probe_shapes.c"], "incl"), truth["helper1_ns"], "helper 1")
+    within(pr.total(helpers["probe_shapes2.c"], "incl"), truth["helper2_ns"], "helper 2")
+    (lib,) = pr.ids(r"^shapes_lib_work$")
+    assert pr.calls(lib) == 6
+    within(pr.total(lib, "incl"), truth["lib_ns"], "shared-library function")
+    assert pr.summary[2] == "on"  # exits timed
+
+
+def test_deep_recursion_counts_exact(openmpi, tmp_path):
+    """Recursion deeper than the thunk stack (256 entries): every call counted, the deepest
+    ones untimed (said on their nodes), no crash."""
+    out = tmp_path / "prof"
+    run_probed(openmpi.prog("probe_shapes"), out, "recurse", 1000, 1, 0)
+    pr = Probes(out)
+    (rec,) = pr.ids(r"^recurse$")
+    assert pr.calls(rec) == 1000
+    untimed = pr.total(rec, "untimed")
+    assert 0 < untimed < 1000
+    assert sum(1 for *_, m in pr.paths(rec) if m.get("untimed") == 0) == 1000 - untimed
+
+
+def test_cxx_overloads_templates_exceptions(openmpi, tmp_path):
+    """Overloads and template instances are separate probes with exact calls; frames left by
+    an exception are closed at the catch (counted as exception exits), a frame that catches
+    inside itself returns normally."""
+    out = tmp_path / "prof"
+    n = 10
+    p = run_probed(openmpi.prog("probe_cxx"), out, "f,twice,throw_outer,throw_inner,catch_inside", n)
+    (truth,) = program_values(p.stdout, "probe_cxx")
+    pr = Probes(out)
+    calls = {pr.probes[i]["name"]: pr.calls(i) for i in pr.probes}
+    assert calls == {"f(int)": 3 * n, "f(double)": 4 * n, "int twice<int>(int)": 2 * n,
+                     "double twice<double>(double)": 5 * n, "throw_outer(int)": n,
+                     "throw_inner(int)": n, "catch_inside(int)": n}, calls
+    exc = {pr.probes[i]["name"]: pr.total(i, "exceptions") for i in pr.probes}
+    assert exc["throw_outer(int)"] == n and exc["throw_inner(int)"] == n, exc
+    assert exc["catch_inside(int)"] == 0
+    assert truth["caught_above"] == n and truth["caught_inside"] == n
+
+
+def test_longjmp_out_of_probed_frames(openmpi, tmp_path):
+    """longjmp out of two nested probed calls: the program is unharmed, the calls are counted
+    and their exits counted as lost."""
+    out = tmp_path / "prof"
+    n = 20
+    p = run_probed(openmpi.prog("probe_longjmp"), out, "jump_outer,jump_inner,returner", n)
+    (truth,) = program_values(p.stdout, "probe_longjmp")
+    pr = Probes(out)
+    (outer,), (inner,), (ret,) = pr.ids("jump_outer"), pr.ids("jump_inner"), pr.ids("returner")
+    assert pr.calls(outer) == truth["jump_outer"] == n
+    assert pr.calls(inner) == truth["jump_inner"] == n
+    assert pr.calls(ret) == truth["returner"]
+    assert pr.total(outer, "lost") + pr.total(inner, "lost") == 2 * n
+
+
+def test_spec_matching_nothing_is_one_error(openmpi, tmp_path):
+    out = tmp_path / "prof"
+    p = run_probed(openmpi.prog("probe_shapes"), out, "leaf,no_such_function", 1, 1, 0,
+                   check=False)
+    assert p.returncode == 2
+    lines = [l for l in p.stderr.splitlines() if l.startswith("pathscope")]
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("pathscope: --probe: no function matches 'no_such_function' in "), lines
+
+
+def test_gather_two_waits_two_paths(mpi, tmp_path):
+    """The MILC case: one wait function called from two sites of a gather; each site is its
+    own path with the time the program measured there (within 5%), and the gather's
+    exclusive time excludes both waits and its MPI calls."""
+    out = tmp_path / "prof"
+    p = mpi.run(2, [mpi.prog("probe_gather"), 10, 1], outdir=out,
+                pathscope_args=["--probe", "wait_one,gather"], timeout=180)
+    for rank in (0,):
+        (truth,) = [v for v in program_values(p.stdout, "probe_gather")
+                    if v["rank"] == rank and "site1_ns" in v]
+        pr = Probes(out, rank)
+        (wait,), (gather,) = pr.ids(r"^wait_one"), pr.ids(r"^gather")
+        paths = sorted(pr.paths(wait), key=lambda x: -x[3]["incl"])
+        assert [c for _, _, c, _ in paths] == [truth["site1_calls"], truth["site2_calls"]]
+        within(paths[0][3]["incl"], truth["site1_ns"], "first wait", rel=0.05)
+        within(paths[1][3]["incl"], truth["site2_ns"], "second wait", rel=0.10)
+        g = pr.total(gather, "incl")
+        within(g, truth["gather_ns"], "gather inclusive")
+        assert pr.total(gather, "excl") < 0.05 * g
