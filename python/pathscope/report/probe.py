@@ -52,7 +52,7 @@ def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
     lines = [f"Probed functions ({plural(len(functions), 'function')} on "
              f"{plural(len(summaries), 'rank')}; metrics: {metrics})"]
     for function in functions:
-        lines += _function(function, tree, symbols, cpu)
+        lines += _function(function, tree, symbols, cpu, len(summaries))
     lines += _refusals(profile)
     lines += _counters(summaries)
     lines.append(f"{INDENT}{_hardware(summaries)}")
@@ -64,10 +64,12 @@ def _time_or_dash(ns: int, known: bool) -> str:
 
 
 def _function(function: ProbedFunction, tree: Optional[CallTree], symbols: SymbolTable,
-              cpu: bool) -> list[str]:
+              cpu: bool, probed_ranks: int) -> list[str]:
     info = function.info
     where = _basename(info.module) + (f", {_basename(info.file)}:{info.line}" if info.file
                                       else "")
+    if len(function.ranks) < probed_ranks:      # `pathscope probe` reached some ranks only
+        where += f"; {_ranks(function.ranks)} only"
     calls, outer = function.total(CALLS), sum(p.node.total(CALLS) for p in function.outermost())
     state = f"{info.state}, " if info.state != "active" else ""
     if tree is None or not calls:
@@ -85,9 +87,12 @@ def _function(function: ProbedFunction, tree: Optional[CallTree], symbols: Symbo
     lines = [head, table(["calls", "inclusive", "share", "exclusive", "CPU", *STATS_HEADERS,
                           "path"], rows, "rrrrrrrrl", INDENT * 2)]
     outermost = [p.node.total(INCL) for p in paths if not p.nested]
-    if len(outermost) > 1 and outermost[-1] > 0:
-        lines.append(f"{INDENT * 2}{len(outermost)} call paths: the largest takes "
-                     f"{outermost[0] / outermost[-1]:.1f}× the inclusive time of the smallest")
+    if len(outermost) > 1:
+        ratio = (f"the largest takes {outermost[0] / outermost[-1]:.1f}× the inclusive time "
+                 f"of the smallest; " if outermost[-1] else "")
+        low, mean, high = stats_cells(tree.stats(function.per_rank(INCL)))
+        lines.append(f"{INDENT * 2}{len(outermost)} call paths: {ratio}all of them per rank: "
+                     f"min {low}, mean {mean}, max {high}")
     counts = [(sum(p.node.total(COLUMNS[m]) for p in paths), what) for m, what in PROBLEMS]
     problems = [_counted(n, what) for n, what in counts if n]
     if problems:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 PROBE_FORMAT = (2, 6)
 STATES = ("active", "disabled", "removed", "unloaded")
 _KEY = re.compile(r"^[a-z0-9-]{1,64}$")
+_PROBE_ID = re.compile(r"^[0-9]{1,10}$")     # a `probe` node's address field, ASCII only
 _STATE = re.compile(r"^(" + "|".join(STATES) + r")$")
 
 FunctionKey = tuple[str, str, int]      # module path, build id, ELF virtual address
@@ -155,10 +156,11 @@ class ProbeParser:
         if excl > incl:
             raise ProfileError(f"{r.where}: 'pnode' line: field 5 '{excl}' (exclusive ns) is "
                                f"larger than inclusive ns (field 4, {incl})")
-        faults_switches = [r.optional_number(i) for i in range(5, 9)]
-        rusage = (None if None in faults_switches else
-                  (faults_switches[0], faults_switches[1], faults_switches[2],
-                   faults_switches[3]))
+        rusage: Optional[tuple[int, int, int, int]] = None     # `-`: metrics not `rusage`
+        if r.fields[5] != "-":
+            rusage = (n(5), n(6), n(7), n(8))
+        for i in range(6, 9):
+            r.optional_number(i)
         stats = ProbeStats(incl, excl, r.optional_number(4), rusage, n(9), n(10), n(11), n(12))
         self.pnodes.append((n(0, MAX_ID), n(1, MAX_ID), stats, r.where))
 
@@ -229,7 +231,7 @@ class ProbeParser:
             for node in thread.nodes:
                 if node.kind != PROBE:
                     continue
-                info = probes.get(int(node.op)) if node.op.isdigit() else None
+                info = probes.get(int(node.op)) if _PROBE_ID.match(node.op) else None
                 if info is None:
                     raise ProfileError(f"{self.name}: thread {thread.index}: node {node.id} "
                                        f"names probe '{node.op[:40]}', which has no 'probe' "
@@ -298,9 +300,7 @@ def probed_functions(profile: Profile, tree: Optional[CallTree]) -> list[ProbedF
     for node in tree.root.walk():
         if node.frame.kind != PROBE:
             continue
-        function = functions.get(_function_key(node.frame))
-        if function is None:              # a leaf of a rank outside the tree's: not possible
-            continue
+        function = functions[_function_key(node.frame)]    # renamed from a probe line
         nested = any(_inside(frame, function.info) for frame in node.path()[:-1])
         function.paths.append(ProbePath(node, nested))
     return list(functions.values())
