@@ -317,7 +317,8 @@ def test_report_without_cpu_time_or_timed_exits(tmp_path):
             if row[0] == "pnode":
                 row[5] = "-"
         write_rows(path, rows)
-    lines = section(render(load_profile(d)), "Probed functions")
+    p = load_profile(d)
+    lines = section(render(p), "Probed functions")
     assert lines[0] == "Probed functions (3 functions on 2 ranks; metrics: time)"
     assert lines[1] == ("  wait_one (app, gather.c:30): 40 calls, 441 ms inclusive, 441 ms "
                         "exclusive")
@@ -327,6 +328,9 @@ def test_report_without_cpu_time_or_timed_exits(tmp_path):
         "  exits not timed on ranks 0-1 (refused: CET shadow stack): calls are counted per "
         "path, without times",
         "  hardware counters: none (no PAPI in this build)"]
+    # no CPU time: absent from the exports, not zeros
+    assert folded(p, "probe_cpu_time") == ""
+    assert {row["cpu_s"] for row in build_table(p, "probes").rows} == {None}
 
 
 def test_no_section_without_probes():
