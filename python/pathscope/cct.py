@@ -35,6 +35,7 @@ if TYPE_CHECKING:     # the sources import this module (pathscope.sources)
     from pathscope.sources.heap import HeapStats, HeapSummary
     from pathscope.sources.kernel import KernelSummary
     from pathscope.sources.mpi import PathComm
+    from pathscope.sources.probe import ProbeStats, ProbeSummary
     from pathscope.sources.sample import Sampler
 
 ROOT = "root"
@@ -46,6 +47,7 @@ FAILED = "failed"
 NOT_UNWOUND = "not_unwound"
 HEAP = "heap"                       # an allocator function (malloc, calloc, ...): a leaf
 SYSCALL = "syscall"                 # a system call or libc function (kernel time): a leaf
+PROBE = "probe"                     # calls of a probed function (format 2.6): a leaf
 KERNEL_UNATTRIBUTED = "kernel_unattributed"  # (reader only) kernel time no call path got
 OFFCPU_FORMAT = (2, 4)              # node offcpu_ns and thread cpu_ns (docs/format.md)
 CODE_KINDS = (CALL, FN, PC)          # nodes with a module and an address
@@ -85,7 +87,8 @@ class Node:
     kind: str                     # root | call | fn | pc | mpi | failed | not_unwound | newer
     module: Optional[int]         # module id (code kinds), or None
     address: Optional[int]        # ELF virtual address (code kinds), or None
-    op: str                       # mpi: the operation name; a newer kind: its address field
+    op: str                       # mpi: the operation name; a probe: the function's name
+                                  # (pathscope.sources.probe); a newer kind: its address field
     visits: int
     sample_ns: int
     samples: int
@@ -96,6 +99,7 @@ class Node:
     entries: int = 0              # call nodes, thunk mode: calls made here, a lower bound (2.1)
     kernel_ns: int = 0            # syscall nodes: time in the call (visits: calls) (2.2)
     offcpu_ns: int = 0            # the part of sample_ns the thread was off the CPU (2.4)
+    probe: Optional[ProbeStats] = None   # probe nodes: the `pnode` line (2.6)
 
     @property
     def time_ns(self) -> int:
@@ -150,7 +154,7 @@ class RankCallPaths:
     traversal: Optional[tuple[str, int, str]] = None
     # what each measurement source read of this rank, by source name (pathscope.sources):
     # "mpi" the unwind groups, "sample" its Sampler, "heap" its HeapSummary, "kernel" its
-    # KernelSummary; None when the file has none of the source's lines
+    # KernelSummary, "probe" its ProbeSummary; None when the file has none of the source's lines
     by_source: dict[str, Any] = field(default_factory=dict)
     version: str = ""             # the rank file's format version (set by the reader)
 
@@ -172,6 +176,11 @@ class RankCallPaths:
     def kernel(self) -> Optional[KernelSummary]:
         """PATHSCOPE_KERNEL (format 2.2)."""
         return self.by_source.get("kernel")
+
+    @property
+    def probes(self) -> Optional[ProbeSummary]:
+        """Probed functions (format 2.6)."""
+        return self.by_source.get("probe")
 
     def knows_offcpu(self) -> bool:
         """True from format 2.4: sample_ns is split into on-CPU and off-CPU time (before,

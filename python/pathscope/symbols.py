@@ -7,9 +7,10 @@
 
 Rules kept here:
 - A frame is identified by (kind, module path, build id, address) for `call`, `fn` and `pc`
-  nodes, by the operation for `mpi` nodes, and by its kind for the pseudo frames `[failed
-  unwind]` and `[not unwound]` - never by its name, and never by a module id (those are per
-  file).
+  nodes, by the operation for `mpi` nodes, by its kind for the pseudo frames `[failed
+  unwind]` and `[not unwound]`, and for `probe` nodes by the probed function's module path,
+  build id and address (its name rides along) - never by a code frame's name, and never by
+  a module id (those are per file).
 - A code frame expands to one name per level of its `frame` lines, outermost first; an
   unresolved address (no `frame` line) is named `module+0xADDR` (module basename), never
   dropped; so is a level whose function is unknown (`-`).
@@ -63,7 +64,13 @@ def frame_of(node: Node, modules: dict[int, Module]) -> Frame:
                      node.address or 0)
     if node.kind in (ROOT, FAILED, NOT_UNWOUND):
         return Frame(node.kind)
-    return Frame(node.kind, name=node.op)
+    if node.module is None:
+        return Frame(node.kind, name=node.op)
+    # a named leaf that is code of a module (a probed function, pathscope.sources.probe): the
+    # module and address keep two functions of one name apart, on every rank alike
+    module = modules.get(node.module)
+    return Frame(node.kind, module.path if module else "", module.build_id if module else "",
+                 node.address or 0, node.op)
 
 
 @dataclass(frozen=True)

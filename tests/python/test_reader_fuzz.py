@@ -6,7 +6,8 @@ than 1 GiB of address space.
 The cases are derived, with random.Random(seed), from real profiles (tests/python/data:
 the hand-written hybrid fixture, format 2.0; runs of the runtime, format 2.2; and their
 format 2.3 variants with run and warning lines added as docs/format.md describes, and a 2.4
-variant with off-CPU and CPU times) and the hand-written format 1.0 sample.  Mutations: truncation (also mid-line and to nothing),
+variant with off-CPU and CPU times), the hand-written format 1.0 sample and the format 2.6
+profile with probed functions of test_probe_reader.py.  Mutations: truncation (also mid-line and to nothing),
 lines duplicated, deleted or swapped, fields made huge, negative, NaN, non-numeric or
 empty, binary bytes, long lines, rank/size/nranks/run lines changed, escapes broken, a
 file replaced by a symbolic link, a FIFO or a directory.  The line and file limits of
@@ -111,9 +112,11 @@ def _with_offcpu(tree: dict[str, bytes]) -> dict[str, bytes]:
 def base_profiles() -> dict[str, dict[str, bytes]]:
     sys.path.insert(0, str(HERE))
     from pathscope_samples import write_sample   # noqa: E402
+    from test_probe_reader import write_run as write_probe_run   # noqa: E402
 
     with tempfile.TemporaryDirectory() as tmp:
         sample = _tree(write_sample(Path(tmp) / "sample"))
+        probes = _tree(write_probe_run(Path(tmp) / "probes"))
     hybrid = _tree(DATA / "hybrid")
     kernel = _tree(DATA / "real-2.2" / "mpi-kernel")
     heap = _tree(DATA / "real-2.2" / "serial-heap")
@@ -121,7 +124,8 @@ def base_profiles() -> dict[str, dict[str, bytes]]:
             "heap-2.2": heap, "kernel-2.3": _with_run(kernel, RUN_A, warnings=True),
             "hybrid-2.3": _with_run(hybrid, RUN_A, warnings=True),
             "heap-2.3": _with_run(heap, RUN_B, warnings=False),
-            "hybrid-2.4": _with_offcpu(_with_run(hybrid, RUN_A, warnings=False))}
+            "hybrid-2.4": _with_offcpu(_with_run(hybrid, RUN_A, warnings=False)),
+            "probe-2.6": probes}
 
 
 # ---- mutations ------------------------------------------------------------------------------

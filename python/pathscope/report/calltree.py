@@ -60,7 +60,7 @@ def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
 
 # ---- helpers ---------------------------------------------------------------------------------
 
-def _stats_cells(stats: RankStats) -> list[str]:
+def stats_cells(stats: RankStats) -> list[str]:
     return [f"{format_time(stats.min)} ({stats.min_rank})", format_time(stats.mean),
             f"{format_time(stats.max)} ({stats.max_rank})"]
 
@@ -192,7 +192,7 @@ def _time_split(profile: Profile, tree: CallTree) -> str:
         if not ns and not always:
             continue
         share = format_percent(ns / total) if total else "-"
-        rows.append([label, format_time(ns), share] + _stats_cells(tree.stats(values)))
+        rows.append([label, format_time(ns), share] + stats_cells(tree.stats(values)))
     threads = [profile.callpaths[r].threads[t] for r, t in tree.threads]
     lines = [f"Time split (call paths of {len(threads)} threads on {len(tree.ranks)} ranks; "
              f"per rank: min, mean, max)",
@@ -284,7 +284,7 @@ def _call_tree(view: _View, notes: list[str], marked: bool) -> str:
                     + ([_optional_time(row.head.incl_offcpu_ns)] if offcpu else [])
                     + [str(row.head.total(VISITS)) if mpi else (f">={calls}" if calls else ""),
                        format_bytes(row.head.total(BYTES)) if mpi else ""]
-                    + _stats_cells(view.tree.stats(row.head.incl_time))
+                    + stats_cells(view.tree.stats(row.head.incl_time))
                     + [STEP * depth + row.label])
         if mpi and row.head.comms:
             rows.append([""] * (len(headers) - 1) + [STEP * (depth + 1) + _comms_line(row.head)])
@@ -319,7 +319,7 @@ def _hot_path(view: _View) -> tuple[str, bool]:
         marked = marked or bool(mark)
         rows.append([format_time(row.incl_ns), mark, view.percent(row.incl_ns)]
                     + ([_optional_time(row.head.incl_offcpu_ns)] if offcpu else [])
-                    + _stats_cells(stats) + [balance, row.label])
+                    + stats_cells(stats) + [balance, row.label])
         children = view.children(row)
         if row is view.root:
             children = [c for c in children if c.head.frame.kind not in (FAILED, NOT_UNWOUND)]

@@ -100,7 +100,7 @@ class SourceParser(Protocol):
 
 @dataclass(frozen=True)
 class Source:
-    name: str                     # "mpi", "sample", "heap", "kernel": the key of by_source
+    name: str                     # "mpi", "sample", "heap", "kernel", "probe": by_source key
     # a new parser for each rank file: (file name as messages show it, ranks of the run)
     parser: Callable[[str, int], SourceParser]
     metrics: tuple[Metric, ...] = ()

@@ -1,0 +1,174 @@
+"""The report's section on probed functions (profiles recorded with PATHSCOPE_PROBE or
+changed by `pathscope probe`; format 2.6).
+
+- Per function, largest inclusive time first: its calls and times over all ranks and
+  threads, then one row per call path: calls, inclusive, share of the function's inclusive
+  time, exclusive and CPU time, the inclusive time's per-rank min / mean / max with their
+  ranks, and the path (frames below `main`, the call site's line last).  With several paths,
+  how much the largest takes over the smallest (two call sites of one wait, one 20 times the
+  other, must not hide in a total).
+- Recursion: a nested call's row is marked `(nested)` and has no share; the function's
+  inclusive and CPU totals count only outermost calls (pathscope.sources.probe).
+- What went wrong, only when it did: calls whose exit was lost, untimed calls, exits by an
+  exception, calls open at the end; refusals with their reason; the `probes` line's counters
+  (traps in patch windows, the longest window, exits lost, calls passed through).
+- One line on hardware counters (this runtime links no PAPI).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from pathscope import ranges
+from pathscope.calltree import CallTree, MergedNode, build_tree
+from pathscope.metrics import COLUMNS
+from pathscope.reader import Profile
+from pathscope.report.calltree import STATS_HEADERS, stats_cells
+from pathscope.report.heap import path_label
+from pathscope.report.layout import INDENT, plural, table
+from pathscope.sources.probe import (ProbedFunction, ProbePath, ProbeSummary, call_site,
+                                     grouped_refusals, probed_functions)
+from pathscope.symbols import SymbolTable
+from pathscope.units import format_percent, format_time
+
+CALLS, INCL, EXCL, CPU = (COLUMNS[name] for name in (
+    "probe_calls", "probe_time", "probe_self_time", "probe_cpu_time"))
+PROBLEMS = (("probe_lost_exits", "exit{} lost"), ("probe_untimed_calls", "untimed call{}"),
+            ("probe_exception_exits", "exit{} by an exception"),
+            ("probe_open_calls", "call{} open at the end"))
+NO_PAPI = "hardware counters: none (no PAPI in this build)"
+
+
+def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
+    summaries = {r: p.probes for r, p in sorted(profile.callpaths.items())
+                 if p.probes is not None}
+    if not summaries:
+        return []
+    # a rank file cut short may keep its probe lines but lose its tree
+    tree = build_tree(profile) if profile.has_call_paths() else None
+    functions = probed_functions(profile, tree)
+    functions.sort(key=lambda f: (-f.total(INCL, True), -f.total(CALLS), f.info.name))
+    cpu = any(s.measures_cpu for s in summaries.values())
+    metrics = ", ".join(sorted({s.metrics for s in summaries.values()}))
+    lines = [f"Probed functions ({plural(len(functions), 'function')} on "
+             f"{plural(len(summaries), 'rank')}; metrics: {metrics})"]
+    for function in functions:
+        lines += _function(function, tree, symbols, cpu, len(summaries))
+    lines += _refusals(profile)
+    lines += _counters(summaries)
+    lines.append(f"{INDENT}{_hardware(summaries)}")
+    return ["\n".join(lines)]
+
+
+def _time_or_dash(ns: int, known: bool) -> str:
+    return format_time(ns) if known else "-"
+
+
+def _function(function: ProbedFunction, tree: Optional[CallTree], symbols: SymbolTable,
+              cpu: bool, probed_ranks: int) -> list[str]:
+    info = function.info
+    where = _basename(info.module) + (f", {_basename(info.file)}:{info.line}" if info.file
+                                      else "")
+    if len(function.ranks) < probed_ranks:      # `pathscope probe` reached some ranks only
+        where += f"; {_ranks(function.ranks)} only"
+    calls, outer = function.total(CALLS), sum(p.node.total(CALLS) for p in function.outermost())
+    state = f"{info.state}, " if info.state != "active" else ""
+    if tree is None or not calls:
+        return [f"{INDENT}{info.name} ({where}): {state}"
+                + ("never called" if tree is not None else "no call paths in the rank files")]
+    incl = function.total(INCL, True)
+    head = (f"{INDENT}{info.name} ({where}): {_counted(calls, 'call{}')}"
+            + (f" ({outer:,} outermost)" if outer != calls else "")
+            + f", {format_time(incl)} inclusive, {format_time(function.total(EXCL))} exclusive"
+            + (f", {format_time(function.total(CPU, True))} CPU" if cpu else "")
+            + (f"; {info.state}" if info.state != "active" else ""))
+    paths = sorted(function.paths, key=lambda p: (p.nested, -p.node.total(INCL),
+                                                  _label(p, symbols)))
+    rows = [_path_row(p, tree, symbols, incl, cpu) for p in paths]
+    lines = [head, table(["calls", "inclusive", "share", "exclusive", "CPU", *STATS_HEADERS,
+                          "path"], rows, "rrrrrrrrl", INDENT * 2)]
+    outermost = [p.node.total(INCL) for p in paths if not p.nested]
+    if len(outermost) > 1:
+        ratio = (f"the largest takes {outermost[0] / outermost[-1]:.1f}× the inclusive time "
+                 f"of the smallest; " if outermost[-1] else "")
+        low, mean, high = stats_cells(tree.stats(function.per_rank(INCL)))
+        lines.append(f"{INDENT * 2}{len(outermost)} call paths: {ratio}all of them per rank: "
+                     f"min {low}, mean {mean}, max {high}")
+    counts = [(sum(p.node.total(COLUMNS[m]) for p in paths), what) for m, what in PROBLEMS]
+    problems = [_counted(n, what) for n, what in counts if n]
+    if problems:
+        lines.append(f"{INDENT * 2}{', '.join(problems)}")
+    return lines
+
+
+def _label(path: ProbePath, symbols: SymbolTable) -> str:
+    """The caller's path below main, the call site's line last: two call sites of one
+    caller are two rows that must be told apart."""
+    parent: Optional[MergedNode] = path.node.parent
+    label = path_label(parent, symbols) if parent is not None else ""
+    site = call_site(path.node, symbols)
+    return label + (f":{site[1]}" if site else "") + (" (nested)" if path.nested else "")
+
+
+def _path_row(path: ProbePath, tree: CallTree, symbols: SymbolTable, function_incl: int,
+              cpu: bool) -> list[str]:
+    node = path.node
+    incl = node.total(INCL)
+    share = ("-" if path.nested or not function_incl else format_percent(incl / function_incl))
+    stats = tree.stats({r: values[INCL] for r, values in node.by_rank.items()})
+    return [f"{node.total(CALLS):,}", format_time(incl), share, format_time(node.total(EXCL)),
+            _time_or_dash(node.total(CPU), cpu), *stats_cells(stats), _label(path, symbols)]
+
+
+def _refusals(profile: Profile) -> list[str]:
+    lines = []
+    for refusal, ranks in grouped_refusals(profile):
+        where = _basename(refusal.module)
+        if refusal.address is not None:
+            where += f" at 0x{refusal.address:x}"
+        lines.append(f"{INDENT}refused '{refusal.spec}'{f' ({where.strip()})' if where else ''}"
+                     f": {refusal.reason}: {refusal.text} "
+                     f"({'rank' if len(ranks) == 1 else 'ranks'} {ranges.compress(ranks)})")
+    return lines
+
+
+def _counters(summaries: dict[int, ProbeSummary]) -> list[str]:
+    lines = []
+    untimed = {r: s.exit_timing for r, s in summaries.items() if not s.timed}
+    for why in sorted(set(untimed.values())):
+        ranks = [r for r, w in untimed.items() if w == why]
+        lines.append(f"{INDENT}exits not timed on {_ranks(ranks)} ({why}): calls are counted "
+                     f"per path, without times")
+    counts = []
+    traps = sum(s.traps for s in summaries.values())
+    if traps:
+        counts.append(_counted(traps, "trap{} in patch windows"))
+    longest_rank = max(summaries, key=lambda r: (summaries[r].longest_window_ns, -r))
+    longest = summaries[longest_rank].longest_window_ns
+    if longest:
+        counts.append(f"longest patch window {format_time(longest)} (rank {longest_rank})")
+    for what, value in (("exit{} lost", sum(s.exits_lost for s in summaries.values())),
+                        ("call{} passed through (made inside pathscope or by a thread it does "
+                         "not know)", sum(s.passed_through for s in summaries.values()))):
+        if value:
+            counts.append(_counted(value, what))
+    if counts:
+        lines.append(f"{INDENT}{'; '.join(counts)}")
+    return lines
+
+
+def _counted(count: int, what: str) -> str:
+    """`1 exit lost`, `2 exits lost`: what has `{}` where the plural's s goes."""
+    return f"{count:,} {what.format('' if count == 1 else 's')}"
+
+
+def _basename(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def _ranks(ranks: list[int]) -> str:
+    return f"{'rank' if len(ranks) == 1 else 'ranks'} {ranges.compress(ranks)}"
+
+
+def _hardware(summaries: dict[int, ProbeSummary]) -> str:
+    named = sorted({s.hardware_counters for s in summaries.values() if s.hardware_counters})
+    return f"hardware counters: {', '.join(named)}" if named else NO_PAPI
