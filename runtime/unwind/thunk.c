@@ -112,8 +112,9 @@ __asm__(".text\n"
  * allocation (GCC's -fipa-ra, on at -O2) may keep values in caller-saved registers across a
  * call to a function it knows does not touch them -- so every register but r10, r11 and the
  * flags (which the traversal thunks clobber too) is saved: the general ones pushed, the x87,
- * SSE and AVX state by XSAVE (FXSAVE without it), which keeps st0/st1 and the x87 tags exactly
- * (the x87 stack must be empty when C code is called: the hook may use it).  We use the stack
+ * SSE and AVX state by XSAVE (FXSAVE without it), which keeps st0/st1 and the x87 tags exactly;
+ * then the x87 stack is emptied (FNINIT: C code may be called only with an empty one, and may
+ * use all eight registers) and XRSTOR brings it back.  We use the stack
  * below the returned frame's slot: it was the callee's, and the caller's red zone holds
  * nothing live across a call (the call itself wrote below its rsp).  Our frame is aligned to 64
  * (XSAVE's alignment, and 16 for the call). */
@@ -152,6 +153,7 @@ __asm__(".text\n"
         "subq $512, %rsp\n"
         "fxsave (%rsp)\n"
         "2:\n"
+        "fninit\n"                         /* an empty x87 stack for C code */
         "movl -64(%rbp), %edi\n"
         "call ps_thunk_hooked_exit\n"     /* returns e[i].ra, read before top = i */
         "movq %rax, -64(%rbp)\n"

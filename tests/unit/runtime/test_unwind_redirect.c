@@ -8,6 +8,7 @@
  * thunk that continues a committed walk.  (Exceptions: test_unwind_redirect_exc.cpp.)
  */
 #include <execinfo.h>
+#include <immintrin.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <string.h>
@@ -31,11 +32,19 @@ static volatile double hook_sse;
 static void record_exit(ps_thread_t *t, int index, int how)
 {
     CHECK(t == ps_self);
-    hook_x87 = hook_x87 * 1.5L + (long double)index; /* x87 stack */
+    /* the whole x87 stack: eight values fit only if it was empty (else the overflow gives a
+     * NaN) -- the thunk empties it, though the frame returned st0:st1 */
+    long double eight;
+    __asm__ volatile("fld1; fld1; fld1; fld1; fld1; fld1; fld1; fld1\n\t"
+                     "faddp; faddp; faddp; faddp; faddp; faddp; faddp; fstpt %0" : "=m"(eight));
+    CHECK(eight == 8);
+    hook_x87 = hook_x87 * 1.5L + (long double)index;
     hook_sse = hook_sse * 0.5 + index;
     char buf[512];
-    memset(buf, index, sizeof buf); /* libc's AVX2 memset, vzeroupper */
+    memset(buf, index, sizeof buf);
     hook_sse += buf[index % 512];
+    if (__builtin_cpu_supports("avx")) /* all of ymm0 and ymm1, as libc's AVX2 functions may */
+        __asm__ volatile("vxorpd %%ymm0, %%ymm0, %%ymm0\n\tvxorpd %%ymm1, %%ymm1, %%ymm1" ::: "xmm0", "xmm1");
     if (nevents < MAX_EVENTS) {
         events[nevents].index = index;
         events[nevents].how = how;
@@ -84,6 +93,19 @@ __attribute__((noipa)) static _Complex long double ret_complex_ld(long double x)
     return x + 2.0iL * x; /* st0:st1 */
 }
 
+/* ymm0, all 256 bits (the hook clears it) */
+__attribute__((noipa, target("avx"))) static __m256d ret_m256(double x)
+{
+    last_index = REDIRECT();
+    return _mm256_set_pd(x, x + 1, x + 2, x + 3);
+}
+__attribute__((target("avx"))) static int m256_preserved(void)
+{
+    double d[4];
+    _mm256_storeu_pd(d, ret_m256(1.0));
+    return d[0] == 4 && d[1] == 3 && d[2] == 2 && d[3] == 1;
+}
+
 static void test_return_values(void)
 {
     nevents = 0;
@@ -102,14 +124,55 @@ static void test_return_values(void)
     CHECK(third == 1.0L / 3);
     _Complex long double z = ret_complex_ld(1.5L);
     CHECK(__real__ z == 1.5L && __imag__ z == 3.0L);
-    CHECK_INT(nevents, 7);
-    for (int k = 0; k < 7; k++) CHECK_EVENT(k, 0, PS_EXIT_RETURN);
+    int avx = !!__builtin_cpu_supports("avx");
+    if (avx) CHECK(m256_preserved());
+    CHECK_INT(nevents, 7 + avx);
+    for (int k = 0; k < 7 + avx; k++) CHECK_EVENT(k, 0, PS_EXIT_RETURN);
     CHECK_INT(self_unwind()->thunks.top, 0);
     /* the x87 stack is empty again: eight pushes fit (an extra value would make the eighth a
      * stack overflow, a NaN) */
     long double a = 1, b = 2, c = 3, d = 4, e = 5, f = 6, g = 7, h = 8;
     __asm__ volatile("" : "+t"(a));
     CHECK(a + b * (c + d * (e + f * (g + h))) == 1 + 2 * (3 + 4 * (5 + 6 * 15.0L)));
+}
+
+/* Registers a caller may keep across a call it knows to leave them alone (GCC's -fipa-ra):
+ * preserve_probe redirects its own slot, sets rcx, rsi, rdi, r8, r9 and returns; its caller
+ * stores them right after the return. */
+__attribute__((used)) static int redirect_slot(uintptr_t *slot) { return ps_unwind_redirect(ps_self, slot); }
+void preserve_check(uint64_t *out);
+__asm__(".text\n"
+        "preserve_probe:\n"
+        "subq $8, %rsp\n"
+        "leaq 8(%rsp), %rdi\n"
+        "call redirect_slot\n"
+        "addq $8, %rsp\n"
+        "movq $0x1111, %rcx\n"
+        "movq $0x2222, %rsi\n"
+        "movq $0x3333, %rdi\n"
+        "movq $0x4444, %r8\n"
+        "movq $0x5555, %r9\n"
+        "ret\n"
+        "preserve_check:\n"
+        "pushq %rbx\n"
+        "movq %rdi, %rbx\n"
+        "call preserve_probe\n"
+        "movq %rcx, 0(%rbx)\n"
+        "movq %rsi, 8(%rbx)\n"
+        "movq %rdi, 16(%rbx)\n"
+        "movq %r8, 24(%rbx)\n"
+        "movq %r9, 32(%rbx)\n"
+        "popq %rbx\n"
+        "ret\n");
+
+static void test_registers(void)
+{
+    uint64_t regs[5] = {0};
+    nevents = 0;
+    preserve_check(regs);
+    CHECK_INT(nevents, 1);
+    CHECK_EVENT(0, 0, PS_EXIT_RETURN);
+    for (int k = 0; k < 5; k++) CHECK_INT(regs[k], 0x1111 * (k + 1));
 }
 
 /* ---- nesting -------------------------------------------------------------------------------- */
@@ -315,6 +378,7 @@ int main(void)
     ps_thunks_available = 1; /* (thunk mode, for test_walks) */
     test_refusals();
     test_return_values();
+    test_registers();
     test_recursion();
     test_longjmp();
     test_backtrace();
