@@ -55,10 +55,14 @@ static void thunks_prepare(ps_thread_t *t, unwind_thread_t *u, int n, int sync)
         index = 0;
         th->pend_chained = 1;
     }
-    /* a walk from a sibling call's slot (ps_unwind_from): that slot's entry stays */
-    if (index < (int)u->walk_from_thunk) index = (int)u->walk_from_thunk;
     int first = sync ? 0 : 1;
     while (first < owner && ps_unwind_in_self(cur[first].pc)) first++;
+    /* a walk from a sibling call's slot (ps_unwind_from): that slot's entries stay, and the
+     * frames outside it that have no thunk cannot go above them (stack order): left alone */
+    if (index < (int)u->walk_from_thunk) {
+        index = (int)u->walk_from_thunk;
+        owner = first;
+    }
     th->pend_base = (uint32_t)index;
     th->pend_seq = t->walk_seq;
     /* the slot of frame first's callee: a redirect there continues the chain */

@@ -197,6 +197,45 @@ static void test_recursion(void)
     CHECK_EVENT(PS_MAX_DEPTH - 1, 0, PS_EXIT_RETURN);
 }
 
+/* ---- tail calls ------------------------------------------------------------------------------ */
+/* tail_caller redirects its slot, then jumps to tail_target, which returns through the same
+ * slot, already holding thunk 0: its entry keeps that thunk as the return address. */
+static uintptr_t *tail_slot;
+static uintptr_t outside[8]; /* the path outside the test's frames (which walks skip) */
+static int noutside;
+__attribute__((noipa)) static int tail_target(int x)
+{
+    CHECK(SELF_SLOT() == tail_slot); /* (else the compiler made a call: no tail call tested) */
+    int i = REDIRECT();
+    CHECK_INT(self_unwind()->thunks.e[i].ra, ps_thunk_hooked_address(0));
+    /* a walk translates the slot through both entries */
+    uintptr_t out[PS_MAX_DEPTH];
+    int complete = 0;
+    CHECK_INT(ps_unwind_caller(out, PS_MAX_DEPTH, &complete), noutside);
+    CHECK(complete && memcmp(out, outside, sizeof *out * (size_t)noutside) == 0);
+    CHECK_INT(self_unwind()->thunk_errors, 0);
+    return i * 10 + x;
+}
+__attribute__((noipa, optimize("optimize-sibling-calls"))) static int tail_caller(int x)
+{
+    tail_slot = SELF_SLOT();
+    CHECK_INT(REDIRECT(), 0);
+    return tail_target(x);
+}
+
+static void test_tail_call(void)
+{
+    int complete = 0;
+    noutside = ps_unwind_caller(outside, 8, &complete);
+    CHECK(noutside > 0 && complete);
+    nevents = 0;
+    CHECK_INT(tail_caller(3), 13);
+    CHECK_INT(nevents, 2); /* the target's exit, then the caller's */
+    CHECK_EVENT(0, 1, PS_EXIT_RETURN);
+    CHECK_EVENT(1, 0, PS_EXIT_RETURN);
+    CHECK_INT(self_unwind()->thunks.top, 0);
+}
+
 /* ---- longjmp -------------------------------------------------------------------------------- */
 static jmp_buf jump_target;
 
@@ -380,6 +419,7 @@ int main(void)
     test_return_values();
     test_registers();
     test_recursion();
+    test_tail_call();
     test_longjmp();
     test_backtrace();
     test_walks();
