@@ -191,7 +191,7 @@ static inline uintptr_t entry_thunk(const ps_thunks_t *th, uint32_t i)
     return th->hooked[i] ? ps_thunk_hooked_address((int)i) : ps_thunk_address((int)i);
 }
 
-/* innermost first */
+/* (innermost first) */
 void ps_thunks_close(unwind_thread_t *u, uint32_t from, int how)
 {
     ps_thunks_t *th = &u->thunks;
@@ -203,7 +203,7 @@ void ps_thunks_close(unwind_thread_t *u, uint32_t from, int how)
 
 /* Puts the return addresses back into every slot that still holds our thunk.  Without hooked
  * entries the stack is emptied (restored_top remembers it); with them every entry stays, for
- * ps_thunks_rearm. [signal-safe] */
+ * rearm (below). [signal-safe] */
 void ps_thunks_restore(unwind_thread_t *u, int suspend)
 {
     if (!u) return;
@@ -271,7 +271,7 @@ static inline int entry_live(const ps_thunks_t *th, uint32_t k, uintptr_t s, uin
 
 int ps_unwind_redirect(ps_thread_t *t, uintptr_t *slot)
 {
-    if (!redirect_ok || !exit_hook || !t) return -1;
+    if (!redirect_ok || !exit_hook || !t || t != ps_self) return -1; /* (thunks use ps_self's) */
     unwind_thread_t *u = unwind_of(t);
     ps_thunks_t *th = &u->thunks;
     uintptr_t s = (uintptr_t)slot;

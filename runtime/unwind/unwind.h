@@ -63,7 +63,7 @@ static inline int ps_thunk_index(uintptr_t ra) /* either kind; -1: not a thunk *
 
 /* Exits of probed functions: pushes {slot, *slot} on the thread's thunk stack and writes hooked
  * thunk i's address into *slot; returns i, or -1 (redirection unavailable in this process or
- * thread, stack full, slot outside the thread's stack).  Entries found dead first (their slot
+ * thread, stack full, slot outside the thread's stack, t not the calling thread).  Entries found dead first (their slot
  * is below the new one, or is the new one without its thunk: the frame vanished by longjmp)
  * are reported to the hook as PS_EXIT_LOST (PS_EXIT_UNWOUND while an exception unwinds).  A
  * slot that holds thunk k of its own entry (a tail call through a redirected frame) keeps it

@@ -388,6 +388,8 @@ static void test_refusals(void)
     static uintptr_t outside; /* (a static: not on the stack) */
     CHECK_INT(ps_unwind_redirect(ps_self, &outside), -1); /* not on the thread's stack */
     CHECK_INT(ps_unwind_redirect(NULL, SELF_SLOT()), -1);
+    static ps_thread_t other; /* another thread's: its thunks would use ours */
+    CHECK_INT(ps_unwind_redirect(&other, SELF_SLOT()), -1);
     unwind_thread_t *u = self_unwind();
     u->thunks.suspended = 2; /* the thread switched stacks */
     CHECK_INT(ps_unwind_redirect(ps_self, SELF_SLOT()), -1);
@@ -412,6 +414,8 @@ int main(void)
     }
     CHECK_INT(ps_unwind_redirect_available(), 1);
     CHECK(ps_unwind_redirect_why() == NULL);
+    CHECK_INT(ps_thunks_in_use, 0);
+    CHECK_INT(ps_unwind_redirect(ps_self, SELF_SLOT()), -1); /* no hook yet */
     ps_unwind_set_exit_hook(record_exit);
     CHECK_INT(ps_thunks_in_use, 1);
     ps_thunks_available = 1; /* (thunk mode, for test_walks) */
