@@ -69,7 +69,9 @@ static inline int ps_thunk_index(uintptr_t ra) /* either kind; -1: not a thunk *
  * slot that holds thunk k of its own entry (a tail call through a redirected frame) keeps it
  * as the saved return address: the return runs i's exit, then k's.  In thunk mode, the slot
  * continues the thunks of a walk committed just before (ps_unwind_commit) -- the probed
- * function's caller's walk -- so that later walks may stop at it. [signal-safe] */
+ * function's caller's walk -- so that later walks may stop at it.  Call it inside a tree update
+ * (ps_tree_enter: busy): a sample's commit between the push and the slot's write would take
+ * the entry. [signal-safe] */
 int ps_unwind_redirect(ps_thread_t *t, uintptr_t *slot);
 enum { PS_EXIT_RETURN, PS_EXIT_UNWOUND, PS_EXIT_LOST };
 /* Called by the hooked thunk at the frame's return (RETURN; every register but r10, r11 and
