@@ -1,14 +1,18 @@
 /* Unit tests of exits by return-address redirection (thunk.c: ps_unwind_redirect and the
  * hooked thunks; docs/design-probes.md, section 3), on this thread registered as the runtime
- * registers threads: the exit hook sees every return with its index, in LIFO order; return
- * values in every register the x86-64 return convention uses survive a hook that uses the x87,
- * SSE and (through libc) AVX registers; frames left by longjmp are reported LOST; backtrace()
- * sees real return addresses and the slot gets its thunk back; walks through a redirected frame
- * give the same path as without, in every traversal mode, and thunk mode stops at a probe's
- * thunk that continues a committed walk.  (Exceptions: test_unwind_redirect_exc.cpp.)
+ * registers threads: the exit hook sees every return with its index, in LIFO order (recursion,
+ * a full thunk stack, a tail call); return values in every register the x86-64 return
+ * convention uses, and caller-saved registers, survive a hook that uses the x87, SSE and AVX
+ * registers; frames left by longjmp are reported LOST; backtrace() sees real return addresses
+ * and the slot gets its thunk back; pthread_exit reports open frames UNWOUND, swapcontext
+ * LOST; walks through a redirected frame give the same path as without, in every traversal
+ * mode, and thunk mode stops at a probe's thunk that continues a committed walk; the
+ * refusals.  (Exceptions: test_unwind_redirect_exc.cpp.)
  */
 #include <execinfo.h>
 #include <immintrin.h>
+#include <pthread.h>
+#include <ucontext.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <string.h>
@@ -302,6 +306,71 @@ static void test_backtrace(void)
     CHECK_EVENT(0, 0, PS_EXIT_RETURN);
 }
 
+/* ---- the thread's end, a stack switch ---------------------------------------------------------- */
+/* Each in a thread of its own, registered as the runtime registers threads: pthread_exit from
+ * inside two redirected frames reports both UNWOUND; swapcontext reports the open one LOST
+ * and the thread redirects no more. */
+static ps_thread_t *other_thread;
+
+__attribute__((noipa)) static void exiting(int level)
+{
+    CHECK_INT(REDIRECT(), level);
+    if (level == 1) pthread_exit(NULL);
+    if (level < 1) exiting(level + 1);
+}
+
+static void *exit_thread(void *arg)
+{
+    other_thread = ps_thread_register();
+    exiting(0);
+    return arg;
+}
+
+static ucontext_t main_context, side_context;
+static void side(void) { swapcontext(&side_context, &main_context); }
+
+__attribute__((noipa)) static int switching(void)
+{
+    int i = REDIRECT();
+    CHECK_INT(i, 0);
+    swapcontext(&main_context, &side_context); /* and back */
+    CHECK_INT(REDIRECT(), -1);                /* not on this thread any more */
+    return i;
+}
+
+static void *switch_thread(void *arg)
+{
+    static char side_stack[64 * 1024];
+    other_thread = ps_thread_register();
+    getcontext(&side_context);
+    side_context.uc_stack.ss_sp = side_stack;
+    side_context.uc_stack.ss_size = sizeof side_stack;
+    side_context.uc_link = NULL;
+    makecontext(&side_context, side, 0);
+    CHECK_INT(switching(), 0);
+    return arg;
+}
+
+static void run_thread(void *(*fn)(void *))
+{
+    pthread_t th;
+    nevents = 0;
+    CHECK_INT(pthread_create(&th, NULL, fn, NULL), 0);
+    CHECK_INT(pthread_join(th, NULL), 0);
+}
+
+static void test_thread_end(void)
+{
+    run_thread(exit_thread);
+    CHECK_INT(nevents, 2);
+    CHECK_EVENT(0, 1, PS_EXIT_UNWOUND);
+    CHECK_EVENT(1, 0, PS_EXIT_UNWOUND);
+    CHECK_INT(unwind_of(other_thread)->thunks.top, 0);
+    run_thread(switch_thread);
+    CHECK_INT(nevents, 1); /* (the frame's return then runs no thunk) */
+    CHECK_EVENT(0, 0, PS_EXIT_LOST);
+}
+
 /* ---- walks through a redirected frame -------------------------------------------------------- */
 typedef int (*redirect_fn)(uintptr_t *slot);
 typedef int (*walk_fn)(uintptr_t ra, uintptr_t sp, uintptr_t rbp, uintptr_t *out, int max, int *complete);
@@ -426,6 +495,7 @@ int main(void)
     test_tail_call();
     test_longjmp();
     test_backtrace();
+    test_thread_end();
     test_walks();
     return failures != 0;
 }
