@@ -14,30 +14,22 @@ static const char *const options[] = {"traversal", "traversal_check", NULL};
 
 void ps_unwind_write(ps_fmt_t *f, ps_section sec, ps_thread_t *t);         /* unwind_out.c */
 void ps_unwind_thread_cols(const ps_thread_t *t, ps_thread_cols_t *cols); /* unwind_out.c */
-/* PATHSCOPE_TRAVERSAL, and the reasons thunk mode may be refused. */
+/* PATHSCOPE_TRAVERSAL; thunk mode is refused for the reasons that make redirection (exits of
+ * probed functions) unavailable (thunk.c: ps_unwind_redirect_setup). */
 static void choose_traversal(void)
 {
-    /* SIGPROF with a handler already (another profiler's library, started before us): no
-     * thunks, whose restores need the signal */
-    int sigprof_busy = !ps_sigprof_free_at_start();
     for (int m = 0; m < PS_TRAVERSAL_NMODES; m++)
         if (strcmp(ps_options.traversal, ps_traversal_names[m]) == 0) ps_traversal_mode = m;
     ps_traversal_check = (unsigned)atoi(ps_options.traversal_check);
+    const char *why = ps_unwind_redirect_setup();
     if (ps_traversal_mode == PS_TRAVERSAL_THUNK) {
-        static char refused[PS_PATH_MAX + 64], module[PS_PATH_MAX];
-        if (ps_thunks_shadow_stack()) { /* returns into thunks would fault */
-            ps_traversal_requested = "thunk (refused: CET shadow stack)";
-            ps_traversal_mode = PS_TRAVERSAL_REUSE;
-        } else if (ps_unwind_own_unwinder(module, sizeof module)) {
-            /* its exceptions would meet thunks we could not restore first */
-            snprintf(refused, sizeof refused, "thunk (refused: %s has its own unwinder)", module);
+        static char refused[PS_PATH_MAX + 64];
+        if (why) {
+            snprintf(refused, sizeof refused, "thunk (refused: %s)", why);
             ps_traversal_requested = refused;
             ps_traversal_mode = PS_TRAVERSAL_REUSE;
-        } else if (sigprof_busy) {
-            ps_traversal_requested = "thunk (refused: SIGPROF has another handler)";
-            ps_traversal_mode = PS_TRAVERSAL_REUSE;
         } else {
-            ps_thunks_available = 1;
+            ps_thunks_available = ps_thunks_in_use = 1;
         }
     }
 }

@@ -33,12 +33,21 @@
  *    thunk mode is refused at start-up and the reuse mode used instead.
  * A thunk whose entry does not match its slot (an unforeseen stack switch) stops the walk
  * (counted); its return would then jump to the wrong place, which is why every case above
- * restores the slots before anything else looks at the stack. */
+ * restores the slots before anything else looks at the stack.
+ *
+ * Exits of probed functions (ps_unwind_redirect) use the same stack with a second kind of
+ * thunk: a hooked thunk calls the exit hook before it jumps (docs/design-probes.md, section
+ * 3).  Its entries outlive the restores above -- an exception or backtrace() puts the return
+ * address back, and the catch (or backtrace's return) re-arms the frames still live; frames
+ * gone are reported to the hook: UNWOUND (an exception, the thread's end) or LOST (longjmp,
+ * found when a later entry is pushed or popped; a stack switch). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
+#include <cpuid.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <stddef.h>
@@ -52,14 +61,20 @@
 
 __thread ps_thunks_t *ps_thunk_self __attribute__((tls_model("initial-exec")));
 int ps_thunks_available; /* thunk mode may install thunks in this process */
+int ps_thunks_in_use;    /* the thunk stack is used: thunk mode, or the exit hook is set */
+static int redirect_ok;  /* ps_unwind_redirect may redirect in this process */
+static const char *redirect_why = "call paths are off (no unwinder)";
+static ps_unwind_exit_fn exit_hook;
+/* bytes of the XSAVE area for the features the kernel enabled; 0: no XSAVE (FXSAVE's 512) */
+__attribute__((visibility("hidden"))) uint32_t ps_thunk_xsave_size;
 
 _Static_assert(offsetof(ps_thunks_t, top) == 0, "thunk.c assembly: top at 0");
 _Static_assert(offsetof(ps_thunks_t, e) == 8, "thunk.c assembly: e[] at 8");
 _Static_assert(sizeof(((ps_thunks_t *)0)->e[0]) == 16, "thunk.c assembly: 16-byte entries");
 _Static_assert(PS_MAX_DEPTH == 256, "thunk.c assembly: 256 thunks");
 
-/* 256 thunks of 16 bytes (thunk i: r11 = i, then the common part), then the common part:
- * top = i; jump to e[i].ra. */
+/* 256 traversal thunks of 16 bytes (thunk i: r11 = i, then the common part), 256 hooked
+ * thunks (the same, then the hooked part), then the common part: top = i; jump to e[i].ra. */
 __asm__(".text\n"
         ".balign 16\n"
         ".globl ps_thunk_code\n"
@@ -70,6 +85,13 @@ __asm__(".text\n"
         ".balign 16\n"
         "movl $ps_thunk_i, %r11d\n"
         "jmp ps_thunk_common\n"
+        ".set ps_thunk_i, ps_thunk_i + 1\n"
+        ".endr\n"
+        ".set ps_thunk_i, 0\n"
+        ".rept 256\n"
+        ".balign 16\n"
+        "movl $ps_thunk_i, %r11d\n"
+        "jmp ps_thunk_hooked_common\n"
         ".set ps_thunk_i, ps_thunk_i + 1\n"
         ".endr\n"
         ".balign 16\n"
@@ -84,6 +106,79 @@ __asm__(".text\n"
         "movq 16(%r10,%r11), %r11\n"
         "jmp *%r11\n");
 
+/* The hooked part: the frame has returned (rsp = its slot + 8) with its result in rax:rdx,
+ * xmm0:xmm1 (ymm0/zmm0 for vector types) or st0:st1.  The hook is C, free to use any register
+ * the ABI lets a callee clobber -- and a caller compiled with interprocedural register
+ * allocation (GCC's -fipa-ra, on at -O2) may keep values in caller-saved registers across a
+ * call to a function it knows does not touch them -- so every register but r10, r11 and the
+ * flags (which the traversal thunks clobber too) is saved: the general ones pushed, the x87,
+ * SSE and AVX state by XSAVE (FXSAVE without it), which keeps st0/st1 and the x87 tags exactly;
+ * then the x87 stack is emptied (FNINIT: C code may be called only with an empty one, and may
+ * use all eight registers) and XRSTOR brings it back.  We use the stack
+ * below the returned frame's slot: it was the callee's, and the caller's red zone holds
+ * nothing live across a call (the call itself wrote below its rsp).  Our frame is aligned to 64
+ * (XSAVE's alignment, and 16 for the call). */
+__asm__(".text\n"
+        "ps_thunk_hooked_common:\n"
+        "pushq %rbp\n"
+        "movq %rsp, %rbp\n"
+        "pushq %rax\n"
+        "pushq %rcx\n"
+        "pushq %rdx\n"
+        "pushq %rsi\n"
+        "pushq %rdi\n"
+        "pushq %r8\n"
+        "pushq %r9\n"
+        "pushq %r11\n"                     /* -64(%rbp): i, then e[i].ra */
+        "andq $-64, %rsp\n"
+        "movl ps_thunk_xsave_size(%rip), %eax\n"
+        "testl %eax, %eax\n"
+        "jz 1f\n"
+        "subq %rax, %rsp\n"
+        "andq $-64, %rsp\n"
+        "xorl %ecx, %ecx\n"                /* XRSTOR wants the header's reserved bytes zero */
+        "movq %rcx, 512(%rsp)\n"
+        "movq %rcx, 520(%rsp)\n"
+        "movq %rcx, 528(%rsp)\n"
+        "movq %rcx, 536(%rsp)\n"
+        "movq %rcx, 544(%rsp)\n"
+        "movq %rcx, 552(%rsp)\n"
+        "movq %rcx, 560(%rsp)\n"
+        "movq %rcx, 568(%rsp)\n"
+        "movl $-1, %eax\n"
+        "movl $-1, %edx\n"
+        "xsave (%rsp)\n"
+        "jmp 2f\n"
+        "1:\n"
+        "subq $512, %rsp\n"
+        "fxsave (%rsp)\n"
+        "2:\n"
+        "fninit\n"                         /* an empty x87 stack for C code */
+        "movl -64(%rbp), %edi\n"
+        "call ps_thunk_hooked_exit\n"     /* returns e[i].ra, read before top = i */
+        "movq %rax, -64(%rbp)\n"
+        "movl ps_thunk_xsave_size(%rip), %eax\n"
+        "testl %eax, %eax\n"
+        "jz 3f\n"
+        "movl $-1, %eax\n"
+        "movl $-1, %edx\n"
+        "xrstor (%rsp)\n"
+        "jmp 4f\n"
+        "3:\n"
+        "fxrstor (%rsp)\n"
+        "4:\n"
+        "leaq -64(%rbp), %rsp\n"
+        "popq %r11\n"
+        "popq %r9\n"
+        "popq %r8\n"
+        "popq %rdi\n"
+        "popq %rsi\n"
+        "popq %rdx\n"
+        "popq %rcx\n"
+        "popq %rax\n"
+        "popq %rbp\n"
+        "jmp *%r11\n");
+
 /* The calling thread's state, NULL if it is not registered. [signal-safe] */
 static inline unwind_thread_t *self_state(void)
 {
@@ -91,20 +186,152 @@ static inline unwind_thread_t *self_state(void)
     return t ? unwind_of(t) : NULL;
 }
 
-/* Puts the return addresses back into every slot that still holds our thunk. [signal-safe] */
+static inline uintptr_t entry_thunk(const ps_thunks_t *th, uint32_t i)
+{
+    return th->hooked[i] ? ps_thunk_hooked_address((int)i) : ps_thunk_address((int)i);
+}
+
+/* (innermost first) */
+void ps_thunks_close(unwind_thread_t *u, uint32_t from, int how)
+{
+    ps_thunks_t *th = &u->thunks;
+    while (th->top > from) {
+        uint32_t i = --th->top;
+        if (th->hooked[i]) exit_hook(u->thread, (int)i, how);
+    }
+}
+
+/* Puts the return addresses back into every slot that still holds our thunk.  Without hooked
+ * entries the stack is emptied (restored_top remembers it); with them every entry stays, for
+ * rearm (below). [signal-safe] */
 void ps_thunks_restore(unwind_thread_t *u, int suspend)
 {
     if (!u) return;
     ps_thunks_t *th = &u->thunks;
     if (suspend && !th->suspended) th->suspended = 1; /* (2, for good, stays) */
     if (!th->top) return;
+    int hooked = 0;
     for (int i = (int)th->top - 1; i >= 0; i--) {
         uintptr_t *slot = (uintptr_t *)th->e[i].slot;
-        if (slot && *slot == ps_thunk_address(i)) *slot = th->e[i].ra;
+        hooked |= th->hooked[i];
+        if (slot && *slot == entry_thunk(th, (uint32_t)i)) *slot = th->e[i].ra;
     }
+    u->thunk_restores++;
+    if (hooked) return;
     if (th->restored_top < th->top) th->restored_top = th->top;
     th->top = 0;
-    u->thunk_restores++;
+}
+
+/* After a restore, from a frame whose stack pointer is sp: the entries below sp died (reported
+ * as how), the others are outside this frame, live, and get their thunks back if their slot
+ * still holds the return address (the same activation, as restored_top reasons). [signal-safe] */
+static void rearm(unwind_thread_t *u, uintptr_t sp, int how)
+{
+    ps_thunks_t *th = &u->thunks;
+    uint32_t live = th->top;
+    while (live > 0 && th->e[live - 1].slot < sp) live--;
+    ps_thunks_close(u, live, how);
+    for (uint32_t i = 0; i < th->top; i++) {
+        uintptr_t *slot = (uintptr_t *)th->e[i].slot;
+        if (*slot == th->e[i].ra) *slot = entry_thunk(th, i);
+    }
+}
+
+/* The thread unwinds to its end or leaves its stack: slots restored, no thunks any more, the
+ * open hooked entries reported as how. [signal-safe] */
+void ps_thunks_end(unwind_thread_t *u, int how)
+{
+    if (!u) return;
+    ps_thunks_restore(u, 1);
+    u->thunks.suspended = 2;
+    ps_thunks_close(u, 0, how);
+}
+
+/* ---- exits of probed functions ------------------------------------------------------------ */
+/* Called by the hooked part of thunk i (above) when its frame has returned: entries above i are
+ * frames that vanished inside it (longjmp); returns where the frame returns to. */
+__attribute__((used, visibility("hidden"))) uintptr_t ps_thunk_hooked_exit(uint32_t i)
+{
+    ps_thread_t *t = ps_self;
+    unwind_thread_t *u = unwind_of(t);
+    ps_thunks_t *th = &u->thunks;
+    ps_thunks_close(u, i + 1, PS_EXIT_LOST);
+    exit_hook(t, (int)i, PS_EXIT_RETURN);
+    uintptr_t ra = th->e[i].ra;
+    th->top = i; /* (after the read: a signal handler may push e[i] from here on) */
+    return ra;
+}
+
+/* Entry k's frame is live from the point of view of a frame whose return slot is s and holds
+ * ra: its slot is outside s, or is s itself holding k's thunk (a tail call through k). */
+static inline int entry_live(const ps_thunks_t *th, uint32_t k, uintptr_t s, uintptr_t ra)
+{
+    return th->e[k].slot > s || (th->e[k].slot == s && ra == entry_thunk(th, k));
+}
+
+int ps_unwind_redirect(ps_thread_t *t, uintptr_t *slot)
+{
+    if (!redirect_ok || !exit_hook || !t || t != ps_self) return -1; /* (thunks use ps_self's) */
+    unwind_thread_t *u = unwind_of(t);
+    ps_thunks_t *th = &u->thunks;
+    uintptr_t s = (uintptr_t)slot;
+    if (th->suspended == 2 || s < u->stack_lo || s + 8 > u->stack_hi) return -1;
+    uintptr_t ra = *slot;
+    uint32_t live = th->top;
+    while (live > 0 && !entry_live(th, live - 1, s, ra)) live--;
+    ps_thunks_close(u, live, th->suspended == 1 ? PS_EXIT_UNWOUND : PS_EXIT_LOST);
+    uint32_t i = th->top;
+    if (i >= PS_MAX_DEPTH) return -1;
+    int tail = i > 0 && th->e[i - 1].slot == s;
+    th->e[i].slot = s;
+    th->e[i].ra = ra;
+    th->hooked[i] = 1;
+    /* the probed function's caller is the innermost frame of the walk committed just before */
+    th->chained[i] = tail ? th->chained[i - 1] : s == th->chain_next && i == th->chain_top;
+    th->top = i + 1;
+    atomic_signal_fence(memory_order_seq_cst); /* the entry before the slot */
+    *slot = ps_thunk_hooked_address((int)i);
+    return (int)i;
+}
+
+void ps_unwind_set_exit_hook(ps_unwind_exit_fn fn)
+{
+    exit_hook = fn;
+    if (redirect_ok) ps_thunks_in_use = 1;
+}
+
+int ps_unwind_redirect_available(void) { return redirect_ok; }
+const char *ps_unwind_redirect_why(void) { return redirect_ok ? NULL : redirect_why; }
+
+/* The size of the XSAVE area for the state components the kernel enabled (CPUID leaf 0xd,
+ * EBX), 0 without XSAVE (CPUID.1:ECX.OSXSAVE[bit 27]). */
+static uint32_t xsave_size(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return 0;
+    __cpuid_count(0xd, 0, a, b, c, d);
+    return b;
+}
+
+const char *ps_unwind_redirect_setup(void)
+{
+    static char why[PS_PATH_MAX + 64], module[PS_PATH_MAX];
+    if (ps_thunks_shadow_stack()) { /* returns into thunks would fault */
+        redirect_why = "CET shadow stack";
+    } else if (ps_unwind_own_unwinder(module, sizeof module)) {
+        /* its exceptions would meet thunks we could not restore first */
+        snprintf(why, sizeof why, "%s has its own unwinder", module);
+        redirect_why = why;
+    } else if (!ps_sigprof_free_at_start()) {
+        /* (another profiler's library, started before us): restores for pthread_cancel need
+         * the signal */
+        redirect_why = "SIGPROF has another handler";
+    } else {
+        redirect_why = NULL;
+    }
+    ps_thunk_xsave_size = xsave_size();
+    redirect_ok = !redirect_why;
+    return redirect_why;
 }
 
 int ps_thunks_cancel_requested(ps_thread_t *t)
@@ -114,7 +341,7 @@ int ps_thunks_cancel_requested(ps_thread_t *t)
     if (!u->thunk_restore_request) return 0;
     u->thunks.suspended = 2;
     if (!t->busy) {
-        ps_thunks_restore(u, 1);
+        ps_thunks_end(u, PS_EXIT_UNWOUND);
         u->thunk_restore_request = 0;
     }
     return 1;
@@ -156,7 +383,7 @@ static void *next_symbol(const char *name)
 
 static inline void before_unwinding(void)
 {
-    if (ps_thunks_available) ps_thunks_restore(self_state(), 1);
+    if (ps_thunks_in_use) ps_thunks_restore(self_state(), 1);
 }
 
 /* The thread unwinds to its end (pthread_exit, cancellation): no thunks any more, even if a
@@ -164,10 +391,7 @@ static inline void before_unwinding(void)
  * unwinding, which libstdc++ does not count as an uncaught exception). */
 static inline void before_ending(void)
 {
-    if (!ps_thunks_available || !ps_self) return;
-    unwind_thread_t *u = self_state();
-    ps_thunks_restore(u, 1);
-    u->thunks.suspended = 2;
+    if (ps_thunks_in_use && ps_self) ps_thunks_end(self_state(), PS_EXIT_UNWOUND);
 }
 
 typedef int (*unwind_fn)(void *);
@@ -202,12 +426,13 @@ PS_EXPORT int _Unwind_Backtrace(void *fn, void *arg)
     static trace_fn real;
     if (!real) real = (trace_fn)next_symbol("_Unwind_Backtrace");
     ps_thread_t *t = ps_self;
-    if (!ps_thunks_available || !t) return real(fn, arg);
+    if (!ps_thunks_in_use || !t) return real(fn, arg);
     unwind_thread_t *u = unwind_of(t);
     uint32_t was = u->thunks.suspended; /* (its callback may allocate) */
     ps_thunks_restore(u, 1);
     int r = real(fn, arg);
     u->thunks.suspended = was;
+    rearm(u, 0, PS_EXIT_LOST); /* (every frame is still there) */
     return r;
 }
 
@@ -226,10 +451,14 @@ PS_EXPORT void *__cxa_begin_catch(void *exc)
     if (!globals) globals = (globals_fn)next_symbol("__cxa_get_globals");
     void *r = real(exc);
     ps_thread_t *t = ps_self;
-    ps_thunks_t *th = t && ps_thunks_available ? &unwind_of(t)->thunks : NULL;
+    unwind_thread_t *u = t && ps_thunks_in_use ? unwind_of(t) : NULL;
     /* caught: the unwinding is over -- unless this catch is inside a destructor that runs
-     * while another exception is still unwinding */
-    if (th && th->suspended == 1 && globals && globals()->uncaught == 0) th->suspended = 0;
+     * while another exception is still unwinding.  The catching frame's stack pointer is our
+     * CFA: the frames below it are gone. */
+    if (u && u->thunks.suspended == 1 && globals && globals()->uncaught == 0) {
+        u->thunks.suspended = 0;
+        rearm(u, (uintptr_t)__builtin_dwarf_cfa(), PS_EXIT_UNWOUND);
+    }
     return r;
 }
 
@@ -239,13 +468,14 @@ PS_EXPORT int backtrace(void **buffer, int size)
     static backtrace_fn real;
     if (!real) real = (backtrace_fn)next_symbol("backtrace");
     ps_thread_t *t = ps_self;
-    if (!ps_thunks_available || !t) return real(buffer, size);
+    if (!ps_thunks_in_use || !t) return real(buffer, size);
     /* no new thunks meanwhile: the first call loads libgcc_s, which allocates */
     unwind_thread_t *u = unwind_of(t);
     uint32_t was = u->thunks.suspended;
     ps_thunks_restore(u, 1);
     int n = real(buffer, size);
     u->thunks.suspended = was;
+    rearm(u, 0, PS_EXIT_LOST);
     return n;
 }
 
@@ -261,7 +491,7 @@ PS_EXPORT int pthread_cancel(pthread_t thread)
 {
     static cancel_fn real;
     if (!real) real = (cancel_fn)next_symbol("pthread_cancel");
-    if (ps_thunks_available) {
+    if (ps_thunks_in_use) {
         ps_thread_t *target = NULL;
         int n = atomic_load(&ps_nthreads);
         for (int i = 0; i < n; i++)
@@ -270,8 +500,7 @@ PS_EXPORT int pthread_cancel(pthread_t thread)
                 target = ps_threads[i];
         unwind_thread_t *u = target ? unwind_of(target) : NULL;
         if (target && target == ps_self) {
-            ps_thunks_restore(u, 1);
-            u->thunks.suspended = 2;
+            ps_thunks_end(u, PS_EXIT_UNWOUND);
         } else if (target && ps_sigprof_installed()) {
             /* (not when the application has taken SIGPROF: the signal would be its) */
             u->thunk_restore_request = 1;
@@ -299,10 +528,7 @@ PS_EXPORT void pthread_exit(void *value)
 /* A thread that switches stacks never gets thunks again. */
 static inline void before_switching(void)
 {
-    if (!ps_thunks_available || !ps_self) return;
-    unwind_thread_t *u = self_state();
-    ps_thunks_restore(u, 1);
-    u->thunks.suspended = 2;
+    if (ps_thunks_in_use && ps_self) ps_thunks_end(self_state(), PS_EXIT_LOST);
 }
 
 typedef int (*swap_fn)(ucontext_t *, const ucontext_t *);

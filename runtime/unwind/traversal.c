@@ -35,7 +35,10 @@ static uint64_t heuristic_gap_ticks;
  * away; the innermost frame of a sample is at an arbitrary instruction, maybe reading its
  * own return address: left alone).  They are noted here and installed by ps_unwind_commit()
  * once the caller has put the path into the tree, so that each new entry -- a call that
- * started since the last walk -- can count one entry on its call-site node. */
+ * started since the last walk -- can count one entry on its call-site node.  The thunk met is
+ * the innermost one of either kind (a probed function's exit too, thunk.c); the new entries
+ * are chained (later walks may stop at them) if the walk stopped at a chained thunk or reached
+ * the root without meeting any. */
 static void thunks_prepare(ps_thread_t *t, unwind_thread_t *u, int n, int sync)
 {
     ps_thunks_t *th = &u->thunks;
@@ -46,14 +49,24 @@ static void thunks_prepare(ps_thread_t *t, unwind_thread_t *u, int n, int sync)
     if (u->thunk_hit >= 0) {
         owner = u->thunk_owner;  /* frames 0 .. owner-1 have fresh slots */
         index = u->thunk_hit + 1;
+        th->pend_chained = u->thunk_stopped && th->chained[u->thunk_hit];
     } else {
         owner = n - 1;           /* the outermost frame has no slot */
         index = 0;
+        th->pend_chained = 1;
     }
     int first = sync ? 0 : 1;
     while (first < owner && ps_unwind_in_self(cur[first].pc)) first++;
+    /* a walk from a sibling call's slot (ps_unwind_from): that slot's entries stay, and the
+     * frames outside it that have no thunk cannot go above them (stack order): left alone */
+    if (index < (int)u->walk_from_thunk) {
+        index = (int)u->walk_from_thunk;
+        owner = first;
+    }
     th->pend_base = (uint32_t)index;
     th->pend_seq = t->walk_seq;
+    /* the slot of frame first's callee: a redirect there continues the chain */
+    th->pend_next = first <= owner && owner - first <= PS_MAX_DEPTH - index ? cur[first].sp - 8 : 0;
     for (int k = owner - 1; k >= first && index < PS_MAX_DEPTH; k--, index++) {
         uint32_t i = th->npend++;
         th->pend[i].slot = cur[k + 1].sp - 8;
@@ -71,24 +84,34 @@ void ps_unwind_commit(ps_thread_t *t)
     th->pend_seq = 0;
     int counted = t->last_keys_seq == t->walk_seq; /* last_nodes holds this walk's path */
     uint32_t index = th->pend_base;
-    th->top = index;             /* entries above the thunk met are stale */
+    /* entries above the thunk met are stale: frames that vanished without returning (longjmp) */
+    ps_thunks_close(u, index, PS_EXIT_LOST);
+    th->top = index;
+    th->chain_next = th->pend_next;
     for (uint32_t i = 0; i < th->npend; i++, index++) {
         uintptr_t *slot = (uintptr_t *)th->pend[i].slot, ra = th->pend[i].ra;
-        if (*slot != ra) break; /* (cannot happen: the walk read it) */
+        if (*slot != ra) { /* (cannot happen: the walk read it) */
+            th->chain_next = 0;
+            break;
+        }
         /* a frame whose thunk was put back and is met again is the same call */
         int again = index < th->restored_top && th->e[index].slot == (uintptr_t)slot &&
                     th->e[index].ra == ra;
         th->e[index].slot = (uintptr_t)slot;
         th->e[index].ra = ra;
+        th->hooked[index] = 0;
+        th->chained[index] = th->pend_chained;
         th->top = index + 1;
         atomic_signal_fence(memory_order_seq_cst); /* the entry before the slot */
         *slot = ps_thunk_address((int)index);
         uint32_t outer = th->pend[i].outer;
         if (counted && !again && (int)outer < t->last_n) t->nodes[t->last_nodes[outer]].entries++;
     }
+    th->chain_top = th->top;
+    if (!th->pend_chained) th->chain_next = 0;
     th->restored_top = 0; /* (after a restore there is no thunk: this walk covered them all) */
     if (u->thunk_restore_request) { /* a cancel request came in meanwhile (thunk.c) */
-        ps_thunks_restore(u, 1);
+        ps_thunks_end(u, PS_EXIT_UNWOUND);
         u->thunk_restore_request = 0;
     }
 }
@@ -116,13 +139,13 @@ static int walk_mode(ps_thread_t *t, unwind_thread_t *u, uintptr_t pc, uintptr_t
     t->walk_same_outer = 0;
     int n = ps_unwind_walk(u, pc, sp, rbp, first_exact, out, max, complete, flags);
     if (flags == WALK_THUNK) {
-        if (u->thunk_hit >= 0) {
+        if (u->thunk_stopped) {
             u->walk_reused++;
-            t->walk_same_outer = u->thunk_hit + 1; /* those frames have not returned since */
+            t->walk_same_outer = u->thunk_copied; /* those frames have not returned since */
         }
         if (*complete && ps_thunks_available) thunks_prepare(t, u, n, sync);
         if (u->thunk_restore_request) { /* a cancel request came in meanwhile (thunk.c) */
-            ps_thunks_restore(u, 1);
+            ps_thunks_end(u, PS_EXIT_UNWOUND);
             u->thunk_restore_request = 0;
         }
     }
@@ -166,15 +189,23 @@ int ps_unwind_from(uintptr_t ra, uintptr_t sp, uintptr_t rbp, uintptr_t *out, in
     unwind_thread_t *u = unwind_of(t);
     int ti = ps_thunk_index(ra);
     if (ti < 0) return walk_mode(t, u, ra, sp, rbp, 0, out, max, complete, 1);
-    /* the allocator was reached by a sibling call (`return malloc(n)`): it returns through the
-     * slot of the function that jumped to it, which holds that function's thunk */
+    /* the allocator (or a probed function) was reached by a sibling call (`return malloc(n)`):
+     * it returns through the slot of the function that jumped to it, which holds that
+     * function's thunk */
     ps_thunks_t *th = &u->thunks;
-    if ((uint32_t)ti >= th->top || th->e[ti].slot != sp - 8) {
+    uintptr_t real = (uint32_t)ti < th->top && th->e[ti].slot == sp - 8 ? th->e[ti].ra : 0;
+    for (int k = ti; real && ps_thunk_index(real) >= 0; ) { /* (a tail call's entry: the one below) */
+        int below = ps_thunk_index(real);
+        real = below < k && th->e[below].slot == sp - 8 ? th->e[below].ra : 0;
+        k = below;
+    }
+    if (!real) {
         u->thunk_errors++;
         return 0;
     }
-    int n = walk_mode(t, u, th->e[ti].ra, sp, rbp, 0, out, max, complete, 1);
-    if (th->top < (uint32_t)ti + 1) th->top = (uint32_t)ti + 1; /* the slot still needs it */
+    u->walk_from_thunk = (uint32_t)ti + 1; /* the slot still needs its entries */
+    int n = walk_mode(t, u, real, sp, rbp, 0, out, max, complete, 1);
+    u->walk_from_thunk = 0;
     return n;
 }
 

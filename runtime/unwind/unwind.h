@@ -49,15 +49,43 @@ extern const char *const ps_traversal_names[PS_TRAVERSAL_NMODES];
  * count an entry on their call-site nodes.  Without it nothing is installed. [signal-safe] */
 void ps_unwind_commit(ps_thread_t *t);
 
-/* Thunk stacks (thunk.c). */
+/* Thunk stacks (thunk.c): 256 traversal thunks, then 256 hooked thunks (exits), 16 bytes each. */
 extern char ps_thunk_code[], ps_thunk_code_end[];
-extern int ps_thunks_available;
+extern int ps_thunks_available; /* traversal (thunk mode) may install thunks */
+extern int ps_thunks_in_use;    /* thunk mode or redirections: the interposers restore slots */
 static inline uintptr_t ps_thunk_address(int i) { return (uintptr_t)ps_thunk_code + 16 * (uintptr_t)i; }
-static inline int ps_thunk_index(uintptr_t ra) /* -1: not a thunk */
+static inline uintptr_t ps_thunk_hooked_address(int i) { return ps_thunk_address(i + PS_MAX_DEPTH); }
+static inline int ps_thunk_index(uintptr_t ra) /* either kind; -1: not a thunk */
 {
     uintptr_t off = ra - (uintptr_t)ps_thunk_code;
-    return off < (uintptr_t)(ps_thunk_code_end - ps_thunk_code) ? (int)(off / 16) : -1;
+    return off < (uintptr_t)(ps_thunk_code_end - ps_thunk_code) ? (int)(off / 16) % PS_MAX_DEPTH : -1;
 }
+
+/* Exits of probed functions: pushes {slot, *slot} on the thread's thunk stack and writes hooked
+ * thunk i's address into *slot; returns i, or -1 (redirection unavailable in this process or
+ * thread, stack full, slot outside the thread's stack, t not the calling thread).  Entries found dead first (their slot
+ * is below the new one, or is the new one without its thunk: the frame vanished by longjmp)
+ * are reported to the hook as PS_EXIT_LOST (PS_EXIT_UNWOUND while an exception unwinds).  A
+ * slot that holds thunk k of its own entry (a tail call through a redirected frame) keeps it
+ * as the saved return address: the return runs i's exit, then k's.  In thunk mode, the slot
+ * continues the thunks of a walk committed just before (ps_unwind_commit) -- the probed
+ * function's caller's walk -- so that later walks may stop at it.  Call it inside a tree update
+ * (ps_tree_enter: busy): a sample's commit between the push and the slot's write would take
+ * the entry. [signal-safe] */
+int ps_unwind_redirect(ps_thread_t *t, uintptr_t *slot);
+enum { PS_EXIT_RETURN, PS_EXIT_UNWOUND, PS_EXIT_LOST };
+/* Called by the hooked thunk at the frame's return (RETURN; every register but r10, r11 and
+ * the flags preserved), at a catch for frames an exception unwound and at the thread's end
+ * (pthread_exit, cancellation) for the frames still open (UNWOUND), and for dead entries
+ * (LOST: longjmp, a stack switch).  One hook per process, set before the first redirect;
+ * setting it makes the interposers restore slots.  [signal-safe] */
+typedef void (*ps_unwind_exit_fn)(ps_thread_t *t, int index, int how);
+void ps_unwind_set_exit_hook(ps_unwind_exit_fn fn);
+int ps_unwind_redirect_available(void); /* 0: why in ps_unwind_redirect_why() */
+const char *ps_unwind_redirect_why(void);
+/* Decides whether redirection is available (at start-up, once the module table is read): not
+ * under the reasons that refuse thunk mode, returned (static storage) or NULL. */
+const char *ps_unwind_redirect_setup(void);
 /* In the thread's SIGPROF handler: 1 if another thread's pthread_cancel asked this one to
  * put its return addresses back (the signal was that request): from now on no thunks, and the
  * slots are restored now -- or, when the signal interrupted a tree update (busy), by the

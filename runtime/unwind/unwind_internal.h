@@ -166,4 +166,10 @@ void ps_unwind_thread_init(unwind_thread_t *u);
 
 /* ---- thunk.c -------------------------------------------------------------------------------- */
 void ps_thunks_restore(unwind_thread_t *u, int suspend); /* u may be NULL [signal-safe] */
+/* The thread ends or leaves its stack: restored, no thunks any more, open hooked entries
+ * reported as how (PS_EXIT_*). [signal-safe] */
+void ps_thunks_end(unwind_thread_t *u, int how);
+/* Pops e[from..top), reporting hooked entries as how (PS_EXIT_*): their frames are gone.
+ * [signal-safe] */
+void ps_thunks_close(unwind_thread_t *u, uint32_t from, int how);
 #endif

@@ -17,19 +17,31 @@
 #define PS_RULE_CACHE 4096   /* unwind rules cached per thread (power of 2) */
 
 /* Thunk stack (thunk.c): return-address slots of live frames redirected to jump thunks;
- * e[i] is the i-th redirected frame from the outermost one.  Layout read by assembly. */
+ * e[i] is the i-th redirected frame from the outermost one.  Two kinds of entries: a
+ * traversal thunk's (thunk mode, traversal.c) and a hooked thunk's (a probed function's exit,
+ * ps_unwind_redirect), whose return calls the exit hook first.  Layout read by assembly. */
 typedef struct {
     uint32_t top;        /* e[0..top) may be live */
     uint32_t suspended;  /* no new thunks: 1 an exception or thread exit is unwinding,
                           * 2 for good (the thread switches stacks: swapcontext) */
     struct {
         uintptr_t slot;  /* the stack slot */
-        uintptr_t ra;    /* the return address it held */
+        uintptr_t ra;    /* the return address it held (a thunk's after a tail call) */
     } e[PS_MAX_DEPTH];
+    uint8_t hooked[PS_MAX_DEPTH];  /* e[i] is a hooked thunk's entry */
+    /* e[0..i] are the slots of consecutive frames from the outermost one: a thunk-mode walk
+     * may stop at thunk i and take the rest of its path from e[] */
+    uint8_t chained[PS_MAX_DEPTH];
+    /* the last commit's innermost frame: a redirect of its callee's slot (chain_next) while
+     * top is still chain_top continues the chain */
+    uintptr_t chain_next;
+    uint32_t chain_top;
     uint32_t restored_top; /* e[0..restored_top) were put back, not returned through: their
                             * frames may still be live (the same activation if met again) */
     /* installation waiting for the tree update (traversal.c: ps_unwind_commit) */
     uint32_t pend_base, npend;
+    uint8_t pend_chained;  /* the walk reached the root or a chained thunk */
+    uintptr_t pend_next;   /* the slot after the last pending one, 0: the chain breaks */
     uint64_t pend_seq;
     struct {
         uintptr_t slot, ra;
@@ -45,7 +57,12 @@ typedef struct {
                                     * (core/cct.h) through it, so it is handed u alone */
     unsigned walk_check_countdown; /* walks until the next check against a full walk */
     volatile int thunk_restore_request; /* set by pthread_cancel (thunk.c), cleared when done */
-    int thunk_hit, thunk_owner;    /* the last walk met thunk e[thunk_hit] in frame thunk_owner's slot */
+    int thunk_hit, thunk_owner;    /* the last walk met thunk e[thunk_hit] (its innermost) in
+                                    * frame thunk_owner's slot */
+    int thunk_stopped;             /* ... and stopped at a chained one, copying thunk_copied
+                                    * return addresses from the thunk stack */
+    int thunk_copied;
+    uint32_t walk_from_thunk;      /* i+1: ps_unwind_from started at thunk e[i]'s slot; 0 */
     uint64_t walk_prev_seq;        /* the walk kept for reuse */
     uint64_t thunk_errors;         /* a thunk whose entry did not match its slot (walk stopped) */
     uint64_t thunk_restores;       /* thunk stacks restored (exceptions, thread exits, ...) */

@@ -11,6 +11,19 @@
 #include "unwind_internal.h"
 
 /* ---- walking ------------------------------------------------------------------------------ */
+/* The return address a slot stands for: a thunk's (a redirected frame's, thunk.c) is its entry's,
+ * followed through tail-call entries (whose saved address is the thunk of the entry below);
+ * 0 if a thunk's entry does not match the slot. */
+static inline uintptr_t slot_return_address(const unwind_thread_t *u, uintptr_t slot, uintptr_t ra)
+{
+    const ps_thunks_t *th = &u->thunks;
+    for (int ti = ps_thunk_index(ra), bound = PS_MAX_DEPTH; ti >= 0; ti = ps_thunk_index(ra)) {
+        if ((uint32_t)ti >= th->top || th->e[ti].slot != slot || !bound--) return 0;
+        ra = th->e[ti].ra;
+    }
+    return ra;
+}
+
 /* Exact reuse of the previous walk.  A walk is a deterministic function of the starting
  * registers (pc, sp, rbp), the unwind rules (fixed while no module is unloaded) and the stack
  * words it reads: each frame's return-address slot and, where a rule restores rbp, its save
@@ -38,7 +51,8 @@ static inline int reuse_previous(const unwind_thread_t *u, int *j, uintptr_t loo
      * still in its slot; exact mode: every slot the previous walk read */
     int last = trust && *j + 2 < m ? *j + 2 : m;
     for (int k = *j; k + 1 < last; k++) {
-        if (*(const uintptr_t *)(prev[k + 1].sp - 8) != prev[k + 1].pc) return 0;
+        uintptr_t slot = prev[k + 1].sp - 8;
+        if (slot_return_address(u, slot, *(const uintptr_t *)slot) != prev[k + 1].pc) return 0;
         /* a restored rbp matters only to a walk that depends on it */
         if (prev[k].rbp_slot && (prev[k + 1].flags & FRAME_NEEDS_RBP) &&
             (prev[k].rbp_slot < sp || *(const uintptr_t *)prev[k].rbp_slot != prev[k + 1].rbp))
@@ -72,6 +86,7 @@ int ps_unwind_walk(unwind_thread_t *u, uintptr_t pc, uintptr_t sp, uintptr_t rbp
     int keepable = 1; /* no CFA expression met: the walk can be compared with the next */
     *complete = 0;
     u->thunk_hit = -1;
+    u->thunk_stopped = 0;
     thread_caches_check(u);
     if (u->walk_prev_generation != u->unwind_generation) u->walk_prev_n = 0;
     frame_rec_t *cur = (frame_rec_t *)u->walk_cur;
@@ -134,19 +149,29 @@ int ps_unwind_walk(unwind_thread_t *u, uintptr_t pc, uintptr_t sp, uintptr_t rbp
         if (__builtin_expect(ti >= 0, 0)) {
             /* a slot we redirected (thunk.c): its entry holds the return address */
             const ps_thunks_t *th = &u->thunks;
-            if ((uint32_t)ti >= th->top || th->e[ti].slot != cfa - 8) {
+            ra = slot_return_address(u, cfa - 8, ra);
+            if (!ra) {
                 u->thunk_errors++;
                 goto end;
             }
-            if (flags & WALK_THUNK) {
-                if (n + ti + 1 > max) goto end;
-                for (int k = ti; k >= 0; k--) out[n++] = th->e[k].ra;
+            if (u->thunk_hit < 0) { /* the innermost thunk: new thunks go above it */
                 u->thunk_hit = ti;
-                u->thunk_owner = n - ti - 2; /* the frame whose slot held it */
+                u->thunk_owner = n - 1; /* the frame whose slot held it */
+            }
+            if ((flags & WALK_THUNK) && th->chained[ti]) {
+                /* e[ti..0] are the slots of the frames outside, in order; a tail call's entry
+                 * (its saved address a thunk) shares its frame's slot with the next one */
+                int from = n;
+                for (int k = ti; k >= 0; k--)
+                    if (ps_thunk_index(th->e[k].ra) < 0) {
+                        if (n >= max) { n = from; goto end; }
+                        out[n++] = th->e[k].ra;
+                    }
+                u->thunk_stopped = 1;
+                u->thunk_copied = n - from;
                 *complete = 1;
                 return n;
             }
-            ra = th->e[ti].ra;
         }
         pc = ra;
         sp = cfa;
