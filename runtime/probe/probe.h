@@ -74,17 +74,25 @@ extern ps_patch_t ps_patches[PS_PROBE_MAX];
 extern void (*ps_probe_entry_hook)(uint32_t id, uintptr_t *slot, uintptr_t rbp);
 
 /* Installs probe id (1..PS_PROBE_MAX-1) from plan at module bias (run-time address = vaddr +
- * bias).  Safe while other threads run (int3 first, membarrier SYNC_CORE, the /proc scan when
- * more than one instruction is displaced).  0 on success; else -1 and why[] says why, starting
- * with a reason key (not-mapped, code-differs, out-of-reach, unsafe-threads, write-failed, ...),
- * a space, then the text for a person. Not [signal-safe]; callers serialise. */
+ * bias), enabled.  Safe while other threads run (int3 first, membarrier SYNC_CORE, the /proc
+ * scan when more than one instruction is displaced; the SIGTRAP handler is installed at the
+ * first such add and stays).  0 on success; else -1 and why[] says why, starting with a reason
+ * key, a space, then the text for a person.  Keys: not-mapped, code-differs (memory is not
+ * ORIG), own-code, already-probed ("already-probed probe N"), out-of-reach, bad-plan (a TARGET
+ * disagrees with ORIG's displacement, or the id was another site's), unsafe-threads (a thread
+ * blocks SIGTRAP, or may still be inside the displaced bytes after 100 ms, or no membarrier
+ * SYNC_CORE), write-failed, table-full (id out of range).  Each add maps its own trampoline
+ * page (an add is a batch of one).  Not [signal-safe]; callers serialise. */
 int ps_patch_add(uint32_t id, const ps_probe_plan_t *plan, uintptr_t bias, char *why, size_t len);
 void ps_patch_enable(uint32_t id, int on);   /* [signal-safe] a store */
 /* Puts the original bytes back (the same protocol); the trampoline stays mapped (a thread may
- * still be in it) and is reused by a later ps_patch_add of the same site.  0 or -1 + why. */
+ * still be in it) and is reused by a later ps_patch_add of the same id and site.  0 or -1 +
+ * why: not-probed, not-mapped, code-differs (the site no longer holds our jump),
+ * unsafe-threads (a thread blocks SIGTRAP: leave the probe disabled), write-failed. */
 int ps_patch_remove(uint32_t id, char *why, size_t len);
 /* A pc in a trampoline: the original address it stands for (the site for the stub, the
- * original instruction for a relocated one), else 0. [signal-safe] */
+ * original instruction for a relocated one, site+LEN for the jmp back -- the return address
+ * of a relocated call), else 0. [signal-safe] */
 uintptr_t ps_patch_original_pc(uintptr_t pc);
 /* Counters for the `probes` line. */
 typedef struct {
