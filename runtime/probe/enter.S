@@ -5,8 +5,8 @@
  * what the function may read on arrival -- rdi rsi rdx rcx r8 r9 (arguments), rax (al: the
  * vector-argument count of variadic calls), r10 (static chain) and the vector argument
  * registers 0-7 -- calls ps_probe_entry_hook(id, slot, rbp at the site) on a 64-byte aligned
- * stack, restores them and jumps to the copy with rsp as it was at the site.  r11 and the flags are scratch at
- * a function's entry (SysV ABI) and are not kept.
+ * stack, restores them and jumps to the copy with rsp as it was at the site.  r11 and the
+ * flags are scratch at a function's entry (SysV ABI) and are not kept.
  *
  * The vector registers are saved in full width, the variant chosen once from CPUID
  * (ps_probe_vector_width): xmm alone is not enough, since glibc's AVX string functions that

@@ -51,6 +51,7 @@ int ps_patch_writer_mprotect;
 #define MAX_THREADS 4096
 #define SCAN_LIMIT_MS 100
 #define RUN_CLEARS_NS 1000000 /* on a CPU this long since step 1: not stuck in 4 instructions */
+#define CANNOT_WRITE "/proc/self/mem and mprotect refused"
 
 static struct {
     ps_ownfd_t mem;                 /* /proc/self/mem */
@@ -163,7 +164,8 @@ static int write_mprotect(uintptr_t addr, const uint8_t *src, size_t n)
     int prot;
     if (!ps_text_mapping(addr, n, &prot)) return -1;
     uintptr_t first = addr & ~(uintptr_t)4095, end = (addr + n + 4095) & ~(uintptr_t)4095;
-    if (PS_RAW(SYS_mprotect, first, end - first, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) return -1;
+    if (PS_RAW(SYS_mprotect, first, end - first, PROT_READ | PROT_WRITE | PROT_EXEC) != 0)
+        return -1;
     /* (no signal handler of this thread may run the half-written bytes) */
     uint64_t all = ~(uint64_t)0, saved;
     PS_RAW(SYS_rt_sigprocmask, SIG_BLOCK, &all, &saved, 8);
@@ -338,8 +340,7 @@ static int write_live(uintptr_t site, const uint8_t *old, const uint8_t *new, si
     uint64_t t0 = monotonic_ns();
     pt.windows++;
     if (text_write(site, &int3, 1) != 0) {
-        ps_probe_say(why, wlen, "write-failed cannot write the text (/proc/self/mem and mprotect refused)");
-        return -1;
+        return refuse(why, wlen, "write-failed cannot write the text (%s)", CANNOT_WRITE);
     }
     sync_cores();
     int inside = scan ? wait_outside(site, len) : 0;
@@ -348,9 +349,8 @@ static int write_live(uintptr_t site, const uint8_t *old, const uint8_t *new, si
         text_write(site, old, 1);
         sync_cores();
         task_comm(inside, comm, sizeof comm);
-        refuse(why, wlen, "unsafe-threads thread %d (%s) may be inside the displaced instructions",
-                inside, comm);
-        return -1;
+        return refuse(why, wlen, "unsafe-threads thread %d (%s) may be inside the displaced "
+                      "instructions", inside, comm);
     }
     int bad = text_write(site + 1, new + 1, len - 1) != 0;
     sync_cores();
@@ -358,8 +358,7 @@ static int write_live(uintptr_t site, const uint8_t *old, const uint8_t *new, si
     sync_cores();
     uint64_t took = monotonic_ns() - t0;
     if (took > pt.longest_window_ns) pt.longest_window_ns = took;
-    if (bad) ps_probe_say(why, wlen, "write-failed the text could not be written");
-    return bad ? -1 : 0;
+    return bad ? refuse(why, wlen, "write-failed cannot write the text (%s)", CANNOT_WRITE) : 0;
 }
 
 /* Checks the threads for a live write: 0 none other (write directly), 1 live, -1 refused. */
@@ -368,27 +367,22 @@ static int threads_ready(char *why, size_t len)
     static int tids[MAX_THREADS];
     int n = task_list(tids, MAX_THREADS);
     if (n == 1) return 0;
-    if (n < 0 || n > MAX_THREADS) {
-        ps_probe_say(why, len, "unsafe-threads cannot list the threads in /proc/self/task");
-        return -1;
-    }
+    if (n < 0 || n > MAX_THREADS)
+        return refuse(why, len, "unsafe-threads cannot list the threads in /proc/self/task");
     int blocker = sigtrap_blocker(tids, n);
     if (blocker) {
         char comm[32];
         task_comm(blocker, comm, sizeof comm);
-        refuse(why, len, "unsafe-threads thread %d (%s) blocks SIGTRAP", blocker, comm);
-        return -1;
+        return refuse(why, len, "unsafe-threads thread %d (%s) blocks SIGTRAP", blocker, comm);
     }
-    if (pt.membarrier == 0)
-        pt.membarrier = PS_RAW(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0) == 0 ? 1 : -1;
-    if (pt.membarrier < 0) {
-        ps_probe_say(why, len, "unsafe-threads membarrier SYNC_CORE is not available (Linux 4.16+)");
-        return -1;
+    if (pt.membarrier == 0) {
+        long r = PS_RAW(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0);
+        pt.membarrier = r == 0 ? 1 : -1;
     }
-    if (sigtrap_install() != 0) {
-        ps_probe_say(why, len, "unsafe-threads cannot install the SIGTRAP handler");
-        return -1;
-    }
+    if (pt.membarrier < 0)
+        return refuse(why, len, "unsafe-threads membarrier SYNC_CORE is not available (Linux 4.16+)");
+    if (sigtrap_install() != 0)
+        return refuse(why, len, "unsafe-threads cannot install the SIGTRAP handler");
     return 1;
 }
 
@@ -399,8 +393,7 @@ static int write_text(uintptr_t site, const uint8_t *old, const uint8_t *new, si
     if (live < 0) return -1;
     if (live) return write_live(site, old, new, len, scan, why, wlen);
     if (text_write(site, new, len) == 0) return 0;
-    ps_probe_say(why, wlen, "write-failed cannot write the text (/proc/self/mem and mprotect refused)");
-    return -1;
+    return refuse(why, wlen, "write-failed cannot write the text (%s)", CANNOT_WRITE);
 }
 
 /* Which vector registers carry arguments here, for enter.S (its header says why). */
@@ -426,20 +419,21 @@ static void jump_bytes(const ps_patch_t *d, uint8_t *out)
 }
 
 /* The refusals that need no writing. */
-static int add_check(uint32_t id, const ps_probe_plan_t *plan, uintptr_t site, char *why, size_t len)
+static int add_check(uint32_t id, const ps_probe_plan_t *plan, uintptr_t site, char *why,
+                     size_t len)
 {
     uint8_t now[PS_PROBE_MAX_DISPLACED];
     int prot;
     if (ps_unwind_in_self(site))
-        return refuse(why, len, "own-code 0x%lx is in pathscope's own code", (unsigned long)site);
+        return refuse(why, len, "own-code 0x%lx is in pathscope's own code", site);
     if (!ps_text_mapping(site, plan->len, &prot) || !(prot & PROT_EXEC) ||
         text_read(site, now, plan->len, prot) != 0)
-        return refuse(why, len, "not-mapped no executable mapping holds 0x%lx", (unsigned long)site);
+        return refuse(why, len, "not-mapped no executable mapping holds 0x%lx", site);
     for (uint32_t i = 1; i <= pt.top; i++)
         if (i != id && ps_patches[i].state == PS_PATCH_ACTIVE && ps_patches[i].site == site)
             return refuse(why, len, "already-probed probe %u", i);
     if (memcmp(now, plan->orig, plan->len) != 0)
-        return refuse(why, len, "code-differs the bytes at 0x%lx are not the plan's", (unsigned long)site);
+        return refuse(why, len, "code-differs the bytes at 0x%lx are not the plan's", site);
     const ps_patch_t *d = &ps_patches[id];
     if (d->tramp && d->site != site)
         return refuse(why, len, "bad-plan probe %u was another function's", id);
@@ -487,9 +481,9 @@ int ps_patch_remove(uint32_t id, char *why, size_t len)
     int prot;
     jump_bytes(d, jump);
     if (!ps_text_mapping(d->site, d->len, &prot) || text_read(d->site, now, d->len, prot) != 0)
-        return refuse(why, len, "not-mapped no executable mapping holds 0x%lx", (unsigned long)d->site);
+        return refuse(why, len, "not-mapped no executable mapping holds 0x%lx", d->site);
     if (memcmp(now, jump, d->len) != 0)
-        return refuse(why, len, "code-differs the bytes at 0x%lx are not our jump", (unsigned long)d->site);
+        return refuse(why, len, "code-differs the bytes at 0x%lx are not our jump", d->site);
     __atomic_store_n(&d->state, PS_PATCH_RESTORED, __ATOMIC_RELEASE);
     if (write_text(d->site, jump, d->orig, d->len, 0, why, len) == 0) return 0;
     d->state = PS_PATCH_ACTIVE;

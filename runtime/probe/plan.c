@@ -49,7 +49,8 @@ static int field_addr(cursor_t *c, int last, uint64_t *out)
     c->p += 2;
     uint64_t v = 0;
     int digits = 0;
-    for (int d; (d = hex_digit(*c->p)) >= 0 && digits <= 16; c->p++, digits++) v = v * 16 + (uint64_t)d;
+    for (int d; (d = hex_digit(*c->p)) >= 0 && digits <= 16; c->p++, digits++)
+        v = v * 16 + (uint64_t)d;
     if (digits == 0 || digits > 16) return 0;
     *out = v;
     return last ? *c->p == '\0' : *c->p++ == ' ';

@@ -30,7 +30,10 @@ static struct {
 #define PAGE_SET 8192
 static _Atomic uintptr_t page_set[PAGE_SET];
 
-static unsigned page_hash(uintptr_t page) { return (unsigned)((page >> 12) * 0x9E3779B1u) % PAGE_SET; }
+static unsigned page_hash(uintptr_t page)
+{
+    return (unsigned)((page >> 12) * 0x9E3779B1u) % PAGE_SET;
+}
 
 static void page_set_add(uintptr_t page)
 {
@@ -136,9 +139,12 @@ static uintptr_t distance(uintptr_t a, uintptr_t b) { return a > b ? a - b : b -
 static void consider_gap(gap_search_t *g, uintptr_t start, uintptr_t end)
 {
     if (end < start + PS_TRAMP_PAGE) return;
-    uintptr_t lo = start > g->lo ? start : g->lo, hi = end - PS_TRAMP_PAGE < g->hi ? end - PS_TRAMP_PAGE : g->hi;
+    uintptr_t last = end - PS_TRAMP_PAGE;
+    uintptr_t lo = start > g->lo ? start : g->lo, hi = last < g->hi ? last : g->hi;
     if (lo > hi) return;
-    uintptr_t pick = g->near < lo ? lo : g->near > hi ? hi : g->near & ~(uintptr_t)(PS_TRAMP_PAGE - 1);
+    uintptr_t pick = g->near < lo   ? lo
+                     : g->near > hi ? hi
+                                    : g->near & ~(uintptr_t)(PS_TRAMP_PAGE - 1);
     if (pick < lo) pick = lo; /* (near rounded down out of the gap) */
     if (!g->best || distance(pick, g->near) < distance(g->best, g->near)) g->best = pick;
 }
@@ -218,7 +224,8 @@ static void relocate(const ps_probe_plan_t *p, uintptr_t site, uintptr_t bias, u
             n += 6;
         } else {
             memcpy(out + n, src, in->len);
-            if (in->kind != PS_INSN_COPY) put32(out + n + in->field, (int32_t)(target - (at + in->len)));
+            if (in->kind != PS_INSN_COPY)
+                put32(out + n + in->field, (int32_t)(target - (at + in->len)));
             n += in->len;
         }
     }
@@ -241,8 +248,8 @@ static int plan_points(const ps_probe_plan_t *p, uintptr_t site, uintptr_t bias,
         if (in->kind == PS_INSN_COPY) continue;
         int bytes = in->kind == PS_INSN_JMP8 || in->kind == PS_INSN_JCC8 ? 1 : 4;
         uintptr_t end = site + in->off + in->len;
-        if (end + (uintptr_t)(intptr_t)get_disp(p->orig + in->off + in->field, bytes) != in->target + bias)
-            return -1;
+        intptr_t disp = get_disp(p->orig + in->off + in->field, bytes);
+        if (end + (uintptr_t)disp != in->target + bias) return -1;
         pts[n++] = (uintptr_t)in->target + bias;
     }
     return n;
@@ -259,7 +266,8 @@ int ps_tramp_build(uint32_t id, const ps_probe_plan_t *plan, uintptr_t site, uin
     }
     uintptr_t page = reach_window(pts, npts, &lo, &hi) ? map_page_in(lo, hi, site) : 0;
     if (!page) {
-        ps_probe_say(why, len, "out-of-reach no free page within 2 GB of the function and its targets");
+        ps_probe_say(why, len,
+                     "out-of-reach no free page within 2 GB of the function and its targets");
         return -1;
     }
     uint8_t *p = (uint8_t *)page, *t = p + PS_TRAMP_SLOT;
