@@ -249,12 +249,14 @@ static void task_comm(int tid, char *comm, size_t cap)
     comm[strcspn(comm, "\n")] = '\0';
 }
 
-/* A thread that blocks SIGTRAP (SigBlk bit 4): it would die on our int3.  0 if none. */
+/* A thread that blocks SIGTRAP (SigBlk bit 4): it would die on our int3.  0 if none.  Not
+ * the calling thread: it unblocks SIGTRAP for the window (write_live). */
 static int sigtrap_blocker_now(const int *tids, int n)
 {
     char status[4096];
+    int self = (int)PS_RAW(SYS_gettid);
     for (int i = 0; i < n; i++) {
-        if (task_read(tids[i], "status", status, sizeof status) < 0) continue;
+        if (tids[i] == self || task_read(tids[i], "status", status, sizeof status) < 0) continue;
         const char *blk = strstr(status, "\nSigBlk:\t");
         if (blk && (strtoull(blk + 9, NULL, 16) >> (SIGTRAP - 1)) & 1) return tids[i];
     }
@@ -331,10 +333,26 @@ static int wait_outside(uintptr_t site, size_t len)
 }
 
 /* ---- the protocol ------------------------------------------------------------------------- */
+/* The window itself (write_live); the calling thread may meet the int3 too, in a libc
+ * function it calls while that function is being probed. */
+static int write_window(uintptr_t site, const uint8_t *old, const uint8_t *new, size_t len,
+                        int scan, char *why, size_t wlen);
+
 /* Replaces the len bytes at site (now old[]) by new[] while other threads run.  0, or -1 with
- * why; on failure the site holds old[] again. */
+ * why; on failure the site holds old[] again.  The calling thread unblocks SIGTRAP meanwhile
+ * (the control thread blocks every signal). */
 static int write_live(uintptr_t site, const uint8_t *old, const uint8_t *new, size_t len,
                       int scan, char *why, size_t wlen)
+{
+    uint64_t trap = (uint64_t)1 << (SIGTRAP - 1), saved;
+    PS_RAW(SYS_rt_sigprocmask, SIG_UNBLOCK, &trap, &saved, 8);
+    int rc = write_window(site, old, new, len, scan, why, wlen);
+    PS_RAW(SYS_rt_sigprocmask, SIG_SETMASK, &saved, NULL, 8);
+    return rc;
+}
+
+static int write_window(uintptr_t site, const uint8_t *old, const uint8_t *new, size_t len,
+                        int scan, char *why, size_t wlen)
 {
     static const uint8_t int3 = 0xcc;
     uint64_t t0 = monotonic_ns();

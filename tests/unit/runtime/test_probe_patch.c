@@ -641,6 +641,20 @@ static void test_mprotect_writer(void)
     ps_patch_writer_mprotect = 0;
 }
 
+/* The thread that patches may block SIGTRAP (the control thread blocks every signal): it
+ * unblocks it for the window; its mask is the same afterwards. */
+static void test_caller_blocks_sigtrap(void)
+{
+    sigset_t trap, before, after;
+    sigemptyset(&trap);
+    sigaddset(&trap, SIGTRAP);
+    pthread_sigmask(SIG_BLOCK, &trap, &before);
+    probe_one(3, 42);
+    pthread_sigmask(SIG_SETMASK, NULL, &after);
+    CHECK_INT(sigismember(&after, SIGTRAP), 1);
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
+}
+
 /* Traps that are not ours reach the handler installed before ours (here, before the first
  * live add): a SIGTRAP sent, and an int3 at no probe's site (execution goes on after it). */
 static volatile sig_atomic_t app_traps;
@@ -684,6 +698,7 @@ int main(void)
     CHECK_INT(st.traps, 0);
     test_chained_traps();
     test_mprotect_writer();
+    test_caller_blocks_sigtrap();
     other_stop();
     test_refusals();
     test_storm(300);
