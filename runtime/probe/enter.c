@@ -50,6 +50,7 @@ static inline void counters(probe_act_t *a)
     if (ps_probe_metrics == PROBE_CPU) {
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
         a->cpu0 = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        a->minflt0 = a->majflt0 = a->vcsw0 = a->ivcsw0 = 0; /* (not measured: no deltas) */
     } else {
         struct rusage ru;
         getrusage(RUSAGE_THREAD, &ru);
