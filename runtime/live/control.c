@@ -214,14 +214,32 @@ static void dispatch(ps_request_t *rq)
     ps_reply(rq, line);
 }
 
+/* After the answer: what the client still sends is read and dropped (bounded, until the
+ * request's deadline), so that closing does not reset the connection before it read us. */
+static void drain(int fd, uint64_t deadline_ms)
+{
+    char scratch[4096];
+    shutdown(fd, SHUT_WR);
+    for (size_t total = 0; total <= REQUEST_BYTES;) {
+        uint64_t now = monotonic_ms();
+        struct pollfd p = {fd, POLLIN, 0};
+        if (now >= deadline_ms || poll(&p, 1, (int)(deadline_ms - now)) <= 0) return;
+        ssize_t r = read(fd, scratch, sizeof scratch);
+        if (r <= 0) return;
+        total += (size_t)r;
+    }
+}
+
 static void serve_connection(int fd)
 {
+    uint64_t deadline = monotonic_ms() + REQUEST_MS;
     ps_request_t rq = {.fd = fd};
     struct ucred cred;
     socklen_t clen = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0 ||
         (cred.uid != geteuid() && cred.uid != 0)) {
         ps_reply(&rq, "error permission denied");
+        drain(fd, deadline);
         return;
     }
     struct timeval tv = {REQUEST_MS / 1000, 0}; /* a client that stops reading */
@@ -230,7 +248,7 @@ static void serve_connection(int fd)
     char **lines = malloc(REQUEST_LINES * sizeof *lines);
     size_t len = 0;
     const char *err = !buf || !lines ? "error out of memory" : NULL;
-    if (!err) err = read_request(fd, buf, &len, monotonic_ms() + REQUEST_MS);
+    if (!err) err = read_request(fd, buf, &len, deadline);
     if (!err) err = split_lines(buf, len, lines, &rq.nlines);
     rq.lines = lines;
     if (err) ps_reply(&rq, err);
@@ -238,6 +256,7 @@ static void serve_connection(int fd)
     ps_reply(&rq, "end");
     free(lines);
     free(buf);
+    drain(fd, deadline);
 }
 
 /* ---- the thread --------------------------------------------------------------------------- */
