@@ -284,7 +284,10 @@ static void *control_main(void *arg)
             next = now + interval;
         }
         struct pollfd p[2] = {{live.wake_rd, POLLIN, 0}, {live.listen_fd, POLLIN, 0}};
-        int timeout = live.has_live ? (int)(next > now ? next - now : 0) : -1;
+        /* (without a segment: sleep until a connection, or poll every second for the stop
+         * flag if a descriptor was taken from us) */
+        int timeout = live.has_live ? (int)(next > now ? next - now : 0)
+                      : live.wake_rd >= 0 && live.listen_fd >= 0 ? -1 : 1000;
         int n = poll(p, 2, timeout);
         if (n <= 0) continue;
         if (p[0].revents & POLLNVAL) live.wake_rd = -1; /* (closed under us: stop watching) */

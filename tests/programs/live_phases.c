@@ -1,6 +1,7 @@
 /* A serial program whose phases the test drives (tests/e2e/test_live.py): it reads one
  * command per line on stdin and answers "ok" on stdout when the phase is done.
  *   busy MS      compute for MS ms in live_hot_loop
+ *   nap N        N calls of usleep(1000)
  *   fork         a child that lives 300 ms and exits (the parent waits for it)
  *   execfail     an exec that fails (a missing program)
  *   exec         exec /bin/sleep 5 without pathscope in its environment
@@ -49,6 +50,8 @@ int main(void)
     while (fgets(line, sizeof line, stdin)) {
         if (strncmp(line, "busy ", 5) == 0) {
             live_hot_loop(atof(line + 5));
+        } else if (strncmp(line, "nap ", 4) == 0) {
+            for (int i = atoi(line + 4); i > 0; i--) usleep(1000);
         } else if (strcmp(line, "fork\n") == 0) {
             run_child();
         } else if (strcmp(line, "execfail\n") == 0) {
