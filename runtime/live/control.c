@@ -395,7 +395,8 @@ int ps_live_stop(void)
     return 1;
 }
 
-/* A fatal signal: only the files go (the process is about to die). [signal-safe] */
+/* A fatal signal or a peer's request: the files go and the thread stops (the process is
+ * about to end; a later ending joins the thread). [signal-safe] */
 void ps_live_stop_signal(void)
 {
     if (!live.thread_running || getpid() != live.pid) return;

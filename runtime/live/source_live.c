@@ -33,14 +33,15 @@ static void live_rank_start(void)
     if (!ps_process_is_launcher()) ps_live_start(); /* (nothing if it runs already) */
 }
 
-/* Every ending but a peer's request (the process goes on after it) removes the files: a fatal
- * signal only that [signal-safe]; the others also stop the thread, before the rank file is
- * written, so no request runs meanwhile. */
+/* Every ending removes the files.  A fatal signal and a peer's request (the job is ending:
+ * the launcher kills this process next, often with no handler run) only that and the stop
+ * flag [signal-safe]; the others also stop the thread, before the rank file is written, so
+ * no request runs meanwhile. */
 static void live_end(ps_end_how how, ps_end_phase phase)
 {
-    if (phase != PS_END_BEGIN || how == PS_END_PEER) return;
-    if (how == PS_END_SIGNAL) ps_live_stop_signal();
-    else ps_live_stop();
+    if (phase != PS_END_BEGIN) return;
+    if (how == PS_END_SIGNAL || how == PS_END_PEER) ps_live_stop_signal();
+    else (void)ps_live_stop();
 }
 
 /* An exec keeps the pid and start time but not the thread: the files go first (the new
