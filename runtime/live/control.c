@@ -290,7 +290,8 @@ static void *control_main(void *arg)
                       : live.wake_rd >= 0 && live.listen_fd >= 0 ? -1 : 1000;
         int n = poll(p, 2, timeout);
         if (n <= 0) continue;
-        if (p[0].revents & POLLNVAL) live.wake_rd = -1; /* (closed under us: stop watching) */
+        if (p[0].revents && atomic_load(&live.stop)) break;
+        if (p[0].revents) live.wake_rd = -1; /* closed under us: stop watching it */
         if (p[1].revents & POLLIN) accept_one();
         else if (p[1].revents & POLLNVAL) live.listen_fd = -1;
     }
@@ -313,10 +314,13 @@ static int start_thread(void)
     return rc;
 }
 
-static int open_wake_pipe(void)
+/* The thread's wake-up: a connected pair whose writing end is shut down to stop it -- a
+ * shutdown, not a write, so that the application's exact write counts (kernel time, eBPF)
+ * stay its own. */
+static int open_wake_pair(void)
 {
     int fds[2];
-    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return -1;
     live.wake_rd = ps_fd_adopt(fds[0], &live.wake_rd_own);
     live.wake_wr = ps_fd_adopt(fds[1], &live.wake_wr_own);
     return 0;
@@ -345,7 +349,26 @@ static void close_all(void)
     close_owned(&live.dirfd, &live.dir_own);
 }
 
-void ps_live_start(void)
+/* pathscope's own work on an application thread (start, stop, exec): its tree is marked busy,
+ * so that a sample or a kernel-time signal landing in our system calls is dropped as
+ * pathscope's instead of going on the application's paths. */
+static ps_thread_t *own_work_begin(void)
+{
+    ps_thread_t *t = ps_self;
+    if (!t || t->busy) return NULL;
+    t->busy = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    return t;
+}
+
+static void own_work_end(ps_thread_t *t)
+{
+    if (!t) return;
+    atomic_signal_fence(memory_order_seq_cst);
+    t->busy = 0;
+}
+
+static void live_start(void)
 {
     int control = ps_option_on(ps_options.control);
     unsigned interval = (unsigned)atoi(ps_options.live);
@@ -366,7 +389,7 @@ void ps_live_start(void)
     }
     live.interval_ms = interval;
     atomic_store(&live.stop, 0);
-    if ((live.has_sock || live.has_live) && open_wake_pipe() == 0 && start_thread() == 0) {
+    if ((live.has_sock || live.has_live) && open_wake_pair() == 0 && start_thread() == 0) {
         live.thread_running = 1;
         return;
     }
@@ -377,21 +400,35 @@ void ps_live_start(void)
 
 /* Stops the thread (waiting at most 3 s), removes the files and, once the thread is gone,
  * writes the segment's last header (state ended) and closes everything. */
-int ps_live_stop(void)
+static void live_stop(void)
 {
-    if (!live.thread_running || getpid() != live.pid) return 0; /* (a vfork child: the parent's) */
     atomic_store(&live.stop, 1);
-    if (ps_fd_owned(&live.wake_wr_own)) (void)!write(live.wake_wr, "x", 1);
+    if (ps_fd_owned(&live.wake_wr_own)) shutdown(live.wake_wr, SHUT_WR);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += 3;
     int joined = pthread_timedjoin_np(live.thread, NULL, &until) == 0;
     remove_files();
-    if (!joined) return 1; /* stuck in a request: leave it its descriptors and its mapping */
+    if (!joined) return; /* stuck in a request: leave it its descriptors and its mapping */
     live.thread_running = 0;
     ps_live_publish(PS_LIVE_ENDED);
     ps_live_segment_unmap();
     close_all();
+}
+
+void ps_live_start(void)
+{
+    ps_thread_t *t = own_work_begin();
+    live_start();
+    own_work_end(t);
+}
+
+int ps_live_stop(void)
+{
+    if (!live.thread_running || getpid() != live.pid) return 0; /* (a vfork child: the parent's) */
+    ps_thread_t *t = own_work_begin();
+    live_stop();
+    own_work_end(t);
     return 1;
 }
 
