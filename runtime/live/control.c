@@ -1,8 +1,9 @@
-/* The control channel (/work/notes/live-contract.md; docs/design-probes.md section 5): one
- * thread per process, started with the real pthread_create so that pathscope never registers
- * or samples it, with every signal blocked but SIGTRAP (the probe patcher may trap in it).  It
- * sleeps in poll on its socket with the live interval as the timeout, answers one request at
- * a time and publishes the live segment (publish.c) once per interval.
+/* The control channel (docs/format.md, "Live segment and control channel"; docs/design-
+ * probes.md section 5): one thread per process, started with the real pthread_create so that
+ * pathscope never registers or samples it, with every signal blocked but SIGTRAP (the probe
+ * patcher may trap in it).  It sleeps in poll on its socket with the live interval as the
+ * timeout, answers one request at a time and publishes the live segment (publish.c) once per
+ * interval.
  *
  * Both files live in the private directory /dev/shm/pathscope-<euid>/, used only when it is a
  * real directory of ours with mode 0700 (a squatter turns the channel off, with warning

@@ -1,4 +1,4 @@
-/* The live segment (docs/format.md, "Live segment"; /work/notes/live-contract.md): a file in
+/* The live segment (docs/format.md, "Live segment and control channel"): a file in
  * the private directory, mapped shared, rewritten once per interval by the control thread
  * under a seqlock, read by `pathscope top` without ever blocking us.
  *
