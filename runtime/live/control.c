@@ -102,6 +102,8 @@ static int open_socket(void)
     if (fd < 0) return -1;
     int rc = bind_in_dir(fd);
     if (rc != 0 && errno == EADDRINUSE && remove_stale_socket()) rc = bind_in_dir(fd);
+    /* (the 0700 directory guards it already; 0600 like the segment, whatever the umask) */
+    if (rc == 0) fchmodat(live.dirfd, live.sock_name, 0600, 0);
     if (rc != 0 || listen(fd, 8) != 0) {
         if (rc == 0) unlinkat(live.dirfd, live.sock_name, 0);
         close(fd);

@@ -159,7 +159,7 @@ def assert_gone(p, uid=UID):
 def test_files_while_running_and_gone_after_exit(phases):
     p = phases()
     assert stat.S_ISDIR(os.lstat(shm_dir()).st_mode) and mode_of(shm_dir()) == 0o700
-    assert stat.S_ISSOCK(os.lstat(p.sock()).st_mode)
+    assert stat.S_ISSOCK(os.lstat(p.sock()).st_mode) and mode_of(p.sock()) == 0o600
     assert stat.S_ISREG(os.lstat(p.segment()).st_mode) and mode_of(p.segment()) == 0o600
     assert os.path.getsize(p.segment()) == 256 * 1024
     assert p.do("exit") is None
