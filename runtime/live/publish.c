@@ -69,7 +69,14 @@ static void copy_field(char *dst, size_t cap, const char *src)
 int ps_live_segment_create(int dirfd, const char *name, const char *socket_name,
                            uint64_t start_time, unsigned interval_ms)
 {
-    int fd = openat(dirfd, name, O_CREAT | O_EXCL | O_NOFOLLOW | O_RDWR | O_CLOEXEC, 0600);
+    int flags = O_CREAT | O_EXCL | O_NOFOLLOW | O_RDWR | O_CLOEXEC;
+    int fd = openat(dirfd, name, flags, 0600);
+    if (fd < 0 && errno == EEXIST) {
+        /* our name (pid and start time) in our private directory: left by this process's
+         * previous program, replaced by an exec that bypassed libc's execve (no cleanup) */
+        unlinkat(dirfd, name, 0);
+        fd = openat(dirfd, name, flags, 0600);
+    }
     if (fd < 0) return errno;
     void *p = MAP_FAILED;
     if (ftruncate(fd, SEGMENT_SIZE) == 0)

@@ -56,7 +56,7 @@ class Phases:
     def do(self, command):
         self.proc.stdin.write(command + "\n")
         self.proc.stdin.flush()
-        if command in ("exec", "abort", "exit"):
+        if command in ("exec", "execraw", "abort", "exit"):
             return None
         return self.proc.stdout.readline()
 
@@ -198,6 +198,23 @@ def test_exec_removes_and_failed_exec_remakes(phases):
         time.sleep(0.02)
     assert Path(f"/proc/{p.pid}/exe").resolve().name == "sleep"
     assert_gone(p)
+
+
+def test_exec_without_cleanup_replaces_stale_files(phases):
+    """An exec through the raw system call skips the cleanup: the new program finds a socket
+    nobody listens on and a segment under its own name (same pid and start time); it
+    replaces both, with no warning."""
+    p = phases()
+    old_sock, old_seg = os.lstat(p.sock()).st_ino, os.lstat(p.segment()).st_ino
+    p.do("execraw")
+    assert p.proc.stdout.readline() == f"ready {p.pid}\n"
+    assert os.lstat(p.sock()).st_ino != old_sock and os.lstat(p.segment()).st_ino != old_seg
+    assert request(p.sock(), "live info\n")[0] == f"pid {p.pid}"
+    assert read_segment(p.segment())["pid"] == p.pid
+    p.do("exit")
+    assert p.wait() == 0
+    assert_gone(p)
+    assert "warning\t" not in (p.outdir / "ranks" / "rank-000000.tsv").read_text()
 
 
 def test_fork_child_leaves_the_parents_files(phases):

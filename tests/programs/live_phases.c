@@ -5,6 +5,8 @@
  *   fork         a child that lives 300 ms and exits (the parent waits for it)
  *   execfail     an exec that fails (a missing program)
  *   exec         exec /bin/sleep 5 without pathscope in its environment
+ *   execraw      exec itself through the raw system call (libc's execve, and pathscope's
+ *                cleanup before it, bypassed): the new program starts again with "ready"
  *   abort        abort()
  *   exit         exit(0)
  */
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,6 +63,11 @@ int main(void)
         } else if (strcmp(line, "exec\n") == 0) {
             char *argv[] = {"sleep", "5", NULL}, *envp[] = {"PATH=/usr/bin:/bin", NULL};
             execve("/bin/sleep", argv, envp);
+            return 3;
+        } else if (strcmp(line, "execraw\n") == 0) {
+            char *argv[] = {"live_phases", NULL};
+            extern char **environ;
+            syscall(SYS_execve, "/proc/self/exe", argv, environ);
             return 3;
         } else if (strcmp(line, "abort\n") == 0) {
             abort();
