@@ -37,6 +37,8 @@ EXIT_PARTIAL = 3              # export refused: the profile is partial (see --al
 # options.def fields the CLI sets itself instead of offering a flag
 RUN_SETS_ITSELF = ("command", "pid")
 SHORT_FLAGS = {"output": "-o"}
+# options whose long flag is not --<field>, and its metavar
+LONG_FLAGS = {"live": ("--live-interval", "MS")}
 # one list each, in pathscope.export: the formats, the tables (export/tables.py) and the
 # call-path metrics (pathscope.metrics)
 from pathscope import export as _export  # noqa: E402
@@ -140,7 +142,7 @@ def _flag_for(option: Option) -> tuple[list[str], dict[str, Any]]:
         flag = f"--no-{dash}" if value == "off" else f"--{dash}"
         return [flag], dict(dest=dest, action="store_const", const=value,
                             help=f"{option.env}={value} (default {option.default}: {option.doc})")
-    names = [f"--{dash}"]
+    names = [LONG_FLAGS[option.field][0] if option.field in LONG_FLAGS else f"--{dash}"]
     if option.field in SHORT_FLAGS:
         names.insert(0, SHORT_FLAGS[option.field])
     kwargs: dict[str, Any] = dict(dest=dest, help=f"{option.env}: {option.doc}")
@@ -148,6 +150,8 @@ def _flag_for(option: Option) -> tuple[list[str], dict[str, Any]]:
         kwargs["choices"] = option.accepted_values
         if option.field in BARE_FLAG_VALUE:   # `--kernel` alone means --kernel auto
             kwargs.update(nargs="?", const=BARE_FLAG_VALUE[option.field])
+    elif option.field in LONG_FLAGS:
+        kwargs["metavar"] = LONG_FLAGS[option.field][1]
     else:
         kwargs["metavar"] = "DIR" if option.field == "output" else "VALUE"
     return names, kwargs

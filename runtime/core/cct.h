@@ -115,6 +115,7 @@ extern int ps_paths_on;             /* call paths (unwinding, trees) active in t
  * asked for in this process (PATHSCOPE_PATHS=on, not a launcher); if so the membarrier below
  * is registered. */
 int ps_threads_init(void);
+int ps_process_is_launcher(void);     /* mpirun, orted, srun, ...: never profiled */
 ps_thread_t *ps_thread_register(void);  /* not signal-safe (maps memory) */
 void *ps_map_zeroed(size_t bytes);      /* anonymous, NORESERVE; NULL on failure [signal-safe] */
 /* The CPU-time clock of thread tid, and its value in ns (0 if unknown). [signal-safe] */

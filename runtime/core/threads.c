@@ -60,6 +60,8 @@ static int is_launcher(const char *name)
     return 0;
 }
 
+int ps_process_is_launcher(void) { return is_launcher(ps_program_name()); }
+
 int ps_threads_init(void)
 {
     if (!ps_option_on(ps_options.paths) || is_launcher(ps_program_name())) return 0;

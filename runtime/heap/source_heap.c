@@ -71,6 +71,8 @@ static void heap_end(ps_end_how how, ps_end_phase phase)
     if (phase == PS_END_HELD && how == PS_END_FINALIZE) after_final_write();
 }
 
+void ps_heap_publish(ps_fmt_t *f); /* heap_live.c */
+
 const ps_source_t ps_source_heap = {
     .name = "heap",
     .options = options,
@@ -82,5 +84,6 @@ const ps_source_t ps_source_heap = {
     .end = heap_end,
     .rewrite_at_exit = heap_rewrite_at_exit,
     .write = ps_heap_write,
+    .publish = ps_heap_publish,
     .kinds = kinds,
 };

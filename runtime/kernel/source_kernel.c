@@ -83,6 +83,8 @@ static void kernel_thread_exit(ps_thread_t *t, void *state)
     ps_kernel_thread_end(t); /* the thread's own resource usage */
 }
 
+void ps_kernel_publish(ps_fmt_t *f); /* kernel_live.c */
+
 const ps_source_t ps_source_kernel = {
     .name = "kernel",
     .options = options,
@@ -93,5 +95,6 @@ const ps_source_t ps_source_kernel = {
     .thread_exit = kernel_thread_exit,
     .fork_child = ps_kernel_after_fork,
     .write = ps_kernel_write_section,
+    .publish = ps_kernel_publish,
     .kinds = kinds,
 };

@@ -40,6 +40,8 @@ static void mpi_end(ps_end_how how, ps_end_phase phase)
     if (how == PS_END_FINALIZE && phase == PS_END_DONE) ps_reduce_and_write();
 }
 
+void ps_mpi_publish(ps_fmt_t *f); /* mpi_live.c */
+
 const ps_source_t ps_source_mpi = {
     .name = "mpi",
     .options = options,
@@ -48,6 +50,7 @@ const ps_source_t ps_source_mpi = {
     .thread_init = mpi_thread_init,
     .end = mpi_end,
     .write = ps_mpi_write,
+    .publish = ps_mpi_publish,
     .kinds = kinds,
     .summary = ps_mpi_summary,
 };

@@ -70,6 +70,8 @@ static void sample_end(ps_end_how how, ps_end_phase phase)
         ps_threads_close_all();
 }
 
+void ps_sample_publish(ps_fmt_t *f); /* sample_live.c */
+
 const ps_source_t ps_source_sample = {
     .name = "sample",
     .options = options,
@@ -82,5 +84,6 @@ const ps_source_t ps_source_sample = {
     .fork_child = ps_sample_forget_after_fork,
     .end = sample_end,
     .write = ps_sample_write,
+    .publish = ps_sample_publish,
     .thread_cols = ps_sample_thread_cols,
 };

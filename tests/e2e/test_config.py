@@ -23,7 +23,7 @@ def test_unknown_variable(mpi, tmp_path):
                                 "PATHSCOPE_SAMPLE_RATE, PATHSCOPE_SAMPLE_CLOCK, PATHSCOPE_SAMPLE_TIMER, PATHSCOPE_UNWIND, "
                                 "PATHSCOPE_HEAP, PATHSCOPE_TRAVERSAL, PATHSCOPE_TRAVERSAL_CHECK, "
                                 "PATHSCOPE_KERNEL, PATHSCOPE_KERNEL_PERIOD, PATHSCOPE_QUIET, PATHSCOPE_PID, "
-                                "PATHSCOPE_COMMAND)")
+                                "PATHSCOPE_COMMAND, PATHSCOPE_CONTROL, PATHSCOPE_LIVE)")
 
 
 def test_bad_value(mpi, tmp_path):

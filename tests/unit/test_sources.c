@@ -40,15 +40,15 @@ static int owners_of(const char *field)
 
 static void check_names(void)
 {
-    static const char *const expected[] = {"unwind", "sample", "heap", "kernel", "mpi"};
-    if (PS_NSOURCES != 5) FAIL("%d sources, expected 5", PS_NSOURCES);
+    static const char *const expected[] = {"unwind", "sample", "heap", "kernel", "mpi", "live"};
+    if (PS_NSOURCES != 6) FAIL("%d sources, expected 6", PS_NSOURCES);
     for (int i = 0; i < PS_NSOURCES; i++) {
         const char *name = ps_sources[i]->name;
         if (!name || !*name) {
             FAIL("source %d has no name", i);
             continue;
         }
-        if (i < 5 && strcmp(name, expected[i]) != 0)
+        if (i < 6 && strcmp(name, expected[i]) != 0)
             FAIL("source %d is %s, expected %s (sources.def order)", i, name, expected[i]);
         for (int j = 0; j < i; j++)
             if (ps_sources[j]->name && strcmp(ps_sources[j]->name, name) == 0)
