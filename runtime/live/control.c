@@ -75,22 +75,29 @@ static int open_private_dir(void)
 }
 
 /* ---- the socket ----------------------------------------------------------------------- */
-static int bind_in_dir(int fd)
+/* bind and connect take a path: ours goes through the directory's descriptor, so the socket
+ * is made in (and looked up in) the directory we checked, whatever its path does meanwhile */
+static struct sockaddr_un socket_address(void)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    /* bind takes a path: through our descriptor, so it is made in the directory we checked */
     snprintf(sa.sun_path, sizeof sa.sun_path, "/proc/self/fd/%d/%s", live.dirfd, live.sock_name);
+    return sa;
+}
+
+static int bind_in_dir(int fd)
+{
+    struct sockaddr_un sa = socket_address();
     return bind(fd, (struct sockaddr *)&sa, sizeof sa);
 }
 
-/* A file of our name left by a dead process (same pid and start time cannot be alive): a
- * connection is refused; then it is removed.  1: removed. */
+/* A file of our name left by this process's previous program (an exec that bypassed libc's
+ * execve; pid and start time name one process): nobody listens, the connection is refused;
+ * then it is removed.  1: removed. */
 static int remove_stale_socket(void)
 {
     int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (probe < 0) return 0;
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof sa.sun_path, "/proc/self/fd/%d/%s", live.dirfd, live.sock_name);
+    struct sockaddr_un sa = socket_address();
     int refused = connect(probe, (struct sockaddr *)&sa, sizeof sa) != 0 && errno == ECONNREFUSED;
     close(probe);
     return refused && unlinkat(live.dirfd, live.sock_name, 0) == 0;

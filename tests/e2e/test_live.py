@@ -233,6 +233,25 @@ def test_no_files_when_off(phases):
     assert read_segment(q.segment())["socket"] == ""
 
 
+@pytest.mark.parametrize("flags,sock,segment", [
+    (["--no-control"], False, True), (["--live-interval", "0"], True, False),
+    (["--no-control", "--live-interval", "0"], False, False), ([], True, True)])
+def test_cli_flags(openmpi, tmp_path, flags, sock, segment):
+    proc = subprocess.Popen(
+        [str(ROOT / "bin" / "pathscope"), "run", "-o", str(tmp_path / "prof")] + flags +
+        ["--", str(openmpi.prog("live_phases"))], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=clean_env())
+    try:
+        ready = proc.stdout.readline()
+        name = f"{proc.pid}-{start_time(proc.pid)}"
+        assert ready == f"ready {proc.pid}\n"
+        assert (shm_dir() / f"{name}.sock").exists() == sock
+        assert (shm_dir() / f"{name}.live").exists() == segment
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+
+
 # ---- requests ---------------------------------------------------------------------------------
 
 def test_live_info_and_errors(phases):
