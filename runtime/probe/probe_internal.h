@@ -49,5 +49,7 @@ void ps_probe_open_extra(ps_thread_t *t, uint32_t node, uint64_t now, uint64_t *
 void ps_probe_totals(uint32_t id, uint64_t *calls, uint64_t *incl, uint64_t *excl);
 
 /* Adding and removing (source_probe.c). */
-void ps_probe_apply(char **lines, int n, ps_request_t *rq);
+/* Resolver lines (module, spec, match, refused, nomatch) -> probes; answers on rq when given.
+ * Returns the number of SPECs that matched nothing, the first one's text in nomatch. */
+int ps_probe_apply(char **lines, int n, ps_request_t *rq, char *nomatch, size_t len);
 #endif

@@ -247,7 +247,6 @@ typedef struct {
     struct { int id; const char *text; } specs[MAX_SPECS * 4];
     int nspecs;
     int nomatch;                 /* nomatch lines seen */
-    char first_nomatch[1024];    /* the first one's text */
 } apply_ctx_t;
 
 static const char *module_path(const apply_ctx_t *c, int id)
@@ -389,7 +388,7 @@ static void apply_match(apply_ctx_t *c, char **f, ps_request_t *rq)
     }
 }
 
-void ps_probe_apply(char **lines, int n, ps_request_t *rq)
+int ps_probe_apply(char **lines, int n, ps_request_t *rq, char *nomatch, size_t len)
 {
     static apply_ctx_t c;
     memset(&c, 0, sizeof c);
@@ -411,7 +410,7 @@ void ps_probe_apply(char **lines, int n, ps_request_t *rq)
             refusal(spec_text(&c, atoi(f[1])), path, mapped ? vaddr + bias : 0, bias, f[5], f[6],
                     rq, f[4]);
         } else if (strcmp(f[0], "nomatch") == 0 && nf >= 3) {
-            if (!c.nomatch++) snprintf(c.first_nomatch, sizeof c.first_nomatch, "%s", f[2]);
+            if (!c.nomatch++ && nomatch) snprintf(nomatch, len, "%s", f[2]);
             if (rq) {
                 char line[1100];
                 snprintf(line, sizeof line, "error\t%s", f[2]);
@@ -421,9 +420,10 @@ void ps_probe_apply(char **lines, int n, ps_request_t *rq)
             char line[256];
             snprintf(line, sizeof line, "error\tmalformed line %d of the request", i + 2);
             ps_reply(rq, line);
-            return;
+            return c.nomatch;
         }
     }
+    return c.nomatch;
 }
 
 /* ---- start-up probes ---------------------------------------------------------------------- */
@@ -450,18 +450,13 @@ static const char *probe_specs(char **specs, int n)
             lines[nl++] = p;
             p = e ? e + 1 : NULL;
         }
+        char nomatch[1024];
         pthread_mutex_lock(&ps_probe_lock);
-        ps_probe_apply(lines, nl, NULL);
+        int missing = ps_probe_apply(lines, nl, NULL, nomatch, sizeof nomatch);
         pthread_mutex_unlock(&ps_probe_lock);
-        /* a nomatch line names the SPEC */
-        for (int i = 0; i < nl; i++) {
-            if (strncmp(lines[i], "nomatch", 7) != 0) continue;
-            char *f[4];
-            if (fields(lines[i], f, 4) >= 3) {
-                snprintf(err, sizeof err, "--probe: %s", f[2]);
-                why = err;
-                break;
-            }
+        if (missing) { /* (the resolver's text names the SPEC and where it looked) */
+            snprintf(err, sizeof err, "--probe: %s", nomatch);
+            why = err;
         }
         free(lines);
         free(all.text);
@@ -551,7 +546,7 @@ static void probe_command(ps_request_t *rq)
         return;
     }
     pthread_mutex_lock(&ps_probe_lock);
-    if (strcmp(req, "probe add") == 0) ps_probe_apply(rq->lines + 1, rq->nlines - 1, rq);
+    if (strcmp(req, "probe add") == 0) ps_probe_apply(rq->lines + 1, rq->nlines - 1, rq, NULL, 0);
     else if (strncmp(req, "probe remove\t", 13) == 0) remove_probes(req + 13, rq);
     else if (strcmp(req, "probe list") == 0) list_probes(rq);
     else ps_reply(rq, "error\tunknown probe request (probe add, probe remove<TAB>ID|SPEC, probe list)");

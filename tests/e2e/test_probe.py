@@ -49,14 +49,15 @@ class Probes:
         pnodes = {}
         for r in recs:
             if r[0] == "probe":
-                self.probes[r[1]] = dict(module=r[2], vaddr=r[3], state=r[5], spec=r[8],
+                self.probes[r[1]] = dict(module=r[2], vaddr=r[3], size=int(r[4]), state=r[5],
+                                         spec=r[8],
                                          name=r[9], file=r[10], line=int(r[11]))
             elif r[0] == "probe-refused":
                 self.refused.append(r[1:])
             elif r[0] == "probes":
                 self.summary = r[1:]
             elif r[0] == "node":
-                nodes[(r[1], r[2])] = (r[3], r[4], r[6], int(r[7]))
+                nodes[(r[1], r[2])] = (r[3], r[4], r[6], int(r[7]), r[5])
             elif r[0] == "pnode":
                 pnodes[(r[1], r[2])] = {k: (int(v) if v != "-" else None)
                                         for k, v in zip(self.PNODE[2:], r[3:])}
@@ -77,11 +78,16 @@ class Probes:
         return sum(m.get(metric) or 0 for _, _, _, m in self.paths(pid))
 
     def ancestors_have(self, thread, node, pid):
-        """Whether a probe node of pid is above node (recursion)."""
+        """Whether a frame of node's path is inside probe pid's function (a nested call of a
+        recursion: the probe leaf hangs below the call site, so the outer call's frame is on
+        the path as a return address into the function)."""
+        probe = self.probes[pid]
+        lo = int(probe["vaddr"], 16)
+        hi = lo + probe["size"]
         parent = self.nodes[(thread, node)][0]
         while parent != "-":
             p = self.nodes[(thread, parent)]
-            if p[1] == "probe" and p[2] == pid:
+            if p[1] == "call" and p[4] == probe["module"] and lo < int(p[2], 16) <= hi:
                 return True
             parent = p[0]
         return False
