@@ -408,6 +408,7 @@ static int ebpf_attach(char *err, size_t errlen)
         sigdelset(&sa.sa_mask, SIGBUS);
         sigdelset(&sa.sa_mask, SIGFPE);
         sigdelset(&sa.sa_mask, SIGILL);
+        sigdelset(&sa.sa_mask, SIGTRAP); /* a probe being patched (probe/patch.c) */
         sa.sa_flags = SA_SIGINFO | SA_RESTART;
         if (sigaction(PS_KERNEL_SIGNAL, &sa, NULL) == 0)
             sig = handler_installed = PS_KERNEL_SIGNAL;

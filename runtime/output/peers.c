@@ -161,6 +161,7 @@ int ps_peers_accept_requests(void)
     sigdelset(&sa.sa_mask, SIGBUS);
     sigdelset(&sa.sa_mask, SIGFPE);
     sigdelset(&sa.sa_mask, SIGILL);
+    sigdelset(&sa.sa_mask, SIGTRAP); /* a probe being patched (probe/patch.c) */
     /* an application handler's SA_RESTART and SA_ONSTACK are kept (its interrupted system
      * calls fail with EINTR or not, as without us); ours alone restarts them */
     int has_handler = cur.sa_flags & SA_SIGINFO ? cur.sa_sigaction != NULL

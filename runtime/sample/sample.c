@@ -548,7 +548,7 @@ void ps_sample_init(void)
         sigdelset(&sa.sa_mask, SIGBUS);
         sigdelset(&sa.sa_mask, SIGFPE);
         sigdelset(&sa.sa_mask, SIGILL);
-        sigdelset(&sa.sa_mask, SIGTRAP);
+        sigdelset(&sa.sa_mask, SIGTRAP); /* a probe being patched (probe/patch.c) */
         sa.sa_flags = SA_SIGINFO | SA_RESTART;
         ps_sigprof_install_ours(&sa, (void *)on_sample);
     }

@@ -40,15 +40,16 @@ static int owners_of(const char *field)
 
 static void check_names(void)
 {
-    static const char *const expected[] = {"unwind", "sample", "heap", "kernel", "mpi", "live"};
-    if (PS_NSOURCES != 6) FAIL("%d sources, expected 6", PS_NSOURCES);
+    static const char *const expected[] = {"unwind", "sample", "heap", "kernel", "mpi", "probe",
+                                           "live"};
+    if (PS_NSOURCES != 7) FAIL("%d sources, expected 7", PS_NSOURCES);
     for (int i = 0; i < PS_NSOURCES; i++) {
         const char *name = ps_sources[i]->name;
         if (!name || !*name) {
             FAIL("source %d has no name", i);
             continue;
         }
-        if (i < 6 && strcmp(name, expected[i]) != 0)
+        if (i < 7 && strcmp(name, expected[i]) != 0)
             FAIL("source %d is %s, expected %s (sources.def order)", i, name, expected[i]);
         for (int j = 0; j < i; j++)
             if (ps_sources[j]->name && strcmp(ps_sources[j]->name, name) == 0)
@@ -78,7 +79,7 @@ static void check_kinds(void)
                     if (q != k && q->name && strcmp(q->name, k->name) == 0)
                         FAIL("node kind name %s is used twice", k->name);
         }
-    if (seen != 3) FAIL("%d node kinds added by sources, expected 3 (mpi, heap, syscall)", seen);
+    if (seen != 4) FAIL("%d node kinds added by sources, expected 4 (mpi, heap, syscall, probe)", seen);
     /* the rank file's kind numbers are fixed by format 2.x */
     if (!ps_node_kind_name(PS_NODE_MPI) || strcmp(ps_node_kind_name(PS_NODE_MPI), "mpi") != 0)
         FAIL("kind %d is not named mpi", PS_NODE_MPI);
@@ -87,6 +88,8 @@ static void check_kinds(void)
     if (!ps_node_kind_name(PS_NODE_SYSCALL) ||
         strcmp(ps_node_kind_name(PS_NODE_SYSCALL), "syscall") != 0)
         FAIL("kind %d is not named syscall", PS_NODE_SYSCALL);
+    if (!ps_node_kind_name(PS_NODE_PROBE) || strcmp(ps_node_kind_name(PS_NODE_PROBE), "probe") != 0)
+        FAIL("kind %d is not named probe", PS_NODE_PROBE);
     if (ps_node_kind_name(PS_NODE_CALL)) FAIL("a source names core's kind %d", PS_NODE_CALL);
 }
 
