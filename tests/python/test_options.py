@@ -46,7 +46,7 @@ def test_repository_table():
                                         "PATHSCOPE_SAMPLE_RATE", "PATHSCOPE_SAMPLE_CLOCK", "PATHSCOPE_SAMPLE_TIMER",
                                         "PATHSCOPE_UNWIND", "PATHSCOPE_HEAP", "PATHSCOPE_TRAVERSAL",
                                         "PATHSCOPE_TRAVERSAL_CHECK", "PATHSCOPE_KERNEL",
-                                        "PATHSCOPE_KERNEL_PERIOD", "PATHSCOPE_QUIET", "PATHSCOPE_PID",
+                                        "PATHSCOPE_KERNEL_PERIOD", "PATHSCOPE_PROBE", "PATHSCOPE_PROBE_METRICS", "PATHSCOPE_QUIET", "PATHSCOPE_PID",
                                         "PATHSCOPE_COMMAND", "PATHSCOPE_CONTROL", "PATHSCOPE_LIVE"]
     assert by_env_default(options, "PATHSCOPE_SAMPLE_RATE") == "200"
     assert by_env_default(options, "PATHSCOPE_SAMPLE_CLOCK") == "cpu"
