@@ -12,7 +12,7 @@ from collections import defaultdict
 
 import pytest
 
-from test_paths import PATHSCOPE, PY_ENV, rank_records
+from test_paths import PATHSCOPE, PY_ENV, folded, rank_records
 
 
 def run_probed(prog, out, specs, *args, extra=(), check=True, env=None, stdin=None):
@@ -127,6 +127,15 @@ def test_shapes_counts_and_times(openmpi, tmp_path):
     assert pr.calls(lib) == 6
     within(pr.total(lib, "incl"), truth["lib_ns"], "shared-library function")
     assert pr.summary[2] == "on"  # exits timed
+    # the analysis side: the probe leaves on the call tree, by path
+    calls = folded(out, "probe_calls")
+    ends = {p.split(";main;", 1)[1]: v for p, v in calls.items()}
+    assert ends["run_phase;path_a;leaf"] == 3 and ends["run_phase;path_b;leaf"] == 5
+    assert ends["run_phase;path_c;leaf"] == 7 and ends["run_phase;shapes_lib_work"] == 6
+    assert ends["run_phase;" + ";".join(["recurse"] * 20)] == 1
+    times = folded(out, "probe_time")
+    within(sum(v for p, v in times.items() if p.endswith(";leaf")) * 1000, truth["leaf_ns"],
+           "folded probe_time of leaf (µs)")
 
 
 def test_deep_recursion_counts_exact(openmpi, tmp_path):
