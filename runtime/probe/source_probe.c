@@ -51,6 +51,8 @@ static const ps_node_kind_t kinds[] = {
 #define MAX_SPECS 64
 #define MAX_MODULES 1024
 
+static int print_refusals; /* start-up refusals go to stderr */
+
 /* ---- SPEC lists ------------------------------------------------------------------------- */
 /* Splits a comma-separated SPEC list in place: commas inside /REGEX/, <...> and (...) belong
  * to the SPEC.  Returns the number of SPECs, -1 if there are too many. */
@@ -310,7 +312,29 @@ static void refusal(const char *spec, const char *module, uintptr_t addr, uintpt
         char line[2048];
         snprintf(line, sizeof line, "refused\t%s\t%s\t%s\t%s", spec, name ? name : "-", key, text);
         ps_reply(rq, line);
+    } else if (print_refusals) {
+        fprintf(stderr, "pathscope: --probe '%s': %s not probed (%s): %s\n", spec,
+                name ? name : "-", key, text);
     }
+}
+
+/* Functions whose entry we never patch: they keep or use their own return address (setjmp,
+ * getcontext, vfork: a redirected return would come back to a dead frame) or run before or
+ * beneath everything else (the dynamic loader, pathscope itself).  (Names as the resolver
+ * gives them: demangled, parameters of C functions absent.) */
+static const char *denied(const char *name, const char *module)
+{
+    static const char *const names[] = {"setjmp", "_setjmp", "__sigsetjmp", "sigsetjmp",
+        "__setjmp", "getcontext", "vfork", "__vfork", "__libc_start_main", "dlopen", "dlmopen",
+        "dlsym", "dlvsym", "_dl_catch_exception", "__cxa_begin_catch", NULL};
+    for (int i = 0; names[i]; i++)
+        if (strcmp(name, names[i]) == 0)
+            return "it keeps or uses its own return address, or pathscope relies on it";
+    const char *base = strrchr(module, '/');
+    base = base ? base + 1 : module;
+    if (strncmp(base, "libpathscope", 12) == 0) return "it is pathscope's own code";
+    if (strncmp(base, "ld-linux", 8) == 0) return "it is the dynamic loader's code";
+    return NULL;
 }
 
 /* Splits a TAB-separated line in place into at most max fields; returns their number. */
@@ -335,6 +359,11 @@ static void apply_match(apply_ctx_t *c, char **f, ps_request_t *rq)
     uintptr_t bias = 0;
     if (!path || module_bias(path, &bias)) {
         refusal(spec, path, 0, 0, "not-mapped", "the module is not mapped in this process", rq, f[5]);
+        return;
+    }
+    const char *deny = denied(f[5], path);
+    if (deny) {
+        refusal(spec, path, vaddr + bias, bias, "denied", deny, rq, f[5]);
         return;
     }
     ps_probe_plan_t plan;
@@ -479,6 +508,7 @@ static const char *probe_configure(const ps_start_t *st)
 
 static const char *probe_start(const ps_start_t *st)
 {
+    print_refusals = st->launcher_rank <= 0; /* (once per job, not once per rank) */
     if (!ps_paths_on) return NULL;
     ps_probe_timed = ps_unwind_redirect_available();
     if (!ps_probe_timed) ps_probe_untimed_why = ps_unwind_redirect_why();

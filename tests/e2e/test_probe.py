@@ -214,3 +214,37 @@ def test_gather_two_waits_two_paths(mpi, tmp_path):
         g = pr.total(gather, "incl")
         within(g, truth["gather_ns"], "gather inclusive")
         assert pr.total(gather, "excl") < 0.05 * g
+
+
+def test_refusals_are_said_and_recorded(openmpi, tmp_path):
+    """A function whose entry must not be patched (setjmp keeps its own return address) is
+    refused with its reason, on stderr once and in the rank file; the rest is probed."""
+    out = tmp_path / "prof"
+    p = run_probed(openmpi.prog("probe_shapes"), out, "/^_?setjmp$/,leaf", 1, 1, 0)
+    said = [l for l in p.stderr.splitlines() if "not probed" in l]
+    reason = "it keeps or uses its own return address, or pathscope relies on it"
+    assert said == [f"pathscope: --probe '/^_?setjmp$/': setjmp not probed (denied): {reason}",
+                    f"pathscope: --probe '/^_?setjmp$/': _setjmp not probed (denied): {reason}"]
+    pr = Probes(out)
+    assert [(r[0], r[3], r[4]) for r in pr.refused] == [("/^_?setjmp$/", "denied", reason)] * 2
+    assert [p["name"] for p in pr.probes.values()] == ["leaf"]
+    assert pr.summary[5] == "2"  # refused
+
+
+@pytest.mark.parametrize("metrics", ["time", "cpu", "rusage"])
+def test_probe_metrics(openmpi, tmp_path, metrics):
+    """time: no CPU column; cpu: the thread's CPU time of a spinning function, at most its
+    wall time; rusage: also faults and context switches."""
+    out = tmp_path / "prof"
+    run_probed(openmpi.prog("probe_shapes"), out, "leaf", 1, 1, 2000,
+               extra=["--probe-metrics", metrics])
+    pr = Probes(out)
+    (leaf,) = pr.ids("^leaf$")
+    assert pr.summary[0] == metrics
+    incl, cpu = pr.total(leaf, "incl"), [m["cpu"] for *_, m in pr.paths(leaf)]
+    if metrics == "time":
+        assert cpu == [None] * 3
+        return
+    assert 0.3 * incl < sum(cpu) <= 1.01 * incl, (cpu, incl)
+    faults = [m["minflt"] for *_, m in pr.paths(leaf)]
+    assert (None in faults) == (metrics == "cpu")
