@@ -60,21 +60,35 @@ def _not_started(target: Target) -> LiveError:
                      f"control socket {target.socket_path})")
 
 
-def _connect(target: Target) -> socket.socket:
+def _socket_dir(target: Target) -> tuple[int, str]:
+    """D's descriptor and the socket's entry in it, checked (a socket of the process's
+    owner); LiveError otherwise."""
     try:
         dir_fd = open_private_dir(target.uid)
     except LiveError as e:
         if not os.path.lexists(private_dir_path(target.uid)):
             raise _not_started(target) from None
         raise e
+    entry = f"{target.process.name}.sock"
     try:
-        entry = f"{target.process.name}.sock"
-        try:
-            st = os.stat(entry, dir_fd=dir_fd, follow_symlinks=False)
-        except FileNotFoundError:
-            raise _not_started(target) from None
-        if not stat.S_ISSOCK(st.st_mode) or st.st_uid != target.uid:
-            raise LiveError(f"{target.socket_path} is not a socket of uid {target.uid}")
+        st = os.stat(entry, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        os.close(dir_fd)
+        raise _not_started(target) from None
+    if not stat.S_ISSOCK(st.st_mode) or st.st_uid != target.uid:
+        os.close(dir_fd)
+        raise LiveError(f"{target.socket_path} is not a socket of uid {target.uid}")
+    return dir_fd, entry
+
+
+def check_socket(target: Target) -> None:
+    """LiveError unless target has its control socket (before any work is done for it)."""
+    os.close(_socket_dir(target)[0])
+
+
+def _connect(target: Target) -> socket.socket:
+    dir_fd, entry = _socket_dir(target)
+    try:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         try:
             sock.settimeout(REPLY_TIMEOUT_S)

@@ -23,7 +23,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Optional
 
-from pathscope.control import Target, find_target, send_request
+from pathscope.control import Target, check_socket, find_target, send_request
 from pathscope.errors import LiveError, SymbolizerError
 from pathscope.live import (list_entries, open_private_dir, private_dir_path, process_alive,
                             read_segment)
@@ -60,7 +60,10 @@ class RankResult:
 
 
 def pid_target(pid: int) -> RankTarget:
-    return RankTarget(find_target(pid), -1)
+    """Process pid, checked to exist, to be ours (or we root) and to have its socket."""
+    target = find_target(pid)
+    check_socket(target)
+    return RankTarget(target, -1)
 
 
 def job_targets(directory: str) -> list[RankTarget]:
@@ -69,6 +72,10 @@ def job_targets(directory: str) -> list[RankTarget]:
         raise LiveError(f"no such directory {directory}")
     outdir = os.path.realpath(directory)
     uid = os.geteuid()
+    none = LiveError(f"no process of job {outdir} on this node (no live segment in "
+                     f"{private_dir_path(uid)} names it)")
+    if not os.path.lexists(private_dir_path(uid)):
+        raise none
     dir_fd = open_private_dir(uid)
     found, gone = [], 0
     try:
@@ -92,8 +99,7 @@ def job_targets(directory: str) -> list[RankTarget]:
         raise LiveError(f"job {outdir}: its {gone} process(es) on this node have ended "
                         f"(pathscope top --clean removes their files)")
     if not found:
-        raise LiveError(f"no process of job {outdir} on this node (no live segment in "
-                        f"{private_dir_path(uid)} names it)")
+        raise none
     return sorted(found, key=lambda t: (t.rank, t.target.process.pid))
 
 

@@ -64,6 +64,8 @@ def stale_reason(segment: Segment, now_ns: int) -> Optional[str]:
 
 def read_all(uid: int) -> tuple[list[Segment], list[str]]:
     """Every segment of uid's D, and a note per file that could not be read."""
+    if not os.path.lexists(private_dir_path(uid)):
+        return [], []
     dir_fd = open_private_dir(uid)
     segments, notes = [], []
     try:
@@ -255,7 +257,7 @@ class ProcessRow:
 
     def to_json(self) -> dict[str, Any]:
         h, d = self.segment.header, self.segment.data
-        return {"pid": h.pid, "rank": h.rank, "size": h.size, "host": h.host,
+        return {"pid": h.pid, "start_time": h.start_time, "rank": h.rank, "size": h.size, "host": h.host,
                 "program": h.program, "run_id": h.run_id, "state": h.state_name,
                 "stale": self.stale, "publishes": h.publishes,
                 "published_unix_ns": h.published_unix_ns, "interval_ms": h.interval_ms,
