@@ -1,5 +1,5 @@
 """`pathscope probe` (issue 13): its error paths with their exact messages, and adding,
-listing and removing a probe in a running job (tests/programs/live_phases.c).
+listing and removing a probe in a running job (tests/programs/top_phases.c).
 
 The error paths of a process without pathscope, of no process and of another user's process
 need nothing but this branch.  The others need the merge: the runtime's control socket
@@ -18,7 +18,7 @@ from pathscope.probes import resolver_input
 from test_paths import PY_ENV, cli
 from test_top import D, LiveJob
 
-PROBED = "live_probe_target"
+PROBED = "top_probe_target"
 
 
 def _error(*args):
@@ -110,7 +110,7 @@ def test_add_list_remove_in_one_process_and_in_the_job(job):
     """Needs the merge and the probe source (the lead's)."""
     pid = _rank0(job)
     added = cli("probe", pid, "--add", PROBED).stdout
-    m = re.fullmatch(rf"added probe (\d+): {PROBED} \[live_phases\] \S*live_phases\.c:\d+\n",
+    m = re.fullmatch(rf"added probe (\d+): {PROBED} \[top_phases\] \S*top_phases\.c:\d+\n",
                      added)
     assert m, added
     probe_id = m.group(1)

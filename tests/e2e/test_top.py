@@ -1,4 +1,4 @@
-"""`pathscope top` against real running jobs (issue 13): tests/programs/live_phases.c under
+"""`pathscope top` against real running jobs (issue 13): tests/programs/top_phases.c under
 `pathscope run` on 2 ranks, read through the live segments the runtime publishes.
 
 Needs the runtime side of the live view (branch i13-live: runtime/live/, the segment and the
@@ -17,13 +17,13 @@ import pytest
 from conftest import MPI_ENV, ROOT
 from test_paths import PY_ENV, cli
 
-PROGRAM = "live_phases"
+PROGRAM = "top_phases"
 D = f"/dev/shm/pathscope-{os.geteuid()}"
 WAIT_S = 60
 
 
 class LiveJob:
-    """live_phases running on np ranks under `pathscope run`, until stop()."""
+    """top_phases running on np ranks under `pathscope run`, until stop()."""
 
     def __init__(self, mpi, tmp_path, np=2, max_seconds=120):
         self.out = tmp_path / "prof"
@@ -84,7 +84,7 @@ def test_once_json_shows_the_running_job(job):
     assert all(p["program"].endswith(PROGRAM) and p["interval_ms"] == 1000 for p in procs)
     assert all(os.path.exists(f"/proc/{p['pid']}") for p in procs)
     top = doc["hot"][0]
-    assert top["frames"][0]["name"] == "live_hot_spin"
+    assert top["frames"][0]["name"] == "top_hot_spin"
     assert top["sample_ns"]["sum"] == top["sample_ns"]["min"] + top["sample_ns"]["max"]
     allreduce = [r for r in doc["mpi"] if (r["comm"], r["op"]) == ("W", "MPI_Allreduce")]
     assert len(allreduce) == 1 and allreduce[0]["calls"]["min"] >= 1
@@ -92,7 +92,7 @@ def test_once_json_shows_the_running_job(job):
     text = cli("top", job.out, "--once").stdout
     assert text.startswith(f"pathscope top: job {outdir}, 2 rank(s) aggregated, "
                            f"2 process(es)\n")
-    assert "live_hot_spin" in text
+    assert "top_hot_spin" in text
     job.stop()
     # every ending removes the files: the job is no longer there
     p = cli("top", job.out, "--once", check=False)
@@ -130,14 +130,14 @@ def test_terminal_ui_shows_the_hot_function_and_adds_a_probe(job):
     started = _tmux(socket, "new-session", "-d", "-s", "top", "-x", "200", "-y", "50", command)
     assert started.returncode == 0, started.stderr
     try:
-        _wait_screen(socket, r"live_hot_spin")
+        _wait_screen(socket, r"top_hot_spin")
         _tmux(socket, "send-keys", "-t", "top", "a")
         time.sleep(1)
-        _tmux(socket, "send-keys", "-t", "top", "-l", "live_probe_target")
+        _tmux(socket, "send-keys", "-t", "top", "-l", "top_probe_target")
         _tmux(socket, "send-keys", "-t", "top", "Enter")
-        _wait_screen(socket, r"added probe \d+: live_probe_target")
+        _wait_screen(socket, r"added probe \d+: top_probe_target")
         _tmux(socket, "send-keys", "-t", "top", "3")
-        screen = _wait_screen(socket, r"live_probe_target\s+active\s+[1-9]")
+        screen = _wait_screen(socket, r"top_probe_target\s+active\s+[1-9]")
         assert "probes" in screen.upper()
         _tmux(socket, "send-keys", "-t", "top", "q")
         deadline = time.monotonic() + 10
