@@ -221,8 +221,8 @@ def format_reply_line(line: str) -> str:
         return f"removed probe {f[2]}: {f[3]}"
     if f[0] == "refused" and len(f) >= 5:
         return f"refused '{f[1]}': {f[2]} ({f[3]}): {f[4]}"
-    if f[0] == "error" and len(f) >= 2:
-        return f"error: {' '.join(f[1:])}"
+    if line.startswith("error"):      # `error<TAB>TEXT` (a source), `error TEXT` (the server)
+        return f"error: {line[6:].replace(chr(9), ' ')}"
     return line.replace("\t", " ")
 
 
@@ -247,7 +247,8 @@ def format_results(results: list[RankResult], action: str, several: bool) -> str
             body = r.lines
         elif action == "list":
             extra = [format_reply_line(x) for x in r.lines if not x.startswith("probe\t")]
-            body = format_list(r.lines).split("\n") + extra
+            body = ([] if extra and len(extra) == len(r.lines) else
+                    format_list(r.lines).split("\n")) + extra
         else:
             body = [format_reply_line(x) for x in r.lines] or ["(no reply lines)"]
         if several:

@@ -326,7 +326,12 @@ class LiveView:
 
     def snapshot(self) -> Snapshot:
         segments, notes = read_all(os.geteuid())
-        outdir, chosen = select(segments, self.selection)
+        try:
+            outdir, chosen = select(segments, self.selection)
+        except LiveError as e:
+            if notes:       # the job's own segment may be among the unreadable ones
+                raise LiveError(f"{e}; not read: {'; '.join(notes)}") from None
+            raise
         return build_snapshot(outdir, chosen, notes, self.names, time.time_ns())
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -27,7 +28,7 @@ REFRESH_S = 1.0
 class TopApp(App[None]):
     CSS = """
     #title { height: 1; background: $primary; }
-    #status { height: 3; }
+    #status { height: auto; max-height: 12; }
     #spec { display: none; }
     """
     BINDINGS = [
@@ -79,13 +80,14 @@ class TopApp(App[None]):
         self.query_one("#title", Static).update(
             f"job {doc['outdir']}: {len(doc['ranks'])} rank(s)"
             + (f", {stale} not updating or gone" if stale else "") + f"   {tabs}")
-        headers, rows, _align = view_rows(doc, self.view_name)
+        headers, rows, align = view_rows(doc, self.view_name)
         self.keys = [r["name"] for r in doc["probes"]] if self.view_name == "probes" else []
         table = self.query_one("#table", DataTable)
         row = table.cursor_row
         table.clear(columns=True)
         table.add_columns(*headers)
-        table.add_rows(rows)
+        table.add_rows([[Text(cell, justify="right" if a == "r" else "left")
+                         for cell, a in zip(row, align)] for row in rows])
         if rows:
             table.move_cursor(row=min(row, len(rows) - 1))
 

@@ -36,8 +36,8 @@ class LiveJob:
                                      stderr=subprocess.PIPE, text=True)
         self.np = np
 
-    def snapshot(self):
-        p = cli("top", self.out, "--once", "--format", "json", check=False)
+    def snapshot(self, check=True):
+        p = cli("top", self.out, "--once", "--format", "json", check=check)
         return json.loads(p.stdout) if p.returncode == 0 else None
 
     def wait_running(self):
@@ -46,7 +46,7 @@ class LiveJob:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError(f"the job ended early: {self.proc.communicate()}")
-            doc = self.snapshot() if self.out.exists() else None
+            doc = self.snapshot(check=False) if self.out.exists() else None
             if doc and len(doc["ranks"]) == self.np and doc["hot"] and \
                     all(p["publishes"] > 1 for p in doc["processes"]):
                 return doc
