@@ -30,7 +30,7 @@ from pathscope.live import (list_entries, open_private_dir, private_dir_path, pr
 from pathscope.modules import Module, mapped_modules
 from pathscope.report.layout import table
 from pathscope.symbolize import find_symbolizer
-from pathscope.tsv import format_line
+from pathscope.tsv import format_line, unescape
 from pathscope.units import format_time
 
 RESOLVE_TIMEOUT_S = 300
@@ -137,7 +137,7 @@ def run_resolver(modules: list[Module], spec: str) -> list[str]:
     lines = lines[:-2]
     kinds = [line.split("\t", 1)[0] for line in lines]
     if "match" not in kinds and "refused" not in kinds:
-        reasons = [line.split("\t")[2] for line in lines
+        reasons = [unescape(line.split("\t")[2]) for line in lines
                    if line.startswith("nomatch\t") and line.count("\t") >= 2]
         raise ResolveError(reasons[0] if reasons else f"'{spec}': no function matches")
     return lines

@@ -138,7 +138,9 @@ def test_terminal_ui_shows_the_hot_function_and_adds_a_probe(job):
         _wait_screen(socket, r"added probe \d+: top_probe_target")
         _tmux(socket, "send-keys", "-t", "top", "3")
         screen = _wait_screen(socket, r"top_probe_target\s+active\s+[1-9]")
-        assert "probes" in screen.upper()
+        assert "[3] PROBES" in screen
+        _tmux(socket, "send-keys", "-t", "top", "r")
+        _wait_screen(socket, r"removed probe \d+: top_probe_target")
         _tmux(socket, "send-keys", "-t", "top", "q")
         deadline = time.monotonic() + 10
         while _tmux(socket, "has-session", "-t", "top").returncode == 0:
