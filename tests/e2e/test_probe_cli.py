@@ -75,6 +75,12 @@ def test_usage_errors():
     p = cli("probe", "1", check=False)
     assert (p.returncode, p.stderr) == (2, "pathscope probe: one of --add SPEC, --remove "
                                            "SPEC|ID, --list (try 'pathscope probe --help')\n")
+    for args, message in [(["--format", "json"], "--format applies to --once"),
+                          (["--clean", "--once"], "--clean takes no other argument"),
+                          (["x", "--job", "y"], "name DIR, PID or --job DIR, not two of them")]:
+        p = cli("top", *args, check=False)
+        assert (p.returncode, p.stderr) == (2, f"pathscope top: {message} (try 'pathscope "
+                                               f"top --help')\n")
 
 
 @pytest.fixture

@@ -18,7 +18,8 @@ from pathscope.live import (HEADER_SIZE, ProcessId, parse_data, parse_header, pa
 from pathscope.modules import Module, build_id, executable_paths
 from pathscope.probes import format_list, format_reply_line, resolver_input
 from pathscope.symbols import parse_symbols
-from pathscope.top import FrameNames, aggregate, build_snapshot, view_rows
+from pathscope.top import (FrameNames, Selection, aggregate, build_snapshot, render_text, select,
+                           view_rows)
 
 SEGMENT_BYTES = 256 << 10
 NAME = "seg"
@@ -332,3 +333,44 @@ def test_listener_of_another_process_is_refused_before_sending():
     finally:
         theirs.close()
         ours.close()
+
+
+def _job_segment(outdir: bytes, pid: int, rank: int):
+    return parse_segment(bytes(segment_bytes(b"", outdir=outdir, pid=pid, rank=rank)), "s")
+
+
+def test_selection_of_the_job():
+    a0, a1 = _job_segment(b"/a", 10, 0), _job_segment(b"/a", 11, 1)
+    b0 = _job_segment(b"/b", 12, 0)
+    assert select([a1, b0, a0], Selection(outdir="/a")) == ("/a", [a0, a1])
+    assert select([a1, b0, a0], Selection(pid=12)) == ("/b", [b0])
+    assert select([a1, a0], Selection()) == ("/a", [a0, a1])
+    shown = f"/dev/shm/pathscope-{os.geteuid()}"
+    for segments, selection, message in [
+            ([a0, b0], Selection(), "2 jobs on this node, name one (pathscope top DIR): /a, /b"),
+            ([], Selection(), f"no pathscope process on this node (no live segment in {shown})"),
+            ([a0], Selection(pid=99), f"process 99 has no live segment in {shown} (not started "
+                                      f"under pathscope, PATHSCOPE_LIVE=0, or another user's)"),
+            ([a0], Selection(outdir="/c"), f"no process of job /c on this node (no live segment "
+                                           f"in {shown} names it)")]:
+        with pytest.raises(LiveError) as e:
+            select(segments, selection)
+        assert str(e.value) == message
+
+
+def test_text_snapshot():
+    me, start = os.getpid(), process_start_time(os.getpid())
+    now = time.time_ns()
+    segments = [parse_segment(bytes(segment_bytes(
+        b"elapsed\t2000000000\nsys\tread\t3\t3000\n", pid=me, start_time=start, rank=r,
+        published=now)), f"r{r}") for r in (0, 1)]
+    doc = build_snapshot("/job", segments, [], FrameNames(), now).to_json()
+    text = render_text(doc).split("\n")
+    assert text[0] == "pathscope top: job /job, 2 rank(s) aggregated, 2 process(es)"
+    at = text.index("system calls:")
+    assert text[at + 1:at + 3] == [
+        "  name  calls     time    min (rank)     mean    max (rank)",
+        "  read      6  6.00 µs  3.00 µs (r0)  3.00 µs  3.00 µs (r0)"]
+    at = text.index("ranks:")
+    assert text[at + 2].split() == ["0", str(me), "node7", "running", "17", "2.00", "s", "0",
+                                    "123", "µs"]
