@@ -4,8 +4,8 @@ of the CLI needs only the standard library).
 Keys: Tab / Shift+Tab or 1-6 switch views (pathscope.top.VIEWS), `a` asks for a SPEC and
 adds it to every process of the job on this node (the `pathscope probe --job` flow), `r`
 removes the probe of the selected row of the probes view from every process, `q` quits.
-The snapshot is taken again every REFRESH_S; probe requests run in a worker thread so the
-view keeps refreshing while a process answers.
+The snapshot is taken again every REFRESH_S in a worker thread, as are probe requests, so
+the screen answers keys while the symbolizer or a process works.
 """
 from __future__ import annotations
 
@@ -47,6 +47,7 @@ class TopApp(App[None]):
         self.view_name = VIEWS[0]
         self.doc: Optional[dict[str, Any]] = None
         self.keys: list[str] = []              # the probe name of each row (probes view)
+        self.reading = False                   # a snapshot is being taken
 
     def compose(self) -> ComposeResult:
         yield Static("", id="title")
@@ -63,11 +64,26 @@ class TopApp(App[None]):
     # ---- showing -------------------------------------------------------------------------
 
     def refresh_snapshot(self) -> None:
+        """Every REFRESH_S: a new snapshot, taken off the UI thread (naming new frames runs
+        the symbolizer); skipped while the previous one is still being taken."""
+        if not self.reading:
+            self.reading = True
+            self.read_snapshot()
+
+    @work(thread=True, group="snapshot")
+    def read_snapshot(self) -> None:
         try:
-            self.doc = self.live.snapshot().to_json()
+            doc, error = self.live.snapshot().to_json(), None
         except PathscopeError as e:
-            self.query_one("#title", Static).update(f"pathscope top: {e}")
+            doc, error = None, str(e)
+        self.call_from_thread(self.take_snapshot, doc, error)
+
+    def take_snapshot(self, doc: Optional[dict[str, Any]], error: Optional[str]) -> None:
+        self.reading = False
+        if error is not None:
+            self.query_one("#title", Static).update(f"pathscope top: {error}")
             return
+        self.doc = doc
         self.show_table()
 
     def show_table(self) -> None:
@@ -132,7 +148,7 @@ class TopApp(App[None]):
             self.status(f"removing '{self.keys[row]}' ...")
             self.ask("remove", self.keys[row])
 
-    @work(thread=True, exclusive=True)
+    @work(thread=True, exclusive=True, group="probe")
     def ask(self, action: str, argument: str) -> None:
         if self.doc is None:
             return
