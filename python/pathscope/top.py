@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
+from pathscope.control import find_target
 from pathscope.errors import LiveError, SymbolizerError
 from pathscope.live import (STALE_INTERVALS, Frames, Segment, list_entries, open_private_dir,
                             private_dir_path, process_start_time, read_segment)
@@ -81,10 +82,11 @@ def read_all(uid: int) -> tuple[list[Segment], list[str]]:
     return segments, notes
 
 
-def select(segments: list[Segment], selection: Selection) -> tuple[str, list[Segment]]:
-    """The job's output directory and its segments; LiveError if there is none (or, with no
-    selection, several jobs)."""
-    shown = private_dir_path(os.geteuid())
+def select(segments: list[Segment], selection: Selection,
+           uid: Optional[int] = None) -> tuple[str, list[Segment]]:
+    """The job's output directory and its segments (read from uid's D, by default ours);
+    LiveError if there is none (or, with no selection, several jobs)."""
+    shown = private_dir_path(os.geteuid() if uid is None else uid)
     outdir = selection.outdir
     if selection.pid is not None:
         mine = [s for s in segments if s.header.pid == selection.pid]
@@ -318,16 +320,21 @@ def _top(rows: dict[RowKey, list[Stat]], count: int,
 
 
 class LiveView:
-    """Snapshots of one selection, with frame names kept between them."""
+    """Snapshots of one selection, with frame names kept between them.  A PID selection is
+    read from the directory of the process's owner (root may watch any user's job); the
+    others from ours."""
 
     def __init__(self, selection: Selection, names: Optional[FrameNames] = None):
         self.selection = selection
         self.names = names or FrameNames()
+        self.uid = os.geteuid()
+        if selection.pid is not None:
+            self.uid = find_target(selection.pid).uid
 
     def snapshot(self) -> Snapshot:
-        segments, notes = read_all(os.geteuid())
+        segments, notes = read_all(self.uid)
         try:
-            outdir, chosen = select(segments, self.selection)
+            outdir, chosen = select(segments, self.selection, self.uid)
         except LiveError as e:
             if notes:       # the job's own segment may be among the unreadable ones
                 raise LiveError(f"{e}; not read: {'; '.join(notes)}") from None

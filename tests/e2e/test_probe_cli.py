@@ -5,6 +5,7 @@ The error paths of a process without pathscope, of no process and of another use
 need nothing but this branch.  The others need the merge: the runtime's control socket
 (i13-live), the resolver (`pathscope-symbolize --resolve`, i13-resolve) and, for the probes to
 be installed and counted, the probe source and patcher."""
+import json
 import os
 import re
 import subprocess
@@ -136,3 +137,30 @@ def test_add_list_remove_in_one_process_and_in_the_job(job):
     removed = cli("probe", "--job", job.out, "--remove", PROBED).stdout.splitlines()
     assert [line.split(":")[0].strip()[:13] for line in removed[1::2]] == ["removed probe"] * 2
     job.stop()
+
+
+def test_root_reaches_another_users_process(attacker, shared_scratch, openmpi):
+    """Root probes and watches a process of another user: the socket and segment are in that
+    user's directory.  Needs the merge (i13-live; `--list` answered by the probe source)."""
+    stop = shared_scratch / "stop"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(shared_scratch)}
+    theirs = attacker.popen([ROOT / "bin" / "pathscope", "run", "-o", shared_scratch / "prof",
+                             "--", openmpi.prog("top_phases"), stop, 60], env=env, cwd="/",
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # setpriv, bin/pathscope and `pathscope run` exec: the program keeps the pid
+        pid = theirs.pid
+        their_dir = f"/dev/shm/pathscope-{attacker.uid}"
+        deadline = time.monotonic() + 60
+        while not (os.path.isdir(their_dir) and
+                   any(e.startswith(f"{pid}-") and e.endswith(".live")
+                       for e in os.listdir(their_dir))):
+            assert time.monotonic() < deadline and theirs.poll() is None, theirs.communicate()
+            time.sleep(0.5)
+        doc = json.loads(cli("top", pid, "--once", "--format", "json").stdout)
+        assert [p["pid"] for p in doc["processes"]] == [pid]
+        assert doc["outdir"] == str(shared_scratch / "prof")
+        assert cli("probe", pid, "--list").stdout == "no probes\n"
+    finally:
+        stop.touch()
+        theirs.communicate(timeout=60)
