@@ -164,7 +164,7 @@ class Header:
         return STATES[self.state]
 
 
-Frames = tuple[tuple[int, int], ...]       # (module id, ELF vaddr), innermost first
+Frames = tuple[tuple[Optional[int], int], ...]  # (module id, ELF vaddr) innermost first
 
 
 @dataclass
@@ -277,14 +277,16 @@ class _Line:
         return unescape(self.fields[i + 1])
 
     def frames(self, i: int) -> Frames:
+        """MODID:0xVADDR;... (`-` for an address outside every module: module id None)."""
         out = []
         for item in self.fields[i + 1].split(";") if self.fields[i + 1] else []:
             module, _, address = item.partition(":")
-            if (not module.isascii() or not module.isdigit() or len(module) > 10
-                    or not address.startswith("0x") or not _is_hex(address[2:])):
+            known = module.isascii() and module.isdigit() and len(module) <= 10
+            if (not known and module != "-") or not address.startswith("0x") \
+                    or not _is_hex(address[2:]):
                 raise LiveError(f"{self.where}: '{self.fields[0]}' frame '{item[:40]}' is not "
                                 f"MODID:0xVADDR")
-            out.append((int(module), int(address, 16)))
+            out.append((int(module) if known else None, int(address, 16)))
         return tuple(out)
 
 

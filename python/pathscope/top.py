@@ -167,7 +167,8 @@ def frame_keys(segment: Segment, frames: Frames, leaf_kind: str) -> tuple[FrameK
     leaf_kind (`pc` for a sampled leaf), the others are return addresses (`call`)."""
     out = []
     for i, (module_id, address) in enumerate(frames):
-        path, build_id = segment.data.modules.get(module_id, ("", ""))
+        path, build_id = segment.data.modules.get(module_id, ("", "")) \
+            if module_id is not None else ("", "")
         out.append((path, build_id, address, leaf_kind if i == 0 else "call"))
     return tuple(out)
 

@@ -156,6 +156,16 @@ def test_malformed_data_lines_are_refused(data, message):
     assert str(e.value) == message
 
 
+def test_a_frame_outside_every_module():
+    d = parse_data(b"hot\t5\t0\t1\t-:0x7ffc1000;0:0x40\n", NAME)
+    assert d.hot == [(5, 0, 1, ((None, 0x7FFC1000), (0, 0x40)))]
+    doc = build_snapshot("/job", [parse_segment(bytes(segment_bytes(
+        b"module\t0\t/bin/app\t-\nhot\t5\t0\t1\t-:0x7ffc1000;0:0x40\n", pid=os.getpid(),
+        start_time=process_start_time(os.getpid()), published=time.time_ns())), "s")],
+        [], FrameNames(lambda needed: parse_symbols(SYMBOLS, "answer")), time.time_ns()).to_json()
+    assert [f["name"] for f in doc["hot"][0]["frames"]] == ["?+0x7ffc1000", "app+0x40"]
+
+
 def test_data_text_is_unescaped():
     d = parse_data(b"mpi\tmy\\tcomm\tMPI_Bcast\t1\t2\t3\n", NAME)
     assert d.mpi == [("my\tcomm", "MPI_Bcast", 1, 2, 3)]
