@@ -93,9 +93,10 @@ class TopApp(App[None]):
         tabs = "  ".join(f"[{i + 1}] {VIEW_TITLES[v].upper() if v == self.view_name else VIEW_TITLES[v]}"
                          for i, v in enumerate(VIEWS))
         stale = sum(1 for p in doc["processes"] if p["stale"])
+        # the views first: a long output directory is cut at the screen's edge
         self.query_one("#title", Static).update(
-            f"job {doc['outdir']}: {len(doc['ranks'])} rank(s)"
-            + (f", {stale} not updating or gone" if stale else "") + f"   {tabs}")
+            f"{tabs}   job {doc['outdir']}: {len(doc['ranks'])} rank(s)"
+            + (f", {stale} not updating or gone" if stale else ""))
         headers, rows, align = view_rows(doc, self.view_name)
         self.keys = [r["name"] for r in doc["probes"]] if self.view_name == "probes" else []
         table = self.query_one("#table", DataTable)

@@ -1,10 +1,7 @@
 """`pathscope probe` (issue 13): its error paths with their exact messages, and adding,
-listing and removing a probe in a running job (tests/programs/top_phases.c).
-
-The error paths of a process without pathscope, of no process and of another user's process
-need nothing but this branch.  The others need the merge: the runtime's control socket
-(i13-live), the resolver (`pathscope-symbolize --resolve`, i13-resolve) and, for the probes to
-be installed and counted, the probe source and patcher."""
+listing and removing a probe in a running job (tests/programs/top_phases.c) through the
+runtime's control socket, the resolver (`pathscope-symbolize --resolve`) and the probe
+source."""
 import json
 import os
 import re
@@ -98,7 +95,6 @@ def _rank0(job):
 
 
 def test_spec_matching_nothing_is_one_error_and_contacts_no_process(job):
-    """Needs the merge (i13-live, i13-resolve)."""
     pid = _rank0(job)
     spec = "no_such_function_anywhere"
     modules = mapped_modules(pid)
@@ -114,7 +110,6 @@ def test_spec_matching_nothing_is_one_error_and_contacts_no_process(job):
 
 
 def test_add_list_remove_in_one_process_and_in_the_job(job):
-    """Needs the merge and the probe source (the lead's)."""
     pid = _rank0(job)
     added = cli("probe", pid, "--add", PROBED).stdout
     m = re.fullmatch(rf"added probe (\d+): {PROBED} \[top_phases\] \S*top_phases\.c:\d+\n",
@@ -141,7 +136,7 @@ def test_add_list_remove_in_one_process_and_in_the_job(job):
 
 def test_root_reaches_another_users_process(attacker, shared_scratch, openmpi):
     """Root probes and watches a process of another user: the socket and segment are in that
-    user's directory.  Needs the merge (i13-live; `--list` answered by the probe source)."""
+    user's directory."""
     stop = shared_scratch / "stop"
     env = {"PATH": "/usr/bin:/bin", "HOME": str(shared_scratch)}
     theirs = attacker.popen([ROOT / "bin" / "pathscope", "run", "-o", shared_scratch / "prof",

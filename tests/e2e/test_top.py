@@ -1,10 +1,7 @@
 """`pathscope top` against real running jobs (issue 13): tests/programs/top_phases.c under
-`pathscope run` on 2 ranks, read through the live segments the runtime publishes.
-
-Needs the runtime side of the live view (branch i13-live: runtime/live/, the segment and the
-socket); the tmux test's probe step also needs the probe source and the resolver
-(`pathscope-symbolize --resolve`).  Without them these tests fail at the first wait for a
-segment (there is none), by design: they test the real runtime."""
+`pathscope run`, read through the live segments the runtime publishes (runtime/live); the
+terminal test drives the Textual screen in tmux and adds a probe through it (the resolver and
+the probe source)."""
 import json
 import os
 import re
@@ -121,8 +118,6 @@ def _wait_screen(socket, pattern, timeout=WAIT_S):
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux missing: scripts/setup.sh")
 def test_terminal_ui_shows_the_hot_function_and_adds_a_probe(job):
-    """Needs the merge of i13-live, and for its second half the probe source and the
-    resolver."""
     doc = job.wait_running()
     pid = min(doc["processes"], key=lambda p: p["rank"])["pid"]
     socket = f"pathscope-test-{os.getpid()}"
