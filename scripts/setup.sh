@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 PACKAGES=(build-essential cmake pkg-config python3 python3-venv python3-dev
           openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran
           libdw-dev libelf-dev libzydis-dev python3-mpi4py
-          clang llvm libbpf-dev bpftool zlib1g-dev)  # the eBPF collector (pathscope-kcollect)
+          clang llvm libbpf-dev bpftool zlib1g-dev   # the eBPF collector (pathscope-kcollect)
+          tmux)            # tests/e2e/test_top.py drives `pathscope top` in a real terminal
 case "${1:-}" in
   --test) PACKAGES+=(lammps lammps-examples linux-perf) ;;
   --bench) PACKAGES+=(lammps lammps-examples linux-perf hpcc gromacs netpipe-openmpi strace
@@ -38,6 +39,7 @@ fi
 
 # Python environment (Debian's python3: the one mpi4py is built for).  Serialised with a lock:
 # several builds may run this at once.
+TEXTUAL_VERSION=8.2.8
 exec 9>.setup.lock
 flock 9
 # (find_spec, not import: importing pytest alone takes 0.3 s)
@@ -46,4 +48,8 @@ sys.exit(not all(u.find_spec(m) for m in ('pympistandard', 'pytest')))" 2>/dev/n
   rm -rf .venv
   /usr/bin/python3 -m venv --system-site-packages .venv
   .venv/bin/pip install -q --disable-pip-version-check pympistandard==0.2.0 pytest
+fi
+# `pathscope top`'s terminal UI (pyproject.toml's extra `top`; Debian's python3-textual is too old)
+if ! .venv/bin/python -c "import importlib.util as u, sys; sys.exit(not u.find_spec('textual'))" 2>/dev/null; then
+  .venv/bin/pip install -q --disable-pip-version-check "textual==$TEXTUAL_VERSION"
 fi

@@ -1,4 +1,4 @@
-"""The `pathscope` command line: run, report, export, symbolize.
+"""The `pathscope` command line: run, report, export, symbolize, probe, top.
 
 This is the only module that prints errors or chooses an exit status: every PathscopeError
 becomes one line `pathscope: <message>` on stderr and exit status 2; usage errors are one line
@@ -346,6 +346,91 @@ def _command_symbolize(parser: argparse.ArgumentParser, args: argparse.Namespace
     return 0
 
 
+# ---- probe, top ------------------------------------------------------------------------------
+
+def _pid(text: str) -> int:
+    """A process id: digits only, 1 to 2^22."""
+    if not text.isascii() or not text.isdigit() or len(text) > 7 or not 0 < int(text) <= 1 << 22:
+        raise ValueError(text)
+    return int(text)
+
+
+_pid.__name__ = "process id"
+
+
+def _command_probe(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from pathscope import probes
+    from pathscope.errors import LiveError
+
+    if (args.pid is None) == (args.job is None):
+        parser.error("name one process (PID) or one job (--job DIR)")
+    actions = [a for a in ("add", "remove", "list") if getattr(args, a)]
+    if len(actions) != 1:
+        parser.error("one of --add SPEC, --remove SPEC|ID, --list")
+    targets = ([probes.pid_target(args.pid)] if args.pid is not None
+               else probes.job_targets(args.job))
+    if args.add:
+        results, done = probes.probe_add(targets, args.add), "added"
+    elif args.remove:
+        results, done = probes.probe_remove(targets, args.remove), "removed"
+    else:
+        results, done = probes.probe_list(targets), "list"
+    if args.pid is not None and results[0].failed:
+        raise LiveError(results[0].lines[0])
+    sys.stdout.write(probes.format_results(results, done, several=args.job is not None))
+    return 0 if probes.results_ok(results, done) else EXIT_ERROR
+
+
+def _top_selection(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:
+    from pathscope.top import Selection
+
+    if args.target is not None and args.job is not None:
+        parser.error("name DIR, PID or --job DIR, not two of them")
+    target = args.job if args.job is not None else args.target
+    if target is None:
+        return Selection()
+    if args.job is None and target.isascii() and target.isdigit():
+        return Selection(pid=_pid(target))
+    if not os.path.isdir(target):
+        from pathscope.errors import LiveError
+        raise LiveError(f"no such directory {target}")
+    return Selection(outdir=os.path.realpath(target))
+
+
+def _command_top(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    import json
+
+    from pathscope.top import LiveView, clean_stale, render_text
+
+    if args.clean:
+        if args.target is not None or args.job is not None or args.once or args.format:
+            parser.error("--clean takes no other argument")
+        removed = clean_stale(os.geteuid())
+        for path in removed:
+            print(f"removed {path}")
+        if not removed:
+            print("nothing to remove")
+        return 0
+    if args.format is not None and not args.once:
+        parser.error("--format applies to --once")
+    view = LiveView(_top_selection(parser, args))
+    if args.once:
+        doc = view.snapshot().to_json()
+        if (args.format or "text") == "json":
+            sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+        else:
+            sys.stdout.write(render_text(doc))
+        return 0
+    view.snapshot()      # a selection that names nothing fails here, before the screen
+    try:
+        from pathscope.topui import run_ui
+    except ImportError as e:
+        from pathscope.errors import LiveError
+        raise LiveError(f"the terminal UI needs textual ({e}): pip install 'pathscope[top]' "
+                        f"(scripts/setup.sh installs it into .venv), or use --once") from None
+    return run_ui(view)
+
+
 # ---- entry point -------------------------------------------------------------------------------
 
 def build_parser(options: Optional[Sequence[Option]]) -> tuple[
@@ -396,7 +481,44 @@ def build_parser(options: Optional[Sequence[Option]]) -> tuple[
                     "per module.  report and export do this themselves when symbols.tsv is "
                     "missing; run this after the modules changed or became readable.")
     symbolize.add_argument("directory", metavar="DIR")
-    return parser, {"run": run, "report": report, "export": export, "symbolize": symbolize}
+    probe = sub.add_parser(
+        "probe", help="add, remove or list the probes of a running process or job",
+        usage="pathscope probe (PID | --job DIR) (--add SPEC | --remove SPEC|ID | --list)",
+        description="Talk to the control socket of a process started under pathscope run, "
+                    "or of every process on this node of the job writing to DIR.  --add "
+                    "resolves SPEC (NAME, NAME(PARAMS), /REGEX/, FILE:LINE, MODULE:SPEC) "
+                    "against the process's modules first; a SPEC matching nothing is an "
+                    "error and no process is contacted.  Other nodes: run this once per node "
+                    "(docs/user-guide.md).")
+    probe.add_argument("pid", metavar="PID", nargs="?", type=_pid)
+    probe.add_argument("--job", metavar="DIR", help="every process of the job writing to DIR "
+                                                     "on this node")
+    probe.add_argument("--add", metavar="SPEC", help="probe the functions SPEC matches")
+    probe.add_argument("--remove", metavar="SPEC|ID",
+                       help="remove probe ID, or every probe added for SPEC")
+    probe.add_argument("--list", action="store_true", help="list the probes")
+    top = sub.add_parser(
+        "top", help="live view of a running job on this node",
+        usage="pathscope top [DIR | PID | --job DIR] [--once [--format json|text]] | --clean",
+        description="Show the live segments of a job's processes on this node, aggregated "
+                    "over its ranks (sum, and min/mean/max per rank with the ranks at min "
+                    "and max): hot paths, MPI by communicator and operation, probes, heap, "
+                    "system calls, ranks.  DIR: the job's output directory; PID: the job of "
+                    "that process (a number is a PID: write ./123 for a directory); neither: "
+                    "the only job of this user on this node.  Keys: Tab or 1-6 views, a adds "
+                    "a probe to every rank, r removes the selected probe, q quits.")
+    top.add_argument("target", metavar="DIR|PID", nargs="?")
+    top.add_argument("--job", metavar="DIR", help="the job writing to DIR")
+    top.add_argument("--once", action="store_true",
+                     help="print one snapshot and exit (no terminal UI)")
+    top.add_argument("--format", choices=("json", "text"),
+                     help="with --once: text (default) or json (docs/user-guide.md has its "
+                          "schema)")
+    top.add_argument("--clean", action="store_true",
+                     help="remove this user's live segments and sockets of processes that "
+                          "are gone, and say which")
+    return parser, {"run": run, "report": report, "export": export, "symbolize": symbolize,
+                    "probe": probe, "top": top}
 
 
 def _dispatch(argv: Sequence[str]) -> int:
@@ -412,7 +534,11 @@ def _dispatch(argv: Sequence[str]) -> int:
         return _command_export(commands["export"], args)
     if args.command == "symbolize":
         return _command_symbolize(commands["symbolize"], args)
-    parser.error("missing command: run, report, export or symbolize")
+    if args.command == "probe":
+        return _command_probe(commands["probe"], args)
+    if args.command == "top":
+        return _command_top(commands["top"], args)
+    parser.error("missing command: run, report, export, symbolize, probe or top")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -36,3 +36,8 @@ class OutputError(PathscopeError):
 
 class SymbolizerError(PathscopeError):
     """The symbolizer executable is missing, failed, or answered something malformed."""
+
+
+class LiveError(PathscopeError):
+    """A running process cannot be reached or read: no such process, not started under
+    pathscope, permission, a malformed live segment, a refused control socket."""
