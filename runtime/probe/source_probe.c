@@ -506,6 +506,22 @@ static const char *probe_configure(const ps_start_t *st)
     return NULL;
 }
 
+/* The start-up SPECs (PATHSCOPE_PROBE) are resolved in the process pathscope was started for
+ * (where a SPEC matching nothing ends the run before it starts) and, in any other process,
+ * once it becomes an MPI rank: a command the program runs (a shell from system()) inherits
+ * the environment but is not what the user named functions of. */
+static char startup_list[PS_PATH_MAX];
+static int startup_pending;
+
+static const char *startup_probes(void)
+{
+    startup_pending = 0;
+    char *specs[MAX_SPECS];
+    int n = split_specs(startup_list, specs, MAX_SPECS);
+    if (n < 0) return "PATHSCOPE_PROBE: more than 64 SPECs";
+    return n ? probe_specs(specs, n) : NULL;
+}
+
 static const char *probe_start(const ps_start_t *st)
 {
     print_refusals = st->launcher_rank <= 0; /* (once per job, not once per rank) */
@@ -514,12 +530,16 @@ static const char *probe_start(const ps_start_t *st)
     if (!ps_probe_timed) ps_probe_untimed_why = ps_unwind_redirect_why();
     ps_probe_handlers_init();
     if (!ps_options.probe[0] || !st->paths_wanted) return NULL;
-    static char list[PS_PATH_MAX];
-    snprintf(list, sizeof list, "%s", ps_options.probe);
-    char *specs[MAX_SPECS];
-    int n = split_specs(list, specs, MAX_SPECS);
-    if (n < 0) return "PATHSCOPE_PROBE: more than 64 SPECs";
-    return n ? probe_specs(specs, n) : NULL;
+    snprintf(startup_list, sizeof startup_list, "%s", ps_options.probe);
+    startup_pending = 1;
+    return st->first_process ? startup_probes() : NULL;
+}
+
+static void probe_rank_start(void)
+{
+    if (!startup_pending) return;
+    const char *err = startup_probes();
+    if (err && print_refusals) fprintf(stderr, "pathscope: %s\n", err);
 }
 
 /* ---- control requests ---------------------------------------------------------------------- */
@@ -588,6 +608,7 @@ const ps_source_t ps_source_probe = {
     .options = options,
     .configure = probe_configure,
     .start = probe_start,
+    .rank_start = probe_rank_start,
     .thread_size = sizeof(probe_thread_t),
     .thread_exit = ps_probe_thread_exit,
     .write = ps_probe_write,
