@@ -124,8 +124,7 @@ __asm__(".text\n"
  * registers) and XRSTOR brings it back.  We use the stack below the returned frame's slot: it
  * was the callee's, and the caller's red zone holds nothing live across a call (the call
  * itself wrote below its rsp).  Our frame is aligned to 64 (XSAVE's alignment, and 16 for the
- * call).  e[i].ra is read before the hook runs, as the hook reads it: nothing changes e[i]
- * while top > i. */
+ * call).  e[i].ra is read before the hook runs: nothing changes e[i] while top > i. */
 __asm__(".text\n"
         ".globl ps_thunk_hooked_common\n"
         ".hidden ps_thunk_hooked_common\n"
@@ -177,7 +176,7 @@ __asm__(".text\n"
         "2:\n"
         "fninit\n"                         /* an empty x87 stack for C code */
         "movl -64(%rbp), %edi\n"
-        "call ps_thunk_hooked_exit\n"     /* (returns e[i].ra, already in the slot) */
+        "call ps_thunk_hooked_exit\n"
         "movl ps_thunk_xsave_size(%rip), %eax\n"
         "testl %eax, %eax\n"
         "jz 3f\n"
@@ -276,17 +275,15 @@ void ps_thunks_end(unwind_thread_t *u, int how)
 
 /* ---- exits of probed functions ------------------------------------------------------------ */
 /* Called by the hooked part of thunk i (above) when its frame has returned: entries above i are
- * frames that vanished inside it (longjmp); returns where the frame returns to. */
-__attribute__((used, visibility("hidden"))) uintptr_t ps_thunk_hooked_exit(uint32_t i)
+ * frames that vanished inside it (longjmp).  (The hooked part read e[i].ra before: from top = i
+ * on, a signal handler may push e[i].) */
+__attribute__((used, visibility("hidden"))) void ps_thunk_hooked_exit(uint32_t i)
 {
     ps_thread_t *t = ps_self;
     unwind_thread_t *u = unwind_of(t);
-    ps_thunks_t *th = &u->thunks;
     ps_thunks_close(u, i + 1, PS_EXIT_LOST);
     exit_hook(t, (int)i, PS_EXIT_RETURN);
-    uintptr_t ra = th->e[i].ra;
-    th->top = i; /* (after the read: a signal handler may push e[i] from here on) */
-    return ra;
+    u->thunks.top = i;
 }
 
 /* Entry k's frame is live from the point of view of a frame whose return slot is s and holds
