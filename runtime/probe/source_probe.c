@@ -529,6 +529,7 @@ static const char *probe_start(const ps_start_t *st)
     ps_probe_timed = ps_unwind_redirect_available();
     if (!ps_probe_timed) ps_probe_untimed_why = ps_unwind_redirect_why();
     ps_probe_handlers_init();
+    ps_unwind_set_alias(ps_patch_original_pc); /* samples in trampolines */
     if (!ps_options.probe[0] || !st->paths_wanted) return NULL;
     snprintf(startup_list, sizeof startup_list, "%s", ps_options.probe);
     startup_pending = 1;

@@ -22,15 +22,17 @@
  * (MPI calls, dropped samples), the sample stands for one sampling interval of CPU time at the
  * place it found the thread, so each path's expected on-CPU time is its true on-CPU time, however
  * often the thread calls MPI between samples (docs/architecture.md has the arithmetic).
- * Samples inside MPI (whose time is measured) and inside pathscope are dropped, their interval
- * with them.  Off-CPU time (run queue, blocked) outside MPI is seen at kept samples: the wall
+ * Samples inside MPI (whose time is measured) and inside pathscope (a tree update, or any
+ * instruction of pathscope's code: probe stubs and thunks) are dropped, their interval with
+ * them.  Off-CPU time (run queue, blocked) outside MPI is seen at kept samples: the wall
  * time since the previous kept sample minus the CPU time used since then, times the non-MPI
  * share of that wall time, is placed on the sample's path as off-CPU time; ps_thread_close()
  * makes a thread's on-CPU, off-CPU and MPI time add up to its elapsed time exactly.
  *
  * on_sample() is a signal handler: everything it reaches is async-signal-safe -- the thread's
  * own preallocated tree, the unwinder, rdtsc, clock_gettime.  It ignores samples inside MPI (the
- * wrappers' re-entry flag), inside pathscope itself (busy) and after the trees were frozen, and
+ * wrappers' re-entry flag), inside pathscope itself (busy, or in its code) and after the trees
+ * were frozen, and
  * counts each kind.
  */
 #define _GNU_SOURCE
@@ -47,6 +49,7 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "cct.h"
@@ -159,6 +162,15 @@ static void close_here(ps_thread_t *t, void *context)
     if (!ps_in_wrapper) sample_here(t, context, ps_now());
 }
 
+/* The interrupted instruction is pathscope's own outside a tree update (busy): a probe's entry
+ * stub or a hooked thunk saving registers, a handler before it claims the tree.  Its time is
+ * pathscope's, dropped as inside a tree update. [signal-safe] */
+static int in_own_code(void *context)
+{
+    const ucontext_t *uc = context;
+    return ps_unwind_in_self((uintptr_t)uc->uc_mcontext.gregs[REG_RIP]);
+}
+
 static void on_sample(int sig, siginfo_t *info, void *context)
 {
     int saved_errno = errno;
@@ -190,7 +202,7 @@ static void on_sample(int sig, siginfo_t *info, void *context)
         sample_dropped(t);
         goto out;
     }
-    if (!ps_tree_claim(t, 0)) {
+    if ((!st->close_requested && in_own_code(context)) || !ps_tree_claim(t, 0)) {
         st->samples_other++;
         sample_dropped(t);
         goto out;

@@ -13,6 +13,10 @@
 const rule_entry_t *ps_unwind_rule_compute(rule_entry_t *e, uintptr_t pc)
 {
     static const rule_entry_t none = {0, 0, NO_SAVE, RULE_NONE, 0};
+    if (ps_thunk_unframed(pc)) {
+        *e = (rule_entry_t){pc, 0, NO_SAVE, RULE_RETURNED, 0};
+        return e;
+    }
     int known = 0;
     const uint8_t *hdr = ps_unwind_code_lookup(pc, &known);
     if (known < 0) return &none; /* inconclusive: do not cache */

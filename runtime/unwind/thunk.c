@@ -101,27 +101,48 @@ __asm__(".text\n"
         "ps_thunk_common:\n"
         "movq ps_thunk_self@gottpoff(%rip), %r10\n"
         "movq %fs:(%r10), %r10\n"
+        ".globl ps_thunk_returned_end\n"   /* (from here on top = i: e[i] is no longer live) */
+        ".hidden ps_thunk_returned_end\n"
+        "ps_thunk_returned_end:\n"
         "movl %r11d, (%r10)\n"
         "shlq $4, %r11\n"
         "movq 16(%r10,%r11), %r11\n"
         "jmp *%r11\n");
 
 /* The hooked part: the frame has returned (rsp = its slot + 8) with its result in rax:rdx,
- * xmm0:xmm1 (ymm0/zmm0 for vector types) or st0:st1.  The hook is C, free to use any register
- * the ABI lets a callee clobber -- and a caller compiled with interprocedural register
- * allocation (GCC's -fipa-ra, on at -O2) may keep values in caller-saved registers across a
- * call to a function it knows does not touch them -- so every register but r10, r11 and the
- * flags (which the traversal thunks clobber too) is saved: the general ones pushed, the x87,
- * SSE and AVX state by XSAVE (FXSAVE without it), which keeps st0/st1 and the x87 tags exactly;
- * then the x87 stack is emptied (FNINIT: C code may be called only with an empty one, and may
- * use all eight registers) and XRSTOR brings it back.  We use the stack
- * below the returned frame's slot: it was the callee's, and the caller's red zone holds
- * nothing live across a call (the call itself wrote below its rsp).  Our frame is aligned to 64
- * (XSAVE's alignment, and 16 for the call). */
+ * xmm0:xmm1 (ymm0/zmm0 for vector types) or st0:st1.  Its first instructions put e[i].ra back
+ * into the slot, so that from ps_thunk_hooked_framed on the stack is that of a function called
+ * from e[i].ra, described by CFI like any: a sample here, or in the exit hook below, walks on to
+ * the caller (before that, the walker reads the slot, which still holds the thunk:
+ * unwind_internal.h, RULE_RETURNED).  The hook is C, free to use any register the ABI lets a
+ * callee clobber -- and a caller compiled with interprocedural register allocation (GCC's
+ * -fipa-ra, on at -O2) may keep values in caller-saved registers across a call to a function it
+ * knows does not touch them -- so every register but r10, r11 and the flags (which the
+ * traversal thunks clobber too) is saved: the general ones pushed, the x87, SSE and AVX state
+ * by XSAVE (FXSAVE without it), which keeps st0/st1 and the x87 tags exactly; then the x87
+ * stack is emptied (FNINIT: C code may be called only with an empty one, and may use all eight
+ * registers) and XRSTOR brings it back.  We use the stack below the returned frame's slot: it
+ * was the callee's, and the caller's red zone holds nothing live across a call (the call
+ * itself wrote below its rsp).  Our frame is aligned to 64 (XSAVE's alignment, and 16 for the
+ * call).  e[i].ra is read before the hook runs: nothing changes e[i] while top > i. */
 __asm__(".text\n"
+        ".globl ps_thunk_hooked_common\n"
+        ".hidden ps_thunk_hooked_common\n"
         "ps_thunk_hooked_common:\n"
+        "movq ps_thunk_self@gottpoff(%rip), %r10\n"
+        "movq %fs:(%r10), %r10\n"
+        "shlq $4, %r11\n"
+        "pushq 16(%r10,%r11)\n"            /* e[i].ra into the slot */
+        ".globl ps_thunk_hooked_framed\n"
+        ".hidden ps_thunk_hooked_framed\n"
+        "ps_thunk_hooked_framed:\n"
+        ".cfi_startproc\n"
+        "shrq $4, %r11\n"
         "pushq %rbp\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        ".cfi_rel_offset %rbp, 0\n"
         "movq %rsp, %rbp\n"
+        ".cfi_def_cfa_register %rbp\n"
         "pushq %rax\n"
         "pushq %rcx\n"
         "pushq %rdx\n"
@@ -129,7 +150,7 @@ __asm__(".text\n"
         "pushq %rdi\n"
         "pushq %r8\n"
         "pushq %r9\n"
-        "pushq %r11\n"                     /* -64(%rbp): i, then e[i].ra */
+        "pushq %r11\n"                     /* -64(%rbp): i */
         "andq $-64, %rsp\n"
         "movl ps_thunk_xsave_size(%rip), %eax\n"
         "testl %eax, %eax\n"
@@ -155,8 +176,7 @@ __asm__(".text\n"
         "2:\n"
         "fninit\n"                         /* an empty x87 stack for C code */
         "movl -64(%rbp), %edi\n"
-        "call ps_thunk_hooked_exit\n"     /* returns e[i].ra, read before top = i */
-        "movq %rax, -64(%rbp)\n"
+        "call ps_thunk_hooked_exit\n"
         "movl ps_thunk_xsave_size(%rip), %eax\n"
         "testl %eax, %eax\n"
         "jz 3f\n"
@@ -177,7 +197,13 @@ __asm__(".text\n"
         "popq %rcx\n"
         "popq %rax\n"
         "popq %rbp\n"
-        "jmp *%r11\n");
+        ".cfi_def_cfa %rsp, 8\n"
+        ".cfi_restore %rbp\n"
+        "ret\n"                            /* to e[i].ra */
+        ".cfi_endproc\n"
+        ".globl ps_thunk_hooked_end\n"
+        ".hidden ps_thunk_hooked_end\n"
+        "ps_thunk_hooked_end:\n");
 
 /* The calling thread's state, NULL if it is not registered. [signal-safe] */
 static inline unwind_thread_t *self_state(void)
@@ -249,17 +275,15 @@ void ps_thunks_end(unwind_thread_t *u, int how)
 
 /* ---- exits of probed functions ------------------------------------------------------------ */
 /* Called by the hooked part of thunk i (above) when its frame has returned: entries above i are
- * frames that vanished inside it (longjmp); returns where the frame returns to. */
-__attribute__((used, visibility("hidden"))) uintptr_t ps_thunk_hooked_exit(uint32_t i)
+ * frames that vanished inside it (longjmp).  (The hooked part read e[i].ra before: from top = i
+ * on, a signal handler may push e[i].) */
+__attribute__((used, visibility("hidden"))) void ps_thunk_hooked_exit(uint32_t i)
 {
     ps_thread_t *t = ps_self;
     unwind_thread_t *u = unwind_of(t);
-    ps_thunks_t *th = &u->thunks;
     ps_thunks_close(u, i + 1, PS_EXIT_LOST);
     exit_hook(t, (int)i, PS_EXIT_RETURN);
-    uintptr_t ra = th->e[i].ra;
-    th->top = i; /* (after the read: a signal handler may push e[i] from here on) */
-    return ra;
+    u->thunks.top = i;
 }
 
 /* Entry k's frame is live from the point of view of a frame whose return slot is s and holds

@@ -45,6 +45,10 @@ static void thunks_prepare(ps_thread_t *t, unwind_thread_t *u, int n, int sync)
     th->npend = 0;
     if (th->suspended) return;
     const frame_rec_t *cur = (const frame_rec_t *)u->walk_cur;
+    /* a walk from inside a thunk's code (a sample, or the exit hook it calls) installs
+     * nothing: the thunk still uses its entry e[i], which a commit would take */
+    for (int k = 0; k < n && ps_unwind_in_self(cur[k].pc); k++)
+        if (ps_thunk_running(cur[k].pc)) return;
     int owner, index;
     if (u->thunk_hit >= 0) {
         owner = u->thunk_owner;  /* frames 0 .. owner-1 have fresh slots */

@@ -32,6 +32,11 @@ int ps_unwind_signal(void *ucontext, uintptr_t *out, int max, int *complete);
 uintptr_t ps_unwind_function_start(ps_thread_t *t, uintptr_t pc);
 
 int ps_unwind_in_self(uintptr_t addr); /* in pathscope's own code [signal-safe] */
+/* Code the unwind tables do not know that stands for code they do: fn(pc) is the original
+ * address of a pc in a probe's trampoline (probe.h: ps_patch_original_pc), else 0.  A walk
+ * looks a frame that has no rule up there and outputs the original -- the same path as
+ * without the probe.  Set once, before the first probe is added. [fn: signal-safe] */
+void ps_unwind_set_alias(uintptr_t (*fn)(uintptr_t pc));
 void ps_unwind_add_self(uintptr_t code); /* the library around code is ours too (the heap shim) */
 /* The executable range of the loaded module containing code (0, 0 if none). */
 void ps_unwind_code_range(uintptr_t code, uintptr_t *start, uintptr_t *end);

@@ -108,7 +108,10 @@ int ps_unwind_eval_cfa_expr(uintptr_t pc, uintptr_t sp, uintptr_t rbp, uintptr_t
                             uintptr_t *cfa);
 
 /* ---- rules.c: the per-thread rule cache ----------------------------------------------------- */
-enum { RULE_EMPTY = 0, RULE_RSP, RULE_RBP, RULE_EXPR, RULE_END, RULE_NONE };
+/* RULE_RETURNED: a thunk's code before its frame is set up (thunk.c): the frame returned, its
+ * slot (just below sp) still holds the thunk, which stands for the return address; only for
+ * the interrupted instruction of a sample, the first frame. */
+enum { RULE_EMPTY = 0, RULE_RSP, RULE_RBP, RULE_EXPR, RULE_END, RULE_NONE, RULE_RETURNED };
 
 typedef struct {
     uintptr_t pc;
@@ -148,6 +151,10 @@ typedef struct {
 } frame_rec_t;
 #define FRAME_USES_RBP 1
 #define FRAME_NEEDS_RBP 2
+#define FRAME_ALIASED 4  /* pc is in a trampoline: the walk output its original (ps_unwind_alias) */
+
+/* The original of a pc in a probe's trampoline (ps_unwind_set_alias), else 0. */
+uintptr_t ps_unwind_alias(uintptr_t pc);
 
 /* Walks from (pc, sp, rbp); pc is exact for the first frame (first_exact), a return address
  * for the others.  Writes pcs/return addresses innermost first.  flags: WALK_REUSE may reuse
@@ -165,6 +172,22 @@ int ps_unwind_walk(unwind_thread_t *u, uintptr_t pc, uintptr_t sp, uintptr_t rbp
 void ps_unwind_thread_init(unwind_thread_t *u);
 
 /* ---- thunk.c -------------------------------------------------------------------------------- */
+/* The thunks' code where the returned frame's slot still holds its thunk, its entry live
+ * (RULE_RETURNED): the thunks and the traversal thunks' common part up to its pop (top = i),
+ * the hooked part up to ps_thunk_hooked_framed, which has CFI from there on. */
+extern char ps_thunk_returned_end[], ps_thunk_hooked_common[], ps_thunk_hooked_framed[],
+    ps_thunk_hooked_end[];
+static inline int ps_thunk_unframed(uintptr_t pc)
+{
+    return (pc >= (uintptr_t)ps_thunk_code && pc < (uintptr_t)ps_thunk_returned_end) ||
+           (pc >= (uintptr_t)ps_thunk_hooked_common && pc < (uintptr_t)ps_thunk_hooked_framed);
+}
+/* pc in a thunk's code, where the thunk still uses its entry e[i] */
+static inline int ps_thunk_running(uintptr_t pc)
+{
+    return (pc >= (uintptr_t)ps_thunk_code && pc < (uintptr_t)ps_thunk_returned_end) ||
+           (pc >= (uintptr_t)ps_thunk_hooked_common && pc < (uintptr_t)ps_thunk_hooked_end);
+}
 void ps_thunks_restore(unwind_thread_t *u, int suspend); /* u may be NULL [signal-safe] */
 /* The thread ends or leaves its stack: restored, no thunks any more, open hooked entries
  * reported as how (PS_EXIT_*). [signal-safe] */

@@ -11,6 +11,20 @@
 #include "unwind_internal.h"
 
 /* ---- walking ------------------------------------------------------------------------------ */
+static uintptr_t (*alias_fn)(uintptr_t pc);
+
+void ps_unwind_set_alias(uintptr_t (*fn)(uintptr_t pc)) { alias_fn = fn; }
+
+uintptr_t ps_unwind_alias(uintptr_t pc) { return alias_fn ? alias_fn(pc) : 0; }
+
+/* What the walk outputs for a frame at pc recorded with flags: pc, or the original of a
+ * trampoline's. */
+static inline uintptr_t frame_output(uintptr_t pc, uintptr_t flags)
+{
+    uintptr_t original = flags & FRAME_ALIASED ? ps_unwind_alias(pc) : 0;
+    return original ? original : pc;
+}
+
 /* The return address a slot stands for: a thunk's (a redirected frame's, thunk.c) is its entry's,
  * followed through tail-call entries (whose saved address is the thunk of the entry below);
  * 0 if a thunk's entry does not match the slot. */
@@ -58,7 +72,10 @@ static inline int reuse_previous(const unwind_thread_t *u, int *j, uintptr_t loo
             (prev[k].rbp_slot < sp || *(const uintptr_t *)prev[k].rbp_slot != prev[k + 1].rbp))
             return 0;
     }
-    for (int k = 0; k < count; k++) out[n + 1 + k] = prev[*j + 1 + k].pc;
+    for (int k = 0; k < count; k++) {
+        const frame_rec_t *f = &prev[*j + 1 + k];
+        out[n + 1 + k] = frame_output(f->pc, f->flags);
+    }
     *complete = u->walk_prev_complete;
     return count + 1; /* the matching frame and those after it */
 }
@@ -103,7 +120,7 @@ int ps_unwind_walk(unwind_thread_t *u, uintptr_t pc, uintptr_t sp, uintptr_t rbp
                 if (u->walk_prev_seq + 1 == t->walk_seq) t->walk_same_outer = reused - 1;
                 /* a match at the kept walk's first frame: all of it is this walk's outside */
                 if (j == 0) u->walk_prev_seq = t->walk_seq;
-                out[n] = pc;
+                out[n] = frame_output(pc, ((const frame_rec_t *)u->walk_prev)[j].flags);
                 if ((n > 2 || j > 0) && (flags & WALK_KEEP)) {
                     /* a late match: this walk (its own frames, then the previous walk's from
                      * the match on) is what the next walk should be compared with */
@@ -124,25 +141,42 @@ int ps_unwind_walk(unwind_thread_t *u, uintptr_t pc, uintptr_t sp, uintptr_t rbp
         cur[n].flags = 0;
         n++;
         const rule_entry_t *r = rule_at(u, lookup);
+        uintptr_t original = r->kind == RULE_NONE ? ps_unwind_alias(pc) : 0;
+        if (original) {
+            /* a probe's trampoline: the rule and the path of the code it stands for */
+            out[n - 1] = original;
+            cur[n - 1].flags = FRAME_ALIASED;
+            lookup = exact ? original : original - 1;
+            r = rule_at(u, lookup);
+        }
         uintptr_t cfa;
         switch (r->kind) {
         case RULE_RSP: cfa = sp + (uintptr_t)r->cfa_off; break;
-        case RULE_RBP: cfa = rbp + (uintptr_t)r->cfa_off; cur[n - 1].flags = FRAME_USES_RBP; break;
+        case RULE_RBP: cfa = rbp + (uintptr_t)r->cfa_off; cur[n - 1].flags |= FRAME_USES_RBP; break;
         case RULE_EXPR:
             reusable = keepable = 0; /* its expression may read memory we do not record */
             if (!ps_unwind_eval_cfa_expr(lookup, sp, rbp, lo, hi, &cfa)) goto end;
             break;
         case RULE_END: *complete = 1; goto end;
+        case RULE_RETURNED:
+            /* the frame's slot is just below sp: the call wrote it, the red zone keeps it */
+            if (n != 1 || sp - 8 < u->stack_lo || sp >= hi) goto end;
+            cfa = sp;
+            break;
         default: goto end;
         }
-        if (cfa <= sp || cfa > hi || cfa - 8 < lo) goto end;
+        if (r->kind != RULE_RETURNED && (cfa <= sp || cfa > hi || cfa - 8 < lo)) goto end;
         uintptr_t ra = *(const uintptr_t *)(cfa - 8);
         if (r->rbp_off != NO_SAVE) {
             uintptr_t at = (r->flags & RULE_RBP_FROM_RBP ? rbp : cfa) + (uintptr_t)(intptr_t)r->rbp_off;
-            if (at < lo || at + 8 > hi) goto end;
-            rbp = *(const uintptr_t *)at;
-            cur[n - 1].rbp_slot = at;
-            if (r->flags & RULE_RBP_FROM_RBP) cur[n - 1].flags = FRAME_USES_RBP;
+            /* a save slot below sp was popped: in an epilogue, where compilers do not say
+             * that rbp is restored, it already holds the caller's value */
+            if (at >= sp) {
+                if (at < lo || at + 8 > hi) goto end;
+                rbp = *(const uintptr_t *)at;
+                cur[n - 1].rbp_slot = at;
+                if (r->flags & RULE_RBP_FROM_RBP) cur[n - 1].flags |= FRAME_USES_RBP;
+            }
         }
         if (!ra) goto end;
         int ti = ps_thunk_index(ra);
@@ -160,12 +194,13 @@ int ps_unwind_walk(unwind_thread_t *u, uintptr_t pc, uintptr_t sp, uintptr_t rbp
             }
             if ((flags & WALK_THUNK) && th->chained[ti]) {
                 /* e[ti..0] are the slots of the frames outside, in order; a tail call's entry
-                 * (its saved address a thunk) shares its frame's slot with the next one */
+                 * (its saved address a thunk) shares its frame's slot with the next one; a
+                 * saved address may be in a trampoline (a relocated call's) */
                 int from = n;
                 for (int k = ti; k >= 0; k--)
                     if (ps_thunk_index(th->e[k].ra) < 0) {
                         if (n >= max) { n = from; goto end; }
-                        out[n++] = th->e[k].ra;
+                        out[n++] = frame_output(th->e[k].ra, FRAME_ALIASED);
                     }
                 u->thunk_stopped = 1;
                 u->thunk_copied = n - from;

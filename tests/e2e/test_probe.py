@@ -248,3 +248,43 @@ def test_probe_metrics(openmpi, tmp_path, metrics):
     assert 0.3 * incl < sum(cpu) <= 1.01 * incl, (cpu, incl)
     faults = [m["minflt"] for *_, m in pr.paths(leaf)]
     assert (None in faults) == (metrics == "cpu")
+
+
+def sampled_profile(prog, out, probe, *args):
+    """A profile at 2000 samples/s: (its paths of on-CPU time, but [failed unwind]'s; the
+    count of [failed unwind] samples)."""
+    extra = ["--probe", probe] if probe else []
+    p = subprocess.run(PATHSCOPE + ["run", *extra, "-o", str(out), "--", str(prog), *map(str, args)],
+                       capture_output=True, text=True, timeout=180,
+                       env=dict(PY_ENV, PATHSCOPE_SAMPLE_RATE="2000"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    (thread,) = [r for r in rank_records(out, 0) if r[0] == "thread"]
+    paths = {path.split(";main;", 1)[-1] for path in folded(out, "oncpu_time")
+             if not path.startswith("[failed unwind]")}
+    return paths, int(thread[7])
+
+
+def test_samples_in_trampolines_and_thunks(openmpi, tmp_path):
+    """Samples that land in probes' code walk as without the probe.  tiny() is called 3 million
+    times: samples interrupt its trampoline (mapped to the instructions it stands for), the
+    entry stub, the hooked thunks and the handlers (pathscope's own code: dropped).
+    calls_first()'s first instruction is a call, displaced into the trampoline, so spin_callee
+    returns into it: its samples must keep calls_first's call site.  Without the fix most of
+    the 3,000 kept samples were [failed unwind]; without the probe there is none (measured:
+    0 in every run), and with it 0 or 1 (a start-up sample in the loader's code), so the bound
+    is the count without the probe plus 2."""
+    prog = openmpi.prog("probe_sampled")
+    plain, plain_failed = sampled_profile(prog, tmp_path / "plain", None, 100000000, 200000, 300)
+    probed, probed_failed = sampled_profile(prog, tmp_path / "probed", "tiny,calls_first",
+                                            3000000, 200000, 300)
+    pr = Probes(tmp_path / "probed")
+    (tiny,), (first,) = pr.ids("^tiny$"), pr.ids("^calls_first$")
+    assert (pr.calls(tiny), pr.calls(first)) == (3000000, 200000)
+    assert probed_failed <= plain_failed + 2, (plain_failed, probed_failed)
+    # every path with the probe is one without it, or its prefix (the caller of a probed
+    # function, sampled just before the call or after its return)
+    prefixes = {";".join(p.split(";")[:k]) for p in plain for k in range(1, p.count(";") + 2)}
+    assert probed <= prefixes, probed - prefixes
+    assert "loop_tiny;tiny" in probed and "loop_tiny;tiny" in plain
+    spin = {p for p in plain | probed if p.endswith("spin_callee")}
+    assert spin == {"loop_first;calls_first;spin_callee"}, spin

@@ -6,8 +6,10 @@
  * registers; frames left by longjmp are reported LOST; backtrace() sees real return addresses
  * and the slot gets its thunk back; pthread_exit reports open frames UNWOUND, swapcontext
  * LOST; walks through a redirected frame give the same path as without, in every traversal
- * mode, and thunk mode stops at a probe's thunk that continues a committed walk; the
- * refusals.  (Exceptions: test_unwind_redirect_exc.cpp.)
+ * mode, and thunk mode stops at a probe's thunk that continues a committed walk; walks
+ * from a hooked thunk's code and from its exit hook reach the caller, and a return address in
+ * a trampoline walks as its original (ps_unwind_set_alias), a walk from an epilogue does not
+ * read rbp's popped save slot; the refusals.  (Exceptions: test_unwind_redirect_exc.cpp.)
  */
 #include <execinfo.h>
 #include <immintrin.h>
@@ -451,6 +453,100 @@ static void test_walks(void)
     ps_traversal_mode = PS_TRAVERSAL_REUSE;
 }
 
+/* ---- walks from a thunk's code and through trampolines -------------------------------------- */
+static int from_thunk_index;
+static uintptr_t from_thunk_out[PS_MAX_DEPTH];
+static int from_thunk_n, from_thunk_complete;
+
+/* An exit hook that walks, as a sample in it would: through the hooked part (its CFI) to the
+ * probed function's caller, frames_outer. */
+static void walking_exit(ps_thread_t *t, int index, int how)
+{
+    from_thunk_index = index;
+    from_thunk_n = ps_unwind_caller(from_thunk_out, PS_MAX_DEPTH, &from_thunk_complete);
+    CHECK(from_thunk_n > 0 && from_thunk_out[0] == unwind_of(t)->thunks.e[index].ra);
+}
+
+/* The state right after the probed function returned into its thunk, at pc in the thunk's
+ * code before its frame is set up (RULE_RETURNED): frame 0 is pc, then the caller's path. */
+static void check_walk_returned(uintptr_t pc, uintptr_t *slot, const uintptr_t *want, int n_want)
+{
+    uintptr_t got[PS_MAX_DEPTH];
+    int complete = 0;
+    int n = ps_unwind_walk(self_unwind(), pc, (uintptr_t)(slot + 1), slot[-1], 1, got,
+                           PS_MAX_DEPTH, &complete, 0);
+    CHECK(complete);
+    CHECK_INT(n, n_want + 1);
+    CHECK(got[0] == pc && memcmp(got + 1, want, sizeof *want * (size_t)n_want) == 0);
+}
+
+/* An epilogue as compilers write it: rbp popped, its CFI still saying "saved at CFA-16". */
+void epilogue_ret(void);
+__asm__(".text\n"
+        "epilogue_fn:\n"
+        ".cfi_startproc\n"
+        "pushq %rbp\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        ".cfi_offset %rbp, -16\n"
+        "popq %rbp\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "epilogue_ret:\n"
+        "ret\n"
+        ".cfi_endproc\n");
+
+/* At epilogue_ret of a function called from the probed function's caller (its return address
+ * at slot): the popped save slot is not read, rbp is the caller's. */
+static void check_walk_epilogue(uintptr_t *slot, const uintptr_t *want, int n_want)
+{
+    uintptr_t got[PS_MAX_DEPTH];
+    int complete = 0;
+    int n = ps_unwind_walk(self_unwind(), (uintptr_t)epilogue_ret, (uintptr_t)slot, slot[-1], 1,
+                           got, PS_MAX_DEPTH, &complete, 0);
+    CHECK(complete);
+    CHECK_INT(n, n_want + 1);
+    CHECK(memcmp(got + 1, want, sizeof *want * (size_t)n_want) == 0);
+}
+
+static uintptr_t fake_trampoline[8], fake_original;
+/* the second word of fake_trampoline stands for fake_original (a relocated call's return) */
+static uintptr_t fake_alias(uintptr_t pc) { return pc == (uintptr_t)&fake_trampoline[1] ? fake_original : 0; }
+
+static int redirect_and_walk_from_thunk(uintptr_t *slot)
+{
+    uintptr_t want[PS_MAX_DEPTH], got[PS_MAX_DEPTH];
+    int complete = 0;
+    int n_want = ps_unwind_from(*slot, (uintptr_t)(slot + 1), slot[-1], want, PS_MAX_DEPTH, &complete);
+    CHECK(n_want > 3 && complete);
+    /* a return address in a trampoline: the original's rule and output, also when reused */
+    fake_original = *slot;
+    ps_unwind_set_alias(fake_alias);
+    for (int k = 0; k < 2; k++) {
+        int n = ps_unwind_from((uintptr_t)&fake_trampoline[1], (uintptr_t)(slot + 1), slot[-1],
+                               got, PS_MAX_DEPTH, &complete);
+        CHECK(complete && n == n_want && memcmp(got, want, sizeof *want * (size_t)n) == 0);
+    }
+    ps_unwind_set_alias(NULL);
+    check_walk_epilogue(slot, want, n_want);
+    int index = ps_unwind_redirect(ps_self, slot);
+    check_walk_returned(ps_thunk_hooked_address(index), slot, want, n_want);
+    check_walk_returned((uintptr_t)ps_thunk_hooked_common, slot, want, n_want);
+    return index;
+}
+
+static void test_walks_from_thunks(void)
+{
+    ps_traversal_mode = PS_TRAVERSAL_REUSE;
+    ps_unwind_set_exit_hook(walking_exit);
+    uintptr_t out[PS_MAX_DEPTH];
+    int complete = 0, index = -1;
+    from_thunk_n = 0;
+    frames_outer(redirect_and_walk_from_thunk, ps_unwind_from, out, PS_MAX_DEPTH, &complete, &index);
+    CHECK_INT(from_thunk_index, index);
+    CHECK(from_thunk_complete && from_thunk_n > 3);
+    CHECK_INT(self_unwind()->thunk_errors, 0);
+    ps_unwind_set_exit_hook(record_exit);
+}
+
 /* ---- refusals ------------------------------------------------------------------------------- */
 static void test_refusals(void)
 {
@@ -497,5 +593,6 @@ int main(void)
     test_backtrace();
     test_thread_end();
     test_walks();
+    test_walks_from_thunks();
     return failures != 0;
 }
