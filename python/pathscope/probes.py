@@ -113,11 +113,31 @@ def resolver_input(modules: list[Module], specs: list[str]) -> list[str]:
     return lines
 
 
+def split_specs(text: str) -> list[str]:
+    """A comma-separated SPEC list, as the runtime splits PATHSCOPE_PROBE (probe/source_probe.c:
+    commas inside /REGEX/, <...> and (...) belong to the SPEC)."""
+    specs, depth, regex, start = [], 0, False, 0
+    for i, c in enumerate(text + ","):
+        if c == "/" and (i == start or regex):
+            regex = not regex
+        elif not regex and c in "<(":
+            depth += 1
+        elif not regex and c in ">)" and depth:
+            depth -= 1
+        if c == "," and not depth and not regex or i == len(text):
+            if text[start:i]:
+                specs.append(text[start:i])
+            start = i + 1
+    return specs
+
+
 def run_resolver(modules: list[Module], spec: str) -> list[str]:
-    """The resolver's output lines for spec in modules, without the final `end`.
-    ResolveError when nothing matches (no `match` or `refused` line)."""
+    """The resolver's output lines for the SPECs of spec (a comma-separated list) in modules,
+    without the final `end`.  ResolveError when a SPEC matches nothing (no `match` or
+    `refused` line for it): its nomatch text."""
     executable = find_symbolizer()
-    stdin = "".join(line + "\n" for line in resolver_input(modules, [spec]))
+    specs = split_specs(spec)
+    stdin = "".join(line + "\n" for line in resolver_input(modules, specs))
     try:
         done = subprocess.run([str(executable), "--resolve"], input=stdin, capture_output=True,
                               text=True, encoding="utf-8", errors="replace", check=False,
@@ -135,11 +155,11 @@ def run_resolver(modules: list[Module], spec: str) -> list[str]:
     if lines[-1] != "" or len(lines) < 2 or lines[-2] != "end":
         raise SymbolizerError(f"{executable.name} --resolve: output cut short (no end line)")
     lines = lines[:-2]
-    kinds = [line.split("\t", 1)[0] for line in lines]
-    if "match" not in kinds and "refused" not in kinds:
-        reasons = [unescape(line.split("\t")[2]) for line in lines
-                   if line.startswith("nomatch\t") and line.count("\t") >= 2]
-        raise ResolveError(reasons[0] if reasons else f"'{spec}': no function matches")
+    for line in lines:
+        if line.startswith("nomatch\t") and line.count("\t") >= 2:
+            raise ResolveError(unescape(line.split("\t")[2]))
+    if not any(line.startswith(("match\t", "refused\t")) for line in lines):
+        raise ResolveError(f"'{spec}': no function matches")
     return lines
 
 
@@ -160,7 +180,7 @@ def _add_requests(targets: list[RankTarget], spec: str
             first_error = first_error or e
             unmatched.update((t, str(e)) for t in members)
             continue
-        request = ["probe add"] + resolver_input(list(modules), [spec]) + lines
+        request = ["probe add"] + resolver_input(list(modules), split_specs(spec)) + lines
         requests.update((t, request) for t in members)
     if not requests:
         assert first_error is not None

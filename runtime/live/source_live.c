@@ -18,12 +18,13 @@ void ps_live_fork_child(void);
 
 static int stopped_for_exec;
 
-/* The processes pathscope profiles: the one it was started for and those a launcher started
- * as ranks (not the launcher, not every command of a script); a process that becomes a rank
- * later starts in rank_start. */
+/* The processes pathscope profiles: the one it was started for (each rank, under a launcher:
+ * `pathscope run` and the environment form start every rank as a first process), not the
+ * launcher, not a command the program or a script runs (a shell from system() inherits the
+ * launcher's rank variables); a process that becomes a rank later starts in rank_start. */
 static const char *live_start(const ps_start_t *st)
 {
-    if ((st->first_process || st->launcher_rank >= 0) && !ps_process_is_launcher())
+    if (st->first_process && !ps_process_is_launcher())
         ps_live_start();
     return NULL;
 }
