@@ -288,3 +288,54 @@ def test_samples_in_trampolines_and_thunks(openmpi, tmp_path):
     assert "loop_tiny;tiny" in probed and "loop_tiny;tiny" in plain
     spin = {p for p in plain | probed if p.endswith("spin_callee")}
     assert spin == {"loop_first;calls_first;spin_callee"}, spin
+
+
+def _read_code(pid, prog, symbol, n=16):
+    """n bytes of a PIE program's function, from its process's memory"""
+    nm = subprocess.run(["nm", str(prog)], capture_output=True, text=True, check=True).stdout
+    (vaddr,) = [int(l.split()[0], 16) for l in nm.splitlines() if l.split()[-1] == symbol]
+    real = str(prog.resolve())
+    for line in open(f"/proc/{pid}/maps"):
+        f = line.split()
+        if len(f) >= 6 and f[5] == real and int(f[2], 16) == 0:
+            base = int(f[0].split("-")[0], 16)
+            break
+    with open(f"/proc/{pid}/mem", "rb") as mem:
+        mem.seek(base + vaddr)
+        return mem.read(n)
+
+
+def test_added_and_removed_at_phase_boundaries(openmpi, tmp_path):
+    """A probe added after phase 1 and removed after phase 2 counts exactly phase 2's calls,
+    per path; removal puts the original bytes back."""
+    from test_paths import cli
+    out = tmp_path / "prof"
+    prog = openmpi.prog("probe_shapes")
+    job = subprocess.Popen(PATHSCOPE + ["run", "-o", str(out), "--", str(prog), "5", "3", "100"],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=PY_ENV)
+    try:
+        pid = int(re.search(r"pid=(\d+)", job.stdout.readline()).group(1))
+        assert job.stdout.readline().startswith("probe_shapes phase=1 ")
+        original = _read_code(pid, prog, "leaf")
+        added = cli("probe", pid, "--add", "leaf").stdout
+        assert re.fullmatch(r"added probe 1: leaf \[probe_shapes\] \S*probe_shapes\.c:34\n", added)
+        assert _read_code(pid, prog, "leaf")[0] == 0xE9  # a jump to the trampoline
+        job.stdin.write("next\n")
+        job.stdin.flush()
+        assert job.stdout.readline().startswith("probe_shapes phase=2 ")
+        listed = cli("probe", pid, "--list").stdout.splitlines()
+        assert listed[1].split()[:3] == ["1", "active", "15"], listed
+        assert cli("probe", pid, "--remove", "leaf").stdout == "removed probe 1: leaf\n"
+        assert _read_code(pid, prog, "leaf") == original
+        job.stdin.write("next\n")
+        job.stdin.close()
+        rest = job.stdout.read()
+        assert job.wait(timeout=60) == 0
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert "phase=3" in rest
+    pr = Probes(out)
+    (leaf,) = pr.ids("^leaf$")
+    assert pr.probes[leaf]["state"] == "removed"
+    assert sorted(c for _, _, c, _ in pr.paths(leaf)) == [3, 5, 7]
