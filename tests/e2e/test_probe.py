@@ -339,3 +339,27 @@ def test_added_and_removed_at_phase_boundaries(openmpi, tmp_path):
     (leaf,) = pr.ids("^leaf$")
     assert pr.probes[leaf]["state"] == "removed"
     assert sorted(c for _, _, c, _ in pr.paths(leaf)) == [3, 5, 7]
+
+
+def test_fortran_module_procedure(openmpi, tmp_path):
+    """gfortran's __probe_mod_MOD_work is probed as probe_mod::work: 7 calls from the program,
+    3 from probe_mod::twice."""
+    out = tmp_path / "prof"
+    p = run_probed(openmpi.prog("probe_fortran"), out, "probe_mod::work")
+    assert "probe_fortran work=10" in p.stdout
+    pr = Probes(out)
+    (work,) = pr.ids("^probe_mod::work$")
+    calls = sorted(c for _, _, c, _ in pr.paths(work))
+    # (gfortran -O1 unrolls twice's loop of 3 into three call sites)
+    assert calls[-1] == 7 and sum(calls) == 10, calls
+
+
+def test_fork_child_keeps_running(openmpi, tmp_path):
+    """A forked child runs the patched code (its calls are its own, not written); the parent
+    counts exactly its calls."""
+    out = tmp_path / "prof"
+    p = run_probed(openmpi.prog("probe_fork"), out, "work")
+    assert p.stdout.strip() == "probe_fork parent=5 child_status=0"
+    pr = Probes(out)
+    (work,) = pr.ids("^work$")
+    assert pr.calls(work) == 5
