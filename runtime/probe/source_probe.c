@@ -398,6 +398,14 @@ static void apply_match(apply_ctx_t *c, char **f, ps_request_t *rq)
     snprintf(p->name, sizeof p->name, "%s", f[5]);
     snprintf(p->file, sizeof p->file, "%s", f[6]);
     snprintf(p->module, sizeof p->module, "%s", path);
+    static int hooked;
+    if (!hooked) {
+        /* (only once something is probed: the hooks make the unwinder's interposers restore
+         * and re-arm return slots at every exception, which no other run needs) */
+        hooked = 1;
+        ps_probe_handlers_init();
+        ps_unwind_set_alias(ps_patch_original_pc); /* samples in trampolines */
+    }
     char why[512];
     if (ps_patch_add(id, &plan, bias, why, sizeof why)) {
         char *space = strchr(why, ' ');
@@ -528,8 +536,6 @@ static const char *probe_start(const ps_start_t *st)
     if (!ps_paths_on) return NULL;
     ps_probe_timed = ps_unwind_redirect_available();
     if (!ps_probe_timed) ps_probe_untimed_why = ps_unwind_redirect_why();
-    ps_probe_handlers_init();
-    ps_unwind_set_alias(ps_patch_original_pc); /* samples in trampolines */
     if (!ps_options.probe[0] || !st->paths_wanted) return NULL;
     snprintf(startup_list, sizeof startup_list, "%s", ps_options.probe);
     startup_pending = 1;
