@@ -50,7 +50,12 @@ int ps_patch_writer_mprotect;
 
 #define MAX_THREADS 4096
 #define SCAN_LIMIT_MS 100
-#define RUN_CLEARS_NS 1000000 /* on a CPU this long since step 1: not stuck in 4 instructions */
+/* On a CPU this long since step 1: not stuck in the few displaced instructions.  Run time
+ * grows only while the thread executes (a fault that sleeps for I/O adds none); the only way
+ * to spend 200 µs of CPU there is a fault on a displaced instruction handled on the CPU that
+ * long, which a prologue's stack and data accesses do not take (1 ms before: windows of tens
+ * of ms on an oversubscribed node, where a thread gets its CPU time slowly). */
+#define RUN_CLEARS_NS 200000
 #define CANNOT_WRITE "/proc/self/mem and mprotect refused"
 
 static struct {
@@ -318,7 +323,8 @@ static int wait_outside(uintptr_t site, size_t len)
         if (!look[i].clear) look[i].clear = thread_clear(&look[i], site, len, 1);
         waiting += !look[i].clear;
     }
-    for (int ms = 0; waiting && ms < SCAN_LIMIT_MS; ms++) {
+    uint64_t deadline = monotonic_ns() + SCAN_LIMIT_MS * 1000000ull; /* (wall time) */
+    while (waiting && monotonic_ns() < deadline) {
         sleep_ms();
         pt.scan_waits++;
         waiting = 0;
