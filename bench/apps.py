@@ -58,6 +58,17 @@ Variants, interleaved in every repetition (forward order on even repetitions, re
   pathscope-heap     as pathscope-preload with heap profiling (libpathscope-heap.so preloaded
                      first, PATHSCOPE_HEAP=on): every allocation on its call path
   heaptrack          mpirun ... heaptrack -o ht-RANK APP (Debian's heap profiler, recording)
+  pathscope-nolive   as pathscope-preload with PATHSCOPE_LIVE=0: no live segment (the control
+                     channel stays; the default publishes the segment every second)
+  pathscope-nocontrol as pathscope-preload with PATHSCOPE_CONTROL=off: no control socket (the
+                     live segment stays)
+  pathscope-nothread as pathscope-preload with PATHSCOPE_LIVE=0 and PATHSCOPE_CONTROL=off:
+                     neither, so no control thread at all
+  pathscope-probe    as pathscope-preload with PATHSCOPE_PROBE=--probe (LAMMPS only; default
+                     LAMMPS_NS::PairLJCut::compute,LAMMPS_NS::Neighbor::build, metrics time).
+                     Check: per rank, the calls of each probe equal what log.lammps implies:
+                     PairLJCut::compute steps + 1 (setup computes the forces once), and
+                     Neighbor::build the "Neighbor list builds" + 1 (setup builds once)
   pathscope-off      as pathscope-preload with PATHSCOPE_MPI=off: every MPI call still goes
                      through pathscope's wrapper, which passes it straight on (the cost of the
                      interposition alone; not run unless asked for with --variants)
@@ -87,6 +98,13 @@ pathscope-kcollect is left (it lingers 0.5 s after its last process and taxes ev
 on the node while it runs).  Checks: each --kernel run's rank files have `ksys` lines with
 calls, a complete `kend` line and the source asked for; strace leaves one summary per rank;
 bpftrace counts syscalls of as many processes as there are ranks.
+The live segments (PATHSCOPE_LIVE, docs/format.md): while a pathscope run goes, a thread here
+looks for the run's segments (/dev/shm/pathscope-<uid>/*.live whose outdir is the run's profile
+directory) every 0.1 s and keeps each open, so that it reads the header words the publisher
+writes last (state ended) after the run, though the file is unlinked by then; reported: the
+segments found (one per rank, none with PATHSCOPE_LIVE=0), publishes, and the publishers' CPU
+time (publisher_cpu_total_ns summed over the ranks) against the ranks' CPU time (user + system
+of the whole run).
 Wall time is the whole mpirun command (start-up, MPI_Init, the run, MPI_Finalize and the
 profile write).  Every pathscope run must leave a complete profile.tsv, or the benchmark fails.
 Resources of every run, from os.wait4 on mpirun (which reaps the ranks, so their usage is
@@ -109,6 +127,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Optional
 
@@ -162,7 +181,15 @@ SAMPLING_VARIANTS = {"pathscope-100hz": {"PATHSCOPE_SAMPLE_RATE": "100"},
                      "pathscope-nopaths": {"PATHSCOPE_PATHS": "off"},
                      "pathscope-perf": {"PATHSCOPE_SAMPLE_TIMER": "perf"},
                      "pathscope-posix": {"PATHSCOPE_SAMPLE_TIMER": "posix"},
-                     "pathscope-wall": {"PATHSCOPE_SAMPLE_CLOCK": "wall"}}
+                     "pathscope-wall": {"PATHSCOPE_SAMPLE_CLOCK": "wall"},
+                     "pathscope-nolive": {"PATHSCOPE_LIVE": "0"},
+                     "pathscope-nocontrol": {"PATHSCOPE_CONTROL": "off"},
+                     "pathscope-nothread": {"PATHSCOPE_LIVE": "0", "PATHSCOPE_CONTROL": "off"},
+                     "pathscope-probe": {}}  # (PATHSCOPE_PROBE from --probe)
+DEFAULT_PROBE = "LAMMPS_NS::PairLJCut::compute,LAMMPS_NS::Neighbor::build"
+LIVE_DIR = Path(f"/dev/shm/pathscope-{os.geteuid()}")
+# live segment header (docs/format.md, "Live segment"): offsets of the words read here
+LIVE_MAGIC = b"PSLIVE1\0"
 # not run by default: the interposition floor (wrappers installed, measurement off)
 KERNEL_VARIANTS = {"pathscope-kernel": "ebpf", "pathscope-kernel-libc": "libc"}
 # other PMPI profilers, preloaded: variant -> (its --*-lib option, extra environment)
@@ -196,6 +223,113 @@ PERF_STAT_EVENTS = "context-switches,task-clock"
 # hpccoutf.txt summary values kept for every HPCC run (seconds, except the problem size)
 HPCC_PHASES = ("HPL_time", "PTRANS_time", "MPIRandomAccess_time", "MPIRandomAccess_LCG_time",
                "MPIRandomAccess_N")
+
+
+class LiveWatch:
+    """Finds a run's live segments while it runs and keeps them open (see the docstring)."""
+
+    def __init__(self, outdir: Path):
+        self.outdir = str(outdir).encode()
+        self.fds: dict[str, int] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.watch, daemon=True)
+
+    def watch(self) -> None:
+        while not self.stop.wait(0.1):
+            try:
+                names = [n for n in os.listdir(LIVE_DIR) if n.endswith(".live")]
+            except OSError:
+                continue
+            for name in names:
+                if name in self.fds:
+                    continue
+                try:
+                    fd = os.open(LIVE_DIR / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                except OSError:
+                    continue
+                header = read_live_header(fd)
+                if header and header["outdir"] == self.outdir:
+                    self.fds[name] = fd
+                else:
+                    os.close(fd)  # another run's segment, or its outdir not known yet
+
+    def __enter__(self) -> "LiveWatch":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def totals(self) -> dict:
+        """After the run: segments, publishes and publisher CPU ns over every segment."""
+        headers = [read_live_header(fd) for fd in self.fds.values()]
+        for fd in self.fds.values():
+            os.close(fd)
+        if any(h is None for h in headers):
+            raise bl.BenchError("a live segment could not be read consistently")
+        return {"segments": len(headers), "ended": sum(h["state"] == 2 for h in headers),
+                "publishes": sum(h["publishes"] for h in headers),
+                "publisher_cpu_ns": sum(h["cpu_total_ns"] for h in headers),
+                "interval_ms": sorted({h["interval_ms"] for h in headers})}
+
+
+def read_live_header(fd: int) -> Optional[dict]:
+    """The header words read here, from a copy taken under the seqlock (None if no consistent
+    copy in 100 tries, or not a segment)."""
+    for _ in range(100):
+        head = os.pread(fd, 1608, 0)
+        if len(head) < 1608 or head[:8] != LIVE_MAGIC:
+            return None
+        seq = int.from_bytes(head[16:24], "little")
+        again = os.pread(fd, 1608, 0)
+        if seq % 2 == 0 and head == again:
+            return {"publishes": int.from_bytes(head[24:32], "little"),
+                    "interval_ms": int.from_bytes(head[40:44], "little"),
+                    "state": int.from_bytes(head[44:48], "little"),
+                    "outdir": head[448:1472].split(b"\0", 1)[0],
+                    "cpu_total_ns": int.from_bytes(head[1600:1608], "little")}
+    return None
+
+
+def lammps_expected_calls(log: str) -> dict[str, int]:
+    """Per rank: the calls of PairLJCut::compute and Neighbor::build that log.lammps implies,
+    summed over its runs: steps + 1 and neighbor list builds + 1 (each run's setup)."""
+    steps = [int(m) for m in re.findall(r"^Loop time of \S+ on \d+ procs for (\d+) steps", log,
+                                        re.M)]
+    builds = [int(m) for m in re.findall(r"^Neighbor list builds = (\d+)$", log, re.M)]
+    if not steps or len(steps) != len(builds):
+        raise bl.BenchError(f"log.lammps: {len(steps)} Loop time and {len(builds)} Neighbor "
+                            f"list builds lines")
+    return {"LAMMPS_NS::PairLJCut::compute": sum(s + 1 for s in steps),
+            "LAMMPS_NS::Neighbor::build": sum(b + 1 for b in builds)}
+
+
+def probe_calls(profile: Path) -> dict[str, list[int]]:
+    """Per probe SPEC, the calls of each rank (visits of its `probe` nodes)."""
+    calls: dict[str, list[int]] = {}
+    files = sorted((profile / "ranks").glob("rank-*.tsv"))
+    for rank, path in enumerate(files):
+        names: dict[str, str] = {}
+        for line in path.read_text().splitlines():
+            f = line.split("\t")
+            if f[0] == "probe":  # id, module, address, size, state, added, removed, SPEC, name
+                names[f[1]] = f[8]
+                calls.setdefault(f[8], [0] * len(files))
+            elif f[0] == "node" and f[4] == "probe":  # thread, id, parent, kind, module, address
+                calls[names[f[6]]][rank] += int(f[7])
+    return calls
+
+
+def check_probes(case: Case, profile: Path, cwd: Path) -> dict:
+    want = lammps_expected_calls((cwd / "log.lammps").read_text())
+    got = probe_calls(profile)
+    for name, n in want.items():
+        if got.get(name) != [n] * case.ranks:
+            raise bl.BenchError(f"{case.name} pathscope-probe: calls of {name} per rank "
+                                f"{got.get(name)}, log.lammps implies {n} on each of "
+                                f"{case.ranks} ranks ({profile})")
+    return {"probe_calls_per_rank": want}
 
 
 def substitute(text: str, pattern: str, replacement: str, what: str) -> str:
@@ -308,7 +442,8 @@ def login_name() -> str:
 
 
 def command(case: Case, variant: str, cwd: Path, lib: Path,
-            peer_libs: Optional[dict[str, Path]] = None, perf_stat: bool = False) -> list[str]:
+            peer_libs: Optional[dict[str, Path]] = None, perf_stat: bool = False,
+            probe: str = DEFAULT_PROBE) -> list[str]:
     """The command of one run; peer_libs: the preloaded library of each peer variant; with
     perf_stat the whole command runs under `perf stat`, which writes cwd/perf-stat.csv."""
     program = case.program
@@ -323,6 +458,8 @@ def command(case: Case, variant: str, cwd: Path, lib: Path,
     elif variant in SAMPLING_VARIANTS:
         env = {"LD_PRELOAD": str(lib), "PATHSCOPE_OUTPUT": str(cwd / "profile"),
                **SAMPLING_VARIANTS[variant]}
+        if variant == "pathscope-probe":
+            env["PATHSCOPE_PROBE"] = probe
     elif variant == "pathscope-heap":
         shim = bl.REPO / "build" / MPI / "libpathscope-heap.so"
         env = {"LD_PRELOAD": f"{shim}:{lib}", "PATHSCOPE_OUTPUT": str(cwd / "profile"),
@@ -475,6 +612,15 @@ def check_sampler(case: Case, variant: str, profile: Path) -> list[str]:
     return sorted(sources)
 
 
+def check_live(case: Case, variant: str, live: dict) -> None:
+    """One segment per rank, each ended, unless PATHSCOPE_LIVE=0 (none)."""
+    off = SAMPLING_VARIANTS.get(variant, {}).get("PATHSCOPE_LIVE") == "0"
+    want = 0 if off else case.ranks
+    if live["segments"] != want or live["ended"] != want:
+        raise bl.BenchError(f"{case.name} {variant}: {live['segments']} live segments "
+                            f"({live['ended']} ended), expected {want}")
+
+
 def check_peer(case: Case, variant: str, cwd: Path) -> str:
     """The peer profiler wrote its output: mpiP one *.mpiP report, mpisee one *.db file."""
     pattern = "*.mpiP" if variant.startswith("mpip") else "*.db"
@@ -486,7 +632,8 @@ def check_peer(case: Case, variant: str, cwd: Path) -> str:
 
 
 def one_run(case: Case, variant: str, lib: Path, tmp: Path,
-            peer_libs: Optional[dict[str, Path]] = None, perf_stat: bool = False) -> dict:
+            peer_libs: Optional[dict[str, Path]] = None, perf_stat: bool = False,
+            probe: str = DEFAULT_PROBE) -> dict:
     cwd = Path(tempfile.mkdtemp(prefix=f"{case.name}-{variant}-", dir=tmp))
     for name, content in case.files.items():
         if isinstance(content, bytes):
@@ -496,9 +643,14 @@ def one_run(case: Case, variant: str, lib: Path, tmp: Path,
     if not kb.wait_collector_gone():
         print(f"apps: warning: a {kb.COLLECTOR} is still running: this run pays its tax",
               file=sys.stderr, flush=True)
-    wall, out, usage = bl.run_measured(command(case, variant, cwd, lib, peer_libs, perf_stat),
-                                       cwd=cwd)
-    result = {"wall": wall, **usage, **case.inside_seconds(cwd)}
+    with LiveWatch(cwd / "profile") as live:
+        wall, out, usage = bl.run_measured(
+            command(case, variant, cwd, lib, peer_libs, perf_stat, probe), cwd=cwd)
+    result = {"wall": wall, **usage, **case.inside_seconds(cwd), "live": live.totals()}
+    if variant.startswith("pathscope"):
+        check_live(case, variant, result["live"])
+    if variant == "pathscope-probe":
+        result.update(check_probes(case, cwd / "profile", cwd))
     if perf_stat:
         result["perf_stat"] = read_perf_stat(cwd / "perf-stat.csv")
     if variant in ("pathscope", "pathscope-preload", "pathscope-heap") or \
@@ -554,6 +706,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--issue11", action="store_true",
                     help="the sampler comparison of issue 11 (cases, variants, HPL N, "
                          "--perf-stat; see above)")
+    ap.add_argument("--probe", default=DEFAULT_PROBE,
+                    help=f"PATHSCOPE_PROBE of the pathscope-probe variant (default "
+                         f"{DEFAULT_PROBE}; its count check knows these two only)")
     ap.add_argument("--json", help="also write every measurement to this file")
     args = ap.parse_args(argv)
     if args.cases is None:
@@ -617,6 +772,8 @@ def main(argv: list[str] | None = None) -> int:
     for v, why in skipped.items():
         print(f"apps: skipping {v}: {why}", file=sys.stderr, flush=True)
     variants = [v for v in variants if v not in skipped]
+    if "pathscope-probe" in variants:  # the runtime runs the resolver found next to itself
+        shutil.copy2(bl.REPO / "build" / MPI / "pathscope-symbolize", lib.parent)
     # (case, variant) pairs that cannot run
     broken = {(c.name, v): why for c in cases for v in variants
               if (why := PEER_BROKEN.get((c.app, v)))}
@@ -640,7 +797,8 @@ def main(argv: list[str] | None = None) -> int:
         for c in cases:
             for v in bl.interleaved(rep, variants):
                 if (c.name, v) not in broken:
-                    done[(c.name, v)] = one_run(c, v, lib, tmp, peer_libs, perf_stat)
+                    done[(c.name, v)] = one_run(c, v, lib, tmp, peer_libs, perf_stat,
+                                                args.probe)
             print(f"apps: {c.name} repetition {rep + 1}/{args.reps}"
                   f"{' (perf stat)' if perf_stat else ''}: " +
                   ", ".join(f"{v} {done[(c.name, v)]['wall']:.2f} s" for v in variants
@@ -721,6 +879,19 @@ def main(argv: list[str] | None = None) -> int:
                     profile_lines.append(f"{c.name} {tool}: {last[tool]['syscalls']} syscalls "
                                          f"counted")
     print(bl.table(["application", "variant", "wall s", "overhead", "paired", "goal"], rows))
+    live_rows = [[c.describe, v, median_cell([r["live"] for r in results[(c.name, v)]],
+                                             "publishes", ".0f"),
+                  median_cell([r["live"] for r in results[(c.name, v)]], "publisher_cpu_ns",
+                              ".1f", 1e-6),
+                  bl.cell([100 * r["live"]["publisher_cpu_ns"] / 1e9 / (r["user_s"] + r["sys_s"])
+                           for r in results[(c.name, v)]], ".4f")]
+                 for c in cases for v in variants
+                 if (c.name, v) in results and v.startswith("pathscope")]
+    if live_rows:
+        print("\nlive segments (all ranks): publishes, the publishers' CPU time, and its share "
+              "of the run's CPU time (user + system), median (min..max)")
+        print(bl.table(["application", "variant", "publishes", "publisher CPU ms",
+                        "% of CPU"], live_rows))
     print("\nthe application's own timing of its main phase (LAMMPS Loop time, HPCC HPL_time, "
           "GROMACS Wall t), same runs")
     print(bl.table(["application", "variant", "inside s", "overhead"], inside_rows))

@@ -15,6 +15,7 @@ the instruction a uprobe displaces:
          kernel executes out of line and single-steps (a second trap per hit)
 Variants, interleaved in every repetition (forward order on even repetitions, reversed on odd):
   plain           the program alone
+  plain-g         the program alone, its loop calling g (the baseline of pathscope-page)
   uprobe          bpftrace -e 'uprobe:BINARY:f { @c = count(); }' -c 'BINARY DEPTH CALLS'
   uprobe-ret      the same with a uretprobe too: 'uretprobe:BINARY:f { @r = count(); }'
   uprobe-stack    a uprobe that keys its count by the user stack, as a path profile needs:
@@ -23,20 +24,30 @@ Variants, interleaved in every repetition (forward order on even repetitions, re
   pathscope-time  bin/pathscope run -o DIR --probe f -- BINARY DEPTH CALLS (PATHSCOPE_PROBE=f,
                   PATHSCOPE_PROBE_METRICS=time, sampling off: PATHSCOPE_SAMPLE_RATE=0)
   pathscope-cpu   the same with PATHSCOPE_PROBE_METRICS=cpu
+  pathscope-thunk pathscope-time with PATHSCOPE_TRAVERSAL=thunk (the default is reuse)
+  pathscope-paths pathscope-time without exit timing: call paths and counts only.  No option
+                  turns exit timing off; the runtime turns it off itself when SIGPROF already
+                  has a handler at its start, so this variant preloads
+                  build/bench/sigprof_holder.so (bench/sigprof_holder.c), which installs one
   pathscope-page  pathscope-time, but the loop calls g, which is not probed and shares f's page
-                  (what a probe costs the rest of its page: expected nothing measurable)
+                  (what a probe costs the rest of its page: expected nothing measurable;
+                  compare with plain-g)
 The pathscope variants run only with --pathscope (or named in --variants); they need the probe
 runtime of issue 13, and the benchmark stops with a message before measuring anything if
 `pathscope run` does not know --probe or the profile has no `probe` line for f.
 Checks: bpftrace's counts (@c, @r with the uretprobe, @s summed over stacks) equal the calls
 the program made, warm-up included; a pathscope profile's `probe` nodes for f have exactly that
-many visits (none for pathscope-page).  Reported: the median ns per call (min..max over the
-repetitions), the added ns against plain of the same repetition, and the ratio to plain.
+many visits (none for pathscope-page), its `probes` line says exit timing `on` (the reason
+for pathscope-paths), and its `pnode` lines count every call as untimed with pathscope-paths,
+none otherwise.  Reported: the median ns per call (min..max over the repetitions), the added
+ns against the baseline of the same repetition (plain; plain-g for pathscope-page), and the
+ratio to it.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import re
 import statistics
@@ -52,8 +63,11 @@ PATHSCOPE = bl.REPO / "bin" / "pathscope"
 # entry kind -> the compiler flags that give f that first instruction
 ENTRIES = {"push": ["-fno-omit-frame-pointer"], "step": ["-fomit-frame-pointer"]}
 UPROBE_VARIANTS = ("plain", "uprobe", "uprobe-ret", "uprobe-stack")
-PATHSCOPE_VARIANTS = ("pathscope-time", "pathscope-cpu", "pathscope-page")
+PATHSCOPE_VARIANTS = ("plain-g", "pathscope-time", "pathscope-cpu", "pathscope-thunk",
+                      "pathscope-paths", "pathscope-page")
 VARIANTS = UPROBE_VARIANTS + PATHSCOPE_VARIANTS
+HOLDER_SOURCE = bl.REPO / "bench" / "sigprof_holder.c"
+HOLDER = bl.WORK / "sigprof_holder.so"
 
 
 def binary(entry: str) -> Path:
@@ -70,6 +84,15 @@ def build(entry: str) -> str:
     if first is None:
         raise bl.BenchError(f"no disassembly of f in {exe}")
     return " ".join(first.group(1).split())
+
+
+def build_holder() -> None:
+    HOLDER.parent.mkdir(parents=True, exist_ok=True)
+    bl.run(["gcc", "-O1", "-Wall", "-shared", "-fPIC", "-o", str(HOLDER), str(HOLDER_SOURCE)])
+
+
+def baseline(variant: str) -> str:
+    return "plain-g" if variant == "pathscope-page" else "plain"
 
 
 def bpftrace_command(variant: str, exe: Path, program: list[str]) -> list[str]:
@@ -104,26 +127,33 @@ def check_bpftrace_counts(out: str, variant: str, calls: int, what: str) -> None
         raise bl.BenchError(f"{what}: bpftrace counted {maps}, the program made {calls} calls")
 
 
-def probe_visits(outdir: Path) -> dict[str, int]:
-    """Visits of the `probe` nodes in the profile's rank files, by probed function name."""
+def probe_lines(outdir: Path) -> dict:
+    """From the profile's rank files: visits of the `probe` nodes by probed function name, the
+    calls their `pnode` lines count as not timed, and the exit timing fields of `probes`."""
     names: dict[tuple[str, str], str] = {}
     visits: dict[str, int] = {}
+    timing: set[str] = set()
+    untimed = 0
     rank_files = sorted((outdir / "ranks").glob("rank-*.tsv"))
     if not rank_files:
         raise bl.BenchError(f"no rank file in {outdir}/ranks")
     for path in rank_files:
         for line in path.read_text().splitlines():
             f = line.split("\t")
+            if f[0] == "probes":  # metrics, text writer, exit timing, ...
+                timing.add(f[3])
             # probe: id, module, address, size, state, added, removed, SPEC, name, ...
-            if f[0] == "probe":
+            elif f[0] == "probe":
                 names[(path.name, f[1])] = f[9]
             elif f[0] == "node" and f[4] == "probe":  # thread, id, parent, kind, module, address
                 name = names.get((path.name, f[6]), f"probe {f[6]}")
                 visits[name] = visits.get(name, 0) + int(f[7])
+            elif f[0] == "pnode":  # thread, node, incl, excl, cpu, 4 rusage, lost, untimed, ...
+                untimed += int(f[11])
     if not any(name == "f" for name in names.values()):
         raise bl.BenchError(f"no `probe` line for f in {outdir}/ranks: "
                             f"the runtime did not probe f")
-    return visits
+    return {"visits": visits, "untimed": untimed, "timing": timing}
 
 
 def pathscope_run(variant: str, exe: Path, depth: int, calls: int,
@@ -132,6 +162,10 @@ def pathscope_run(variant: str, exe: Path, depth: int, calls: int,
     program = [str(exe), str(depth), str(calls), "g" if variant == "pathscope-page" else "f"]
     env = {"PATHSCOPE_PROBE_METRICS": metrics, "PATHSCOPE_SAMPLE_RATE": "0",
            "PATHSCOPE_QUIET": "on"}
+    if variant == "pathscope-thunk":
+        env["PATHSCOPE_TRAVERSAL"] = "thunk"
+    if variant == "pathscope-paths":
+        env["LD_PRELOAD"] = str(HOLDER)  # (pathscope run puts its library first)
     cmd = [str(PATHSCOPE), "run", "-o", str(outdir), "--force", "--probe", "f", "--", *program]
     _, status, out = bl.run_status(cmd, env=env, check=False)
     if status != 0 and "--probe" in out and "unrecognized" in out:
@@ -139,7 +173,19 @@ def pathscope_run(variant: str, exe: Path, depth: int, calls: int,
                             f"does not know --probe yet")
     if status != 0:
         raise bl.BenchError(f"exit status {status}: {' '.join(cmd)}\n{out[-2000:]}")
-    return out, probe_visits(outdir)
+    return out, probe_lines(outdir)
+
+
+def check_profile(lines: dict, variant: str, calls: int, what: str) -> None:
+    got = lines["visits"].get("f", 0)
+    if got != calls:
+        raise bl.BenchError(f"{what}: the profile has {got} calls of f, the program made {calls}")
+    paths_only = variant == "pathscope-paths"
+    want_timing = {"SIGPROF has another handler"} if paths_only else {"on"}
+    if lines["timing"] != want_timing:
+        raise bl.BenchError(f"{what}: exit timing {lines['timing']}, expected {want_timing}")
+    if lines["untimed"] != (calls if paths_only else 0):
+        raise bl.BenchError(f"{what}: {lines['untimed']} calls not timed of {calls}")
 
 
 def one_run(variant: str, entry: str, depth: int, args: argparse.Namespace,
@@ -148,17 +194,17 @@ def one_run(variant: str, entry: str, depth: int, args: argparse.Namespace,
     program = [str(exe), str(depth), str(args.calls)]
     what = f"{variant} {entry} depth {depth}"
     if variant.startswith("pathscope"):
-        out, visits = pathscope_run(variant, exe, depth, args.calls, outdir)
+        out, lines = pathscope_run(variant, exe, depth, args.calls, outdir)
         result = result_line(out, what)
-        want = 0 if variant == "pathscope-page" else result["calls"]
-        if visits.get("f", 0) != want:
-            raise bl.BenchError(f"{what}: the profile has {visits.get('f', 0)} calls of f, "
-                                f"the program made {want}")
+        check_profile(lines, variant, 0 if variant == "pathscope-page" else result["calls"],
+                      what)
         return result
-    cmd = program if variant == "plain" else bpftrace_command(variant, exe, program)
+    if variant == "plain-g":
+        program.append("g")
+    cmd = program if variant.startswith("plain") else bpftrace_command(variant, exe, program)
     _, out = bl.run(cmd)
     result = result_line(out, what)
-    if variant != "plain":
+    if not variant.startswith("plain"):
         check_bpftrace_counts(out, variant, result["calls"], what)
     return result
 
@@ -197,6 +243,8 @@ def chosen(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     entries = [e for e in args.entries.split(",") if e]
     if "plain" not in variants or any(v not in VARIANTS for v in variants):
         raise bl.BenchError(f"--variants must include plain and be among {', '.join(VARIANTS)}")
+    if "pathscope-page" in variants and "plain-g" not in variants:
+        variants.insert(1, "plain-g")
     if not entries or any(e not in ENTRIES for e in entries):
         raise bl.BenchError(f"--entries must be among {', '.join(ENTRIES)}")
     return variants, entries
@@ -209,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
         raise bl.BenchError("the uprobe variants need bpftrace (apt-get install bpftrace) and root")
     info = bl.machine()
     first_insn = {e: build(e) for e in entries}
+    if "pathscope-paths" in variants:
+        build_holder()
     cases = [(e, d) for e in entries for d in args.depths]
     results: dict[tuple[str, str, int], list[dict]] = \
         {(v, e, d): [] for v in variants for e, d in cases}
@@ -226,8 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"entry {e}: f opens with `{first_insn[e]}`")
     rows, summary = [], {}
     for e, d in cases:
-        base = results[("plain", e, d)]
         for v in variants:
+            base = results[(baseline(v), e, d)]
             runs = results[(v, e, d)]
             ns = [r["ns"] for r in runs]
             added = [r["ns"] - b["ns"] for r, b in zip(runs, base)]
@@ -235,11 +285,12 @@ def main(argv: list[str] | None = None) -> int:
             summary[f"{v} {e} {d}"] = {"ns": bl.stats(ns), "added": bl.stats(added),
                                        "ratio": bl.stats(ratio)}
             rows.append([e, str(d), v, bl.cell(ns, ".1f"),
-                         "-" if v == "plain" else bl.cell(added, "+.1f"),
-                         "-" if v == "plain" else f"{statistics.median(ratio):.0f}x"])
-    print(f"ns per call of f (g for pathscope-page): median (min..max) of {args.reps} "
-          f"interleaved repetitions of {args.calls} timed calls; added and ratio against plain "
-          f"of the same repetition")
+                         "-" if v.startswith("plain") else bl.cell(added, "+.1f"),
+                         "-" if v.startswith("plain") else f"{statistics.median(ratio):.1f}x"])
+    print(f"ns per call of f (g for plain-g and pathscope-page): median (min..max) of "
+          f"{args.reps} interleaved repetitions of {args.calls} timed calls; added and ratio "
+          f"against the baseline of the same repetition (plain-g for pathscope-page, else "
+          f"plain); load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(bl.table(["entry", "depth", "variant", "ns per call", "added ns", "ratio"], rows))
     if args.json:
         Path(args.json).write_text(json.dumps(
