@@ -383,7 +383,9 @@ static void probe_one(int i, uint32_t id)
     CHECK_INT(rc, 0);
     const ps_patch_t *d = &ps_patches[id];
     CHECK_INT(*(uint8_t *)site, 0xe9);
-    CHECK_INT((int32_t)(d->tramp - (site + 5)), *(int32_t *)(site + 1));
+    int32_t rel;
+    memcpy(&rel, (const void *)(site + 1), sizeof rel); /* (unaligned) */
+    CHECK_INT((int32_t)(d->tramp - (site + 5)), rel);
     CHECK(d->tramp - site + (1ul << 31) < (1ul << 32)); /* within +-2 GB */
     int prot = 0;
     CHECK(ps_text_mapping(d->tramp, 1, &prot) && prot == (PROT_READ | PROT_EXEC));
