@@ -18,7 +18,6 @@
 
 void ps_probe_entry_common(void); /* enter.S */
 /* Which vector registers enter.S saves: 0 xmm, 1 ymm, 2 zmm (patch.c sets it from CPUID). */
-extern int ps_probe_vector_width;
 
 /* Text is written with mprotect R|W|X, write, restore: set once /proc/self/mem refused a
  * write (Linux 6.12's proc_mem.force_override=never), or by a test. (patch.c) */
