@@ -120,9 +120,10 @@ __asm__(".text\n"
  * knows does not touch them -- so every register but r10, r11 and the flags (which the
  * traversal thunks clobber too) is saved: the general ones pushed, the x87, SSE, AVX and
  * AVX-512 state by XSAVEC (unwind.h: ps_xsave_choose), which keeps st0/st1 and the x87 tags
- * exactly and restores the upper halves as they were (no vzeroupper needed); then the x87
- * stack is emptied (FNINIT: C code may be called only with an empty one, and may use all eight
- * registers) and XRSTOR brings it back.  We use the stack below the returned frame's slot: it
+ * exactly; then vzeroupper (else each of the C code's SSE instructions may pay an AVX-SSE
+ * state transition with the returned frame's upper halves dirty) and FNINIT (C code may be
+ * called only with an empty x87 stack, and may use all eight registers); XRSTOR brings all of
+ * it back.  We use the stack below the returned frame's slot: it
  * was the callee's, and the caller's red zone holds nothing live across a call (the call
  * itself wrote below its rsp).  Our frame is aligned to 64 (XSAVE's alignment, and 16 for the
  * call).  e[i].ra is read before the hook runs: nothing changes e[i] while top > i. */
@@ -172,9 +173,13 @@ __asm__(".text\n"
         "cmpl $2, ps_xsave_kind(%rip)\n"
         "jne 5f\n"
         "xsavec (%rsp)\n"
-        "jmp 2f\n"
+        "jmp 6f\n"
         "5:\n"
         "xsave (%rsp)\n"
+        "6:\n"
+        "testb $4, ps_xsave_mask(%rip)\n" /* AVX: no SSE transitions in the C code */
+        "jz 2f\n"
+        "vzeroupper\n"
         "jmp 2f\n"
         "1:\n"
         "subq $512, %rsp\n"
