@@ -1,5 +1,6 @@
-/* ps_probe_entry_common: where every probe's stub jumps, with the probe id in r11d and the
- * stack as at the probed function's first instruction (the return address at (rsp)).
+/* ps_probe_entry_common: where every probe's stub jumps, with the probe id in r11d, the
+ * caller's r11 at -8(%rsp) and the stack as at the probed function's first instruction (the
+ * return address at (rsp)).
  *
  * A disabled probe (or no hook set) goes straight to its relocated copy.  An enabled one saves
  * every register the probed function's caller may expect unchanged or the function may read
@@ -12,9 +13,10 @@
  * call to a function it knows leaves them alone, and the hook's C code may reach glibc's AVX
  * string functions.  Then vzeroupper: the C code's legacy-SSE instructions would otherwise
  * each pay an AVX-SSE state transition (hundreds of ns) with the caller's upper halves dirty;
- * XRSTOR puts them back exactly.  (The explicit saves of the argument registers this replaces
- * cost more once the transitions are counted.)  r11 and the flags are scratch at a function's
- * entry (SysV ABI) and are not kept.
+ * XRSTOR puts them back exactly.  (Explicit saves of zmm0-31 and k0-7 cost the same in
+ * bench/probe.py; XSAVEC needs no variant per CPU.)  r11 too is given back (the flags are not):
+ * the jump to the copy goes through the id's stack slot, read after rsp is back at the site's
+ * -- it is then in the red zone, which the kernel's signal frames skip.
  *
  * ps_patch_t's layout (probe.h; patch.c asserts it): copy at 0, enabled at 8, 72 bytes. */
 #define PATCH_SIZE 72
@@ -28,6 +30,8 @@
 ps_probe_entry_common:
         .cfi_startproc
         endbr64
+        lea -8(%rsp), %rsp              /* the caller's r11, which the stub stored there */
+        .cfi_adjust_cfa_offset 8
         push %rax
         .cfi_adjust_cfa_offset 8
         push %r11                       /* the id (zero-extended by the stub's mov) */
@@ -40,13 +44,15 @@ ps_probe_entry_common:
         mov ps_probe_entry_hook@GOTPCREL(%rip), %rax
         cmpq $0, (%rax)
         jne .Lhook
-.Lcopy:
+.Lcopy:                                 /* 0 id, 8 rax, 16 r11, 24 the return address */
         .cfi_remember_state
-        add $8, %rsp
-        .cfi_adjust_cfa_offset -8
-        pop %rax
-        .cfi_adjust_cfa_offset -8
-        jmp *(%r11)
+        mov (%r11), %r11
+        mov %r11, (%rsp)                /* where to go, in the id's place */
+        mov 8(%rsp), %rax
+        mov 16(%rsp), %r11
+        lea 24(%rsp), %rsp
+        .cfi_adjust_cfa_offset -24
+        jmp *-24(%rsp)                  /* (the red zone: no signal frame overwrites it) */
 .Lhook:
         .cfi_restore_state
         push %rdi
@@ -68,7 +74,7 @@ ps_probe_entry_common:
         push %rbp
         .cfi_adjust_cfa_offset 8
         .cfi_rel_offset %rbp, 0
-        mov %rsp, %rbp                  /* 0 rbp, 8 r11 ... 64 rdi, 72 id, 80 rax, 88 slot */
+        mov %rsp, %rbp                  /* 0 rbp, 8 r11 ... 64 rdi, 72 id, 80 rax, 96 slot */
         .cfi_def_cfa_register %rbp
         mov ps_xsave_size(%rip), %ecx
         cmpl $0, ps_xsave_kind(%rip)
@@ -103,7 +109,7 @@ ps_probe_entry_common:
         fxsave (%rsp)
 .Lcall:
         mov 72(%rbp), %edi
-        lea 88(%rbp), %rsi
+        lea 96(%rbp), %rsi
         mov 0(%rbp), %rdx               /* rbp at the site */
         mov ps_probe_entry_hook@GOTPCREL(%rip), %rax
         call *(%rax)
@@ -118,7 +124,7 @@ ps_probe_entry_common:
 .Lreturn:
         mov %rbp, %rsp
         pop %rbp
-        .cfi_def_cfa %rsp, 88
+        .cfi_def_cfa %rsp, 96
         .cfi_restore %rbp
         pop %r11
         .cfi_adjust_cfa_offset -8
@@ -136,11 +142,7 @@ ps_probe_entry_common:
         .cfi_adjust_cfa_offset -8
         pop %rdi
         .cfi_adjust_cfa_offset -8
-        add $8, %rsp
-        .cfi_adjust_cfa_offset -8
-        pop %rax
-        .cfi_adjust_cfa_offset -8
-        jmp *(%r11)
+        jmp .Lcopy
         .cfi_endproc
         .size ps_probe_entry_common, .-ps_probe_entry_common
         .section .note.GNU-stack, "", @progbits

@@ -426,10 +426,10 @@ static void test_prologues(uint32_t first_id)
 
 /* ---- registers a caller keeps across the probed call ------------------------------------- */
 /* A caller compiled with -fipa-ra may keep values in call-clobbered registers across a call to
- * a function it knows leaves them alone: keep_check sets xmm8-15 (and zmm16 and k1 with
- * AVX-512), calls the probed f_keep, which touches none of them, and stores them after the
- * return into out[0..7] (xmm8-15), out[8..15] (zmm16) and out[16] (k1).  count_hook clobbers
- * them all. */
+ * a function it knows leaves them alone: keep_check sets xmm8-15, r11 (which the stub
+ * uses) and zmm16 and k1 with AVX-512, calls the probed f_keep, which touches none of them,
+ * and stores them after the return into out[0..7] (xmm8-15), out[8..15] (zmm16), out[16] (k1)
+ * and out[17] (r11).  count_hook clobbers them all. */
 void keep_check(uint64_t *out);
 void f_keep(void);
 __asm__(".text\n"
@@ -458,7 +458,9 @@ __asm__(".text\n"
         "  mov $0x20001, %rax\n"
         "  kmovq %rax, %k1\n"
         "1:\n"
+        "  mov $0x2000b, %r11\n"
         "  call f_keep\n"
+        "  mov %r11, 136(%rbx)\n"
         "  movq %xmm8, 0(%rbx)\n"
         "  movq %xmm9, 8(%rbx)\n"
         "  movq %xmm10, 16(%rbx)\n"
@@ -486,12 +488,18 @@ static void test_kept_registers(uint32_t id)
     int rc = ps_patch_add(id, &p, 0, why, sizeof why);
     if (rc != 0) fprintf(stderr, "keep: %s\n", why);
     CHECK_INT(rc, 0);
-    uint64_t out[17] = {0}, calls = atomic_load(&hook_calls);
+    uint64_t out[18] = {0}, calls = atomic_load(&hook_calls);
     keep_check(out);
     CHECK_INT(atomic_load(&hook_calls), calls + 1);
     for (int k = 0; k < 8; k++) CHECK_INT(out[k], 0x20008 + k);
     for (int k = 8; k < 16; k++) CHECK_INT(out[k], have_avx512 ? 0x20016 : 0);
     CHECK_INT(out[16], have_avx512 ? 0x20001 : 0);
+    CHECK_INT(out[17], 0x2000b);
+    ps_patch_enable(id, 0); /* the stub's r11 is given back on the way past a disabled probe too */
+    memset(out, 0, sizeof out);
+    keep_check(out);
+    CHECK_INT(atomic_load(&hook_calls), calls + 1);
+    CHECK_INT(out[17], 0x2000b);
     CHECK_INT(ps_patch_remove(id, why, sizeof why), 0);
 }
 
