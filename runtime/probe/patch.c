@@ -21,7 +21,6 @@
  * Callers serialise ps_patch_add/remove.  on_sigtrap is async-signal-safe: it reads
  * ps_patches and one byte of text, and writes the interrupted context. */
 #define _GNU_SOURCE
-#include <cpuid.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/membarrier.h>
@@ -45,7 +44,6 @@ _Static_assert(offsetof(ps_patch_t, copy) == 0 && offsetof(ps_patch_t, enabled) 
 
 ps_patch_t ps_patches[PS_PROBE_MAX];
 void (*ps_probe_entry_hook)(uint32_t id, uintptr_t *slot, uintptr_t rbp);
-int ps_probe_vector_width;
 int ps_patch_writer_mprotect;
 
 #define MAX_THREADS 4096
@@ -420,19 +418,6 @@ static int write_text(uintptr_t site, const uint8_t *old, const uint8_t *new, si
     return refuse(why, wlen, "write-failed cannot write the text (%s)", CANNOT_WRITE);
 }
 
-/* Which vector registers carry arguments here, for enter.S (its header says why). */
-static void choose_vector_width(void)
-{
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) || !(c & bit_AVX)) return;
-    uint32_t lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    if ((lo & 0x6) != 0x6) return;
-    ps_probe_vector_width = 1;
-    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX512F) && (lo & 0xe6) == 0xe6)
-        ps_probe_vector_width = 2;
-}
-
 /* The jump to the trampoline, int3 filler after it. */
 static void jump_bytes(const ps_patch_t *d, uint8_t *out)
 {
@@ -472,7 +457,7 @@ int ps_patch_add(uint32_t id, const ps_probe_plan_t *plan, uintptr_t bias, char 
     uintptr_t site = (uintptr_t)plan->vaddr + plan->site + bias;
     if (d->state == PS_PATCH_ACTIVE) return refuse(why, len, "already-probed probe %u", id);
     if (add_check(id, plan, site, why, len) != 0) return -1;
-    if (pt.top == 0) choose_vector_width();
+    if (pt.top == 0) ps_xsave_choose(); /* for enter.S */
     if (id > pt.top) pt.top = id;
     if (!d->tramp || d->len != plan->len || memcmp(d->orig, plan->orig, plan->len) != 0) {
         if (d->tramp) return refuse(why, len, "bad-plan probe %u had other bytes", id);

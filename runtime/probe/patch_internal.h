@@ -9,16 +9,18 @@
 
 /* A trampoline page: the pointer to ps_probe_entry_common at offset 0 (the stubs jump through
  * it: no reach needed to libpathscope), the probe's id at 8, the probe at PS_TRAMP_SLOT.
- * A probe: its stub (PS_TRAMP_STUB bytes: endbr64; mov $ID,%r11d; jmp *common(%rip)), then
- * the relocated instructions and the jmp back, all in PS_TRAMP_BYTES. */
+ * A probe: its stub (PS_TRAMP_STUB bytes: endbr64; mov %r11,-8(%rsp); mov $ID,%r11d;
+ * jmp *common(%rip); int3 filler), then the relocated instructions and the jmp back, all in
+ * PS_TRAMP_BYTES (the longest: 16 two-byte short jumps widened to 6 bytes, and the jmp back:
+ * 101).  The stub keeps the caller's r11 in the red zone (a caller compiled with -fipa-ra may
+ * expect it unchanged) without moving rsp, so the whole stub unwinds as the site. */
 #define PS_TRAMP_PAGE 4096
 #define PS_TRAMP_SLOT 128
 #define PS_TRAMP_BYTES 128
-#define PS_TRAMP_STUB 16
+#define PS_TRAMP_STUB 24
 
 void ps_probe_entry_common(void); /* enter.S */
 /* Which vector registers enter.S saves: 0 xmm, 1 ymm, 2 zmm (patch.c sets it from CPUID). */
-extern int ps_probe_vector_width;
 
 /* Text is written with mprotect R|W|X, write, restore: set once /proc/self/mem refused a
  * write (Linux 6.12's proc_mem.force_override=never), or by a test. (patch.c) */

@@ -276,12 +276,15 @@ int ps_tramp_build(uint32_t id, const ps_probe_plan_t *plan, uintptr_t site, uin
     memcpy(p + 8, &id, 4);
     static const uint8_t endbr64[4] = {0xf3, 0x0f, 0x1e, 0xfa};
     memcpy(t, endbr64, 4);
-    t[4] = 0x41; /* mov $id, %r11d */
-    t[5] = 0xbb;
-    put32(t + 6, (int32_t)id);
-    t[10] = 0xff; /* jmp *common(%rip) */
-    t[11] = 0x25;
-    put32(t + 12, (int32_t)(page - (tramp + PS_TRAMP_STUB)));
+    static const uint8_t keep_r11[5] = {0x4c, 0x89, 0x5c, 0x24, 0xf8}; /* mov %r11, -8(%rsp) */
+    memcpy(t + 4, keep_r11, 5);
+    t[9] = 0x41; /* mov $id, %r11d */
+    t[10] = 0xbb;
+    put32(t + 11, (int32_t)id);
+    t[15] = 0xff; /* jmp *common(%rip) */
+    t[16] = 0x25;
+    put32(t + 17, (int32_t)(page - (tramp + 21)));
+    memset(t + 21, 0xcc, PS_TRAMP_STUB - 21);
     relocate(plan, site, bias, t + PS_TRAMP_STUB, tramp + PS_TRAMP_STUB, id);
     if (PS_RAW(SYS_mprotect, page, PS_TRAMP_PAGE, PROT_READ | PROT_EXEC) != 0) {
         PS_RAW(SYS_munmap, page, PS_TRAMP_PAGE);

@@ -65,8 +65,8 @@ int ps_thunks_in_use;    /* the thunk stack is used: thunk mode, or the exit hoo
 static int redirect_ok;  /* ps_unwind_redirect may redirect in this process */
 static const char *redirect_why = "call paths are off (no unwinder)";
 static ps_unwind_exit_fn exit_hook;
-/* bytes of the XSAVE area for the features the kernel enabled; 0: no XSAVE (FXSAVE's 512) */
-__attribute__((visibility("hidden"))) uint32_t ps_thunk_xsave_size;
+uint32_t ps_xsave_kind, ps_xsave_size; /* unwind.h */
+uint64_t ps_xsave_mask;
 
 _Static_assert(offsetof(ps_thunks_t, top) == 0, "thunk.c assembly: top at 0");
 _Static_assert(offsetof(ps_thunks_t, e) == 8, "thunk.c assembly: e[] at 8");
@@ -118,10 +118,12 @@ __asm__(".text\n"
  * callee clobber -- and a caller compiled with interprocedural register allocation (GCC's
  * -fipa-ra, on at -O2) may keep values in caller-saved registers across a call to a function it
  * knows does not touch them -- so every register but r10, r11 and the flags (which the
- * traversal thunks clobber too) is saved: the general ones pushed, the x87, SSE and AVX state
- * by XSAVE (FXSAVE without it), which keeps st0/st1 and the x87 tags exactly; then the x87
- * stack is emptied (FNINIT: C code may be called only with an empty one, and may use all eight
- * registers) and XRSTOR brings it back.  We use the stack below the returned frame's slot: it
+ * traversal thunks clobber too) is saved: the general ones pushed, the x87, SSE, AVX and
+ * AVX-512 state by XSAVEC (unwind.h: ps_xsave_choose), which keeps st0/st1 and the x87 tags
+ * exactly; then vzeroupper (else each of the C code's SSE instructions may pay an AVX-SSE
+ * state transition with the returned frame's upper halves dirty) and FNINIT (C code may be
+ * called only with an empty x87 stack, and may use all eight registers); XRSTOR brings all of
+ * it back.  We use the stack below the returned frame's slot: it
  * was the callee's, and the caller's red zone holds nothing live across a call (the call
  * itself wrote below its rsp).  Our frame is aligned to 64 (XSAVE's alignment, and 16 for the
  * call).  e[i].ra is read before the hook runs: nothing changes e[i] while top > i. */
@@ -152,10 +154,10 @@ __asm__(".text\n"
         "pushq %r9\n"
         "pushq %r11\n"                     /* -64(%rbp): i */
         "andq $-64, %rsp\n"
-        "movl ps_thunk_xsave_size(%rip), %eax\n"
-        "testl %eax, %eax\n"
-        "jz 1f\n"
-        "subq %rax, %rsp\n"
+        "movl ps_xsave_size(%rip), %ecx\n"
+        "cmpl $0, ps_xsave_kind(%rip)\n"
+        "je 1f\n"
+        "subq %rcx, %rsp\n"
         "andq $-64, %rsp\n"
         "xorl %ecx, %ecx\n"                /* XRSTOR wants the header's reserved bytes zero */
         "movq %rcx, 512(%rsp)\n"
@@ -166,9 +168,18 @@ __asm__(".text\n"
         "movq %rcx, 552(%rsp)\n"
         "movq %rcx, 560(%rsp)\n"
         "movq %rcx, 568(%rsp)\n"
-        "movl $-1, %eax\n"
-        "movl $-1, %edx\n"
+        "movl ps_xsave_mask(%rip), %eax\n"
+        "movl ps_xsave_mask+4(%rip), %edx\n"
+        "cmpl $2, ps_xsave_kind(%rip)\n"
+        "jne 5f\n"
+        "xsavec (%rsp)\n"
+        "jmp 6f\n"
+        "5:\n"
         "xsave (%rsp)\n"
+        "6:\n"
+        "testb $4, ps_xsave_mask(%rip)\n" /* AVX: no SSE transitions in the C code */
+        "jz 2f\n"
+        "vzeroupper\n"
         "jmp 2f\n"
         "1:\n"
         "subq $512, %rsp\n"
@@ -177,12 +188,11 @@ __asm__(".text\n"
         "fninit\n"                         /* an empty x87 stack for C code */
         "movl -64(%rbp), %edi\n"
         "call ps_thunk_hooked_exit\n"
-        "movl ps_thunk_xsave_size(%rip), %eax\n"
-        "testl %eax, %eax\n"
-        "jz 3f\n"
-        "movl $-1, %eax\n"
-        "movl $-1, %edx\n"
-        "xrstor (%rsp)\n"
+        "cmpl $0, ps_xsave_kind(%rip)\n"
+        "je 3f\n"
+        "movl ps_xsave_mask(%rip), %eax\n"
+        "movl ps_xsave_mask+4(%rip), %edx\n"
+        "xrstor (%rsp)\n"                 /* (either format: XCOMP_BV says which) */
         "jmp 4f\n"
         "3:\n"
         "fxrstor (%rsp)\n"
@@ -327,14 +337,41 @@ void ps_unwind_set_exit_hook(ps_unwind_exit_fn fn)
 int ps_unwind_redirect_available(void) { return redirect_ok; }
 const char *ps_unwind_redirect_why(void) { return redirect_ok ? NULL : redirect_why; }
 
-/* The size of the XSAVE area for the state components the kernel enabled (CPUID leaf 0xd,
- * EBX), 0 without XSAVE (CPUID.1:ECX.OSXSAVE[bit 27]). */
-static uint32_t xsave_size(void)
+/* The components saved: all the kernel enabled (XCR0) but the AMX tile configuration and data
+ * (bits 17, 18: 8 KB, and no ABI keeps a tile live across a call).  XSAVEC (CPUID 0xd.1:EAX
+ * bit 1) writes the compacted format and skips components in their initial state -- a third
+ * of XSAVE's cost here; XSAVEOPT is not used for the fallback: its modified optimization
+ * trusts that the area still holds what the last XRSTOR from that address read, which a
+ * stack area reused by other frames does not. */
+void ps_xsave_choose(void)
 {
     unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return 0;
-    __cpuid_count(0xd, 0, a, b, c, d);
-    return b;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE)) {
+        ps_xsave_kind = 0;
+        ps_xsave_size = 512;
+        return;
+    }
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    uint64_t mask = ((uint64_t)hi << 32 | lo) & ~(UINT64_C(3) << 17);
+    __cpuid_count(0xd, 1, a, b, c, d);
+    if (!(a & 2)) { /* the standard format: every component at its fixed offset */
+        __cpuid_count(0xd, 0, a, b, c, d);
+        ps_xsave_size = b;
+        ps_xsave_mask = mask;
+        ps_xsave_kind = 1;
+        return;
+    }
+    uint32_t size = 576; /* the legacy region (x87, SSE) and the header */
+    for (unsigned i = 2; i < 63; i++) {
+        if (!(mask >> i & 1)) continue;
+        __cpuid_count(0xd, i, a, b, c, d);
+        if (c & 2) size = (size + 63) & ~63u; /* this component starts 64-aligned */
+        size += a;
+    }
+    ps_xsave_size = (size + 63) & ~63u;
+    ps_xsave_mask = mask;
+    ps_xsave_kind = 2;
 }
 
 const char *ps_unwind_redirect_setup(void)
@@ -353,7 +390,7 @@ const char *ps_unwind_redirect_setup(void)
     } else {
         redirect_why = NULL;
     }
-    ps_thunk_xsave_size = xsave_size();
+    ps_xsave_choose();
     redirect_ok = !redirect_why;
     return redirect_why;
 }

@@ -91,6 +91,14 @@ const char *ps_unwind_redirect_why(void);
 /* Decides whether redirection is available (at start-up, once the module table is read): not
  * under the reasons that refuse thunk mode, returned (static storage) or NULL. */
 const char *ps_unwind_redirect_setup(void);
+/* How the hooked thunks and the probes' entry (runtime/probe/enter.S) save the x87 and vector
+ * state around their C code: ps_xsave_kind 0 FXSAVE (no XSAVE; 512 bytes), 1 XSAVE, 2 XSAVEC,
+ * of the components in ps_xsave_mask (EDX:EAX), in a 64-aligned area of ps_xsave_size bytes
+ * whose header the caller zeroes.  Set by ps_xsave_choose (idempotent; by
+ * ps_unwind_redirect_setup, and by the patcher before its first probe). */
+extern __attribute__((visibility("hidden"))) uint32_t ps_xsave_kind, ps_xsave_size;
+extern __attribute__((visibility("hidden"))) uint64_t ps_xsave_mask;
+void ps_xsave_choose(void);
 /* In the thread's SIGPROF handler: 1 if another thread's pthread_cancel asked this one to
  * put its return addresses back (the signal was that request): from now on no thunks, and the
  * slots are restored now -- or, when the signal interrupted a tree update (busy), by the

@@ -161,6 +161,7 @@ static _Atomic uint32_t hook_last_id, hook_misaligned;
 static __thread unsigned hooked_now; /* hook calls in this thread since the caller reset it */
 static volatile size_t clobber_size = 4096;
 static int have_avx;
+__attribute__((used)) static int have_avx512; /* (read by keep_check, below) */
 
 /* Counts, and clobbers what a C hook may: glibc's memset, the upper halves of the vector
  * registers (vzeroupper, as glibc's AVX2 string functions end), floating point, every
@@ -178,6 +179,12 @@ static void count_hook(uint32_t id, uintptr_t *slot, uintptr_t rbp)
     d = d * d;
     __asm__ volatile("" ::: "rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11", "xmm0",
                      "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "memory");
+    __asm__ volatile("xorps %%xmm8, %%xmm8\n\txorps %%xmm9, %%xmm9\n\txorps %%xmm10, %%xmm10\n\t"
+                     "xorps %%xmm11, %%xmm11\n\txorps %%xmm12, %%xmm12\n\txorps %%xmm13, %%xmm13\n\t"
+                     "xorps %%xmm14, %%xmm14\n\txorps %%xmm15, %%xmm15\n\tmov $-1, %%r11"
+                     ::: "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "r11");
+    if (have_avx512) /* (not in the clobber list: GCC does not use them without -mavx512f) */
+        __asm__ volatile("vpxord %zmm16, %zmm16, %zmm16\n\tkxorq %k1, %k1, %k1");
 }
 
 /* ---- plans ------------------------------------------------------------------------------- */
@@ -415,15 +422,87 @@ static void probe_one(int i, uint32_t id)
 
 static void test_prologues(uint32_t first_id)
 {
-    for (int i = 0; i < 8; i++) probe_one(i, first_id + (uint32_t)i);
-    /* the ymm argument with each width of saves this CPU has (xmm alone fails it) */
-    int widest = ps_probe_vector_width;
-    for (int w = 1; w <= widest; w++) {
-        ps_probe_vector_width = w;
-        probe_one(8, first_id + 7 + (uint32_t)w);
-    }
-    ps_probe_vector_width = widest;
+    for (int i = 0; i < 8 + have_avx; i++) probe_one(i, first_id + (uint32_t)i); /* 8: ymm0 */
     CHECK_INT(atomic_load(&hook_misaligned), 0);
+}
+
+/* ---- registers a caller keeps across the probed call ------------------------------------- */
+/* A caller compiled with -fipa-ra may keep values in call-clobbered registers across a call to
+ * a function it knows leaves them alone: keep_check sets xmm8-15, r11 (which the stub
+ * uses) and zmm16 and k1 with AVX-512, calls the probed f_keep, which touches none of them,
+ * and stores them after the return into out[0..7] (xmm8-15), out[8..15] (zmm16), out[16] (k1)
+ * and out[17] (r11).  count_hook clobbers them all. */
+void keep_check(uint64_t *out);
+void f_keep(void);
+__asm__(".text\n"
+        ".p2align 4\n"
+        "f_keep:\n"
+        "  push %rbp\n"
+        "  mov %rsp, %rbp\n"
+        "  xor %eax, %eax\n"
+        "  pop %rbp\n"
+        "  ret\n"
+        "keep_check:\n"
+        "  push %rbx\n"
+        "  mov %rdi, %rbx\n"
+        "  mov $0x20008, %rax\n  movq %rax, %xmm8\n"
+        "  mov $0x20009, %rax\n  movq %rax, %xmm9\n"
+        "  mov $0x2000a, %rax\n  movq %rax, %xmm10\n"
+        "  mov $0x2000b, %rax\n  movq %rax, %xmm11\n"
+        "  mov $0x2000c, %rax\n  movq %rax, %xmm12\n"
+        "  mov $0x2000d, %rax\n  movq %rax, %xmm13\n"
+        "  mov $0x2000e, %rax\n  movq %rax, %xmm14\n"
+        "  mov $0x2000f, %rax\n  movq %rax, %xmm15\n"
+        "  cmpl $0, have_avx512(%rip)\n"
+        "  je 1f\n"
+        "  mov $0x20016, %rax\n"
+        "  vpbroadcastq %rax, %zmm16\n"
+        "  mov $0x20001, %rax\n"
+        "  kmovq %rax, %k1\n"
+        "1:\n"
+        "  mov $0x2000b, %r11\n"
+        "  call f_keep\n"
+        "  mov %r11, 136(%rbx)\n"
+        "  movq %xmm8, 0(%rbx)\n"
+        "  movq %xmm9, 8(%rbx)\n"
+        "  movq %xmm10, 16(%rbx)\n"
+        "  movq %xmm11, 24(%rbx)\n"
+        "  movq %xmm12, 32(%rbx)\n"
+        "  movq %xmm13, 40(%rbx)\n"
+        "  movq %xmm14, 48(%rbx)\n"
+        "  movq %xmm15, 56(%rbx)\n"
+        "  cmpl $0, have_avx512(%rip)\n"
+        "  je 2f\n"
+        "  vmovdqu64 %zmm16, 64(%rbx)\n"
+        "  kmovq %k1, 128(%rbx)\n"
+        "2:\n"
+        "  pop %rbx\n"
+        "  ret\n");
+
+static void test_kept_registers(uint32_t id)
+{
+    ps_probe_plan_t p;
+    char why[256] = "";
+    if (!parse((uintptr_t)f_keep, plan_text((uintptr_t)f_keep, 0, 6, "3 copy 0 1 0 0x0 copy 1 3 0 0x0 copy 4 2 0 0x0"), &p)) {
+        failures++;
+        return;
+    }
+    int rc = ps_patch_add(id, &p, 0, why, sizeof why);
+    if (rc != 0) fprintf(stderr, "keep: %s\n", why);
+    CHECK_INT(rc, 0);
+    uint64_t out[18] = {0}, calls = atomic_load(&hook_calls);
+    keep_check(out);
+    CHECK_INT(atomic_load(&hook_calls), calls + 1);
+    for (int k = 0; k < 8; k++) CHECK_INT(out[k], 0x20008 + k);
+    for (int k = 8; k < 16; k++) CHECK_INT(out[k], have_avx512 ? 0x20016 : 0);
+    CHECK_INT(out[16], have_avx512 ? 0x20001 : 0);
+    CHECK_INT(out[17], 0x2000b);
+    ps_patch_enable(id, 0); /* the stub's r11 is given back on the way past a disabled probe too */
+    memset(out, 0, sizeof out);
+    keep_check(out);
+    CHECK_INT(atomic_load(&hook_calls), calls + 1);
+    CHECK_INT(out[17], 0x2000b);
+    CHECK_INT(ps_patch_remove(id, why, sizeof why), 0);
 }
 
 /* ---- a second thread: idle (clear: blocked in a system call) or blocking SIGTRAP ---------- */
@@ -685,7 +764,8 @@ int main(void)
 {
     signal(SIGTRAP, app_on_sigtrap);
     ps_probe_entry_hook = count_hook;
-    have_avx = __builtin_cpu_supports("avx");
+    have_avx = __builtin_cpu_supports("avx") != 0;
+    have_avx512 = __builtin_cpu_supports("avx512f") != 0;
     make_cases();
     test_plan_parse();
     test_prologues(1); /* one thread: written directly */
@@ -693,10 +773,11 @@ int main(void)
     ps_patch_stats(&st);
     CHECK_INT(st.windows, 0);
     CHECK_STR(st.writer, "procmem");
+    test_kept_registers(15);
     other_start(0); /* one more, idle: the live protocol */
     test_prologues(20);
     ps_patch_stats(&st);
-    CHECK_INT(st.windows, 4 * (8 + ps_probe_vector_width)); /* add, remove, add, remove each */
+    CHECK_INT(st.windows, 4 * (8 + have_avx)); /* add, remove, add, remove each */
     CHECK_INT(st.traps, 0);
     test_chained_traps();
     test_mprotect_writer();

@@ -2,8 +2,8 @@
  * hooked thunks; docs/design-probes.md, section 3), on this thread registered as the runtime
  * registers threads: the exit hook sees every return with its index, in LIFO order (recursion,
  * a full thunk stack, a tail call); return values in every register the x86-64 return
- * convention uses, and caller-saved registers, survive a hook that uses the x87, SSE and AVX
- * registers; frames left by longjmp are reported LOST; backtrace() sees real return addresses
+ * convention uses, and caller-saved registers (xmm8-15, zmm16, k1 too), survive a hook that
+ * uses the x87, SSE, AVX and AVX-512 registers; frames left by longjmp are reported LOST; backtrace() sees real return addresses
  * and the slot gets its thunk back; pthread_exit reports open frames UNWOUND, swapcontext
  * LOST; walks through a redirected frame give the same path as without, in every traversal
  * mode, and thunk mode stops at a probe's thunk that continues a committed walk; walks
@@ -33,6 +33,7 @@ static struct {
 static int nevents;
 static volatile long double hook_x87;
 static volatile double hook_sse;
+__attribute__((used)) static int have_avx512; /* (read by preserve_probe, below) */
 
 /* Records the exit; like any C code it may use every scratch register, x87 included. */
 static void record_exit(ps_thread_t *t, int index, int how)
@@ -51,6 +52,12 @@ static void record_exit(ps_thread_t *t, int index, int how)
     hook_sse += buf[index % 512];
     if (__builtin_cpu_supports("avx")) /* all of ymm0 and ymm1, as libc's AVX2 functions may */
         __asm__ volatile("vxorpd %%ymm0, %%ymm0, %%ymm0\n\tvxorpd %%ymm1, %%ymm1, %%ymm1" ::: "xmm0", "xmm1");
+    __asm__ volatile("xorps %%xmm8, %%xmm8\n\txorps %%xmm9, %%xmm9\n\txorps %%xmm10, %%xmm10\n\t"
+                     "xorps %%xmm11, %%xmm11\n\txorps %%xmm12, %%xmm12\n\txorps %%xmm13, %%xmm13\n\t"
+                     "xorps %%xmm14, %%xmm14\n\txorps %%xmm15, %%xmm15"
+                     ::: "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+    if (have_avx512) /* (not in the clobber list: GCC does not use them without -mavx512f) */
+        __asm__ volatile("vpxord %zmm16, %zmm16, %zmm16\n\tkxorq %k1, %k1, %k1");
     if (nevents < MAX_EVENTS) {
         events[nevents].index = index;
         events[nevents].how = how;
@@ -143,8 +150,10 @@ static void test_return_values(void)
 }
 
 /* Registers a caller may keep across a call it knows to leave them alone (GCC's -fipa-ra):
- * preserve_probe redirects its own slot, sets rcx, rsi, rdi, r8, r9 and returns; its caller
- * stores them right after the return. */
+ * preserve_probe redirects its own slot, sets rcx, rsi, rdi, r8, r9, xmm8-15 (and zmm16 and k1
+ * with AVX-512) and returns; its caller stores them right after the return: out[0..4] the
+ * general ones, out[5..12] xmm8-15, out[13..20] zmm16, out[21] k1.  record_exit clobbers the
+ * vector ones. */
 __attribute__((used)) static int redirect_slot(uintptr_t *slot) { return ps_unwind_redirect(ps_self, slot); }
 void preserve_check(uint64_t *out);
 __asm__(".text\n"
@@ -158,6 +167,21 @@ __asm__(".text\n"
         "movq $0x3333, %rdi\n"
         "movq $0x4444, %r8\n"
         "movq $0x5555, %r9\n"
+        "movq $0x30008, %rax\n movq %rax, %xmm8\n"
+        "movq $0x30009, %rax\n movq %rax, %xmm9\n"
+        "movq $0x3000a, %rax\n movq %rax, %xmm10\n"
+        "movq $0x3000b, %rax\n movq %rax, %xmm11\n"
+        "movq $0x3000c, %rax\n movq %rax, %xmm12\n"
+        "movq $0x3000d, %rax\n movq %rax, %xmm13\n"
+        "movq $0x3000e, %rax\n movq %rax, %xmm14\n"
+        "movq $0x3000f, %rax\n movq %rax, %xmm15\n"
+        "cmpl $0, have_avx512(%rip)\n"
+        "je 1f\n"
+        "movq $0x30016, %rax\n"
+        "vpbroadcastq %rax, %zmm16\n"
+        "movq $0x30001, %rax\n"
+        "kmovq %rax, %k1\n"
+        "1:\n"
         "ret\n"
         "preserve_check:\n"
         "pushq %rbx\n"
@@ -168,17 +192,34 @@ __asm__(".text\n"
         "movq %rdi, 16(%rbx)\n"
         "movq %r8, 24(%rbx)\n"
         "movq %r9, 32(%rbx)\n"
+        "movq %xmm8, 40(%rbx)\n"
+        "movq %xmm9, 48(%rbx)\n"
+        "movq %xmm10, 56(%rbx)\n"
+        "movq %xmm11, 64(%rbx)\n"
+        "movq %xmm12, 72(%rbx)\n"
+        "movq %xmm13, 80(%rbx)\n"
+        "movq %xmm14, 88(%rbx)\n"
+        "movq %xmm15, 96(%rbx)\n"
+        "cmpl $0, have_avx512(%rip)\n"
+        "je 2f\n"
+        "vmovdqu64 %zmm16, 104(%rbx)\n"
+        "kmovq %k1, 168(%rbx)\n"
+        "2:\n"
         "popq %rbx\n"
         "ret\n");
 
 static void test_registers(void)
 {
-    uint64_t regs[5] = {0};
+    uint64_t regs[22] = {0};
+    have_avx512 = __builtin_cpu_supports("avx512f") != 0;
     nevents = 0;
     preserve_check(regs);
     CHECK_INT(nevents, 1);
     CHECK_EVENT(0, 0, PS_EXIT_RETURN);
     for (int k = 0; k < 5; k++) CHECK_INT(regs[k], 0x1111 * (k + 1));
+    for (int k = 5; k < 13; k++) CHECK_INT(regs[k], 0x30008 + k - 5);
+    for (int k = 13; k < 21; k++) CHECK_INT(regs[k], have_avx512 ? 0x30016 : 0);
+    CHECK_INT(regs[21], have_avx512 ? 0x30001 : 0);
 }
 
 /* ---- nesting -------------------------------------------------------------------------------- */
