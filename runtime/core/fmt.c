@@ -54,6 +54,18 @@ void ps_fmt_u64(ps_fmt_t *f, uint64_t v)
     while (n) ps_fmt_char(f, tmp[--n]);
 }
 
+void ps_fmt_hex(ps_fmt_t *f, uint64_t v)
+{
+    char tmp[20];
+    int n = 0;
+    do {
+        tmp[n++] = "0123456789abcdef"[v & 15];
+        v >>= 4;
+    } while (v);
+    ps_fmt_str(f, "0x");
+    while (n) ps_fmt_char(f, tmp[--n]);
+}
+
 void ps_fmt_line_u64(ps_fmt_t *f, const char *key, const uint64_t *v, int n)
 {
     ps_fmt_str(f, key);

@@ -143,6 +143,7 @@ void ps_fmt_str(ps_fmt_t *f, const char *s);        /* [signal-safe] */
 void ps_fmt_tsv(ps_fmt_t *f, const char *s);        /* [signal-safe] escapes \t \n \\ */
 void ps_fmt_u64(ps_fmt_t *f, uint64_t v);           /* [signal-safe] */
 void ps_fmt_i64(ps_fmt_t *f, int64_t v);            /* [signal-safe] */
+void ps_fmt_hex(ps_fmt_t *f, uint64_t v);           /* "0x1a2b" [signal-safe] */
 void ps_fmt_char(ps_fmt_t *f, char c);              /* [signal-safe] */
 void ps_fmt_flush(ps_fmt_t *f);                     /* [signal-safe] */
 void ps_fmt_ranges(ps_fmt_t *f, const int *v, int n); /* "0-3,6,8-9" [signal-safe] */

@@ -140,18 +140,6 @@ static int module_of(uintptr_t addr)
 
 int ps_paths_module_of(uintptr_t addr) { return module_of(addr); }
 
-static void hex(ps_fmt_t *f, uintptr_t v)
-{
-    char buf[20];
-    int n = 0;
-    do {
-        buf[n++] = "0123456789abcdef"[v & 15];
-        v >>= 4;
-    } while (v);
-    ps_fmt_str(f, "0x");
-    while (n) ps_fmt_char(f, buf[--n]);
-}
-
 /* Core's node kinds; the others are named by the source that adds them (its kinds table). */
 static const char *const core_kind_names[] = {
     [PS_NODE_ROOT] = "root", [PS_NODE_CALL] = "call", [PS_NODE_FN] = "fn", [PS_NODE_PC] = "pc",
@@ -180,10 +168,10 @@ static void write_thread(ps_fmt_t *f, ps_thread_t *t)
         int m = module_of(t->start_routine);
         if (m >= 0) {
             ps_fmt_u64(f, (uint64_t)m); ps_fmt_tab(f);
-            hex(f, t->start_routine - modules[m].bias);
+            ps_fmt_hex(f, t->start_routine - modules[m].bias);
         } else {
             ps_fmt_str(f, "-\t");
-            hex(f, t->start_routine);
+            ps_fmt_hex(f, t->start_routine);
         }
     } else {
         ps_fmt_str(f, "-\t-");
@@ -207,10 +195,10 @@ static void write_thread(ps_fmt_t *f, ps_thread_t *t)
             int m = module_of(n->key);
             if (m >= 0) {
                 ps_fmt_u64(f, (uint64_t)m); ps_fmt_tab(f);
-                hex(f, n->key - modules[m].bias);
+                ps_fmt_hex(f, n->key - modules[m].bias);
             } else {
                 ps_fmt_str(f, "-\t");
-                hex(f, n->key);
+                ps_fmt_hex(f, n->key);
             }
         } else if (sk && sk->key_name) {
             char name[24];

@@ -8,18 +8,6 @@
 #include "probe_internal.h"
 #include "probe_thread.h"
 
-static void hex(ps_fmt_t *f, uint64_t v)
-{
-    char buf[20];
-    int n = 0;
-    do {
-        buf[n++] = "0123456789abcdef"[v & 15];
-        v >>= 4;
-    } while (v);
-    ps_fmt_str(f, "0x");
-    while (n) ps_fmt_char(f, buf[--n]);
-}
-
 static void module_field(ps_fmt_t *f, uintptr_t addr)
 {
     int m = addr ? ps_paths_module_of(addr) : -1;
@@ -67,7 +55,7 @@ static void write_rank(ps_fmt_t *f)
         ps_fmt_str(f, "probe\t");
         ps_fmt_u64(f, id); ps_fmt_tab(f);
         module_field(f, p->addr); ps_fmt_tab(f);
-        hex(f, p->vaddr); ps_fmt_tab(f);
+        ps_fmt_hex(f, p->vaddr); ps_fmt_tab(f);
         ps_fmt_u64(f, p->size); ps_fmt_tab(f);
         ps_fmt_str(f, ps_probe_state_names[p->state]); ps_fmt_tab(f);
         ps_fmt_u64(f, p->added > start ? ps_ticks_to_ns(p->added - start) : 0);
@@ -85,7 +73,7 @@ static void write_rank(ps_fmt_t *f)
         ps_fmt_str(f, "probe-refused\t");
         ps_fmt_tsv(f, r->spec); ps_fmt_tab(f);
         module_field(f, r->addr); ps_fmt_tab(f);
-        if (r->addr) hex(f, r->vaddr);
+        if (r->addr) ps_fmt_hex(f, r->vaddr);
         else ps_fmt_char(f, '-');
         ps_fmt_tab(f);
         ps_fmt_str(f, r->key); ps_fmt_tab(f);

@@ -15,6 +15,7 @@
 #include <fcntl.h>
 
 #include "patch_internal.h"
+#include "procmaps.h"
 
 #define REACH ((uint64_t)1 << 31)
 #define LOWEST_MAP ((uintptr_t)0x10000)          /* vm.mmap_min_addr's default */
@@ -57,23 +58,12 @@ typedef struct {
     int prot;
 } map_t;
 
-static uintptr_t parse_hex(const char **p)
-{
-    uintptr_t v = 0;
-    for (;; (*p)++) {
-        char c = **p;
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (d < 0) return v;
-        v = v * 16 + (uintptr_t)d;
-    }
-}
-
 static int parse_map(const char *line, map_t *m)
 {
     const char *p = line;
-    m->start = parse_hex(&p);
+    m->start = ps_maps_parse_hex(&p);
     if (*p++ != '-') return 0;
-    m->end = parse_hex(&p);
+    m->end = ps_maps_parse_hex(&p);
     if (p[0] != ' ' || !p[1] || !p[2] || !p[3]) return 0;
     m->prot = (p[1] == 'r' ? PROT_READ : 0) | (p[2] == 'w' ? PROT_WRITE : 0) |
               (p[3] == 'x' ? PROT_EXEC : 0);

@@ -39,15 +39,19 @@ int main(void)
     CHECK_STR(ranges(d, 3), "3,2,1"); /* rank order is kept, not sorted */
     CHECK_STR(ranges(a, 0), "-");
 
-    char buf[64];
+    char buf[96];
     ps_fmt_t f = {buf, 0, sizeof buf - 1, -1, 0};
     ps_fmt_u64(&f, 18446744073709551615ull);
     ps_fmt_char(&f, ' ');
     ps_fmt_i64(&f, -9223372036854775807ll - 1);
     ps_fmt_char(&f, ' ');
     ps_fmt_tsv(&f, "a\tb\nc\\");
+    ps_fmt_char(&f, ' ');
+    ps_fmt_hex(&f, 0);
+    ps_fmt_char(&f, ' ');
+    ps_fmt_hex(&f, 0x7fab12ull);
     buf[f.len] = 0;
-    CHECK_STR(buf, "18446744073709551615 -9223372036854775808 a\\tb\\nc\\\\");
+    CHECK_STR(buf, "18446744073709551615 -9223372036854775808 a\\tb\\nc\\\\ 0x0 0x7fab12");
 
     /* a buffer without a file descriptor fails instead of overflowing */
     char tiny[4];
