@@ -116,6 +116,11 @@ extern int ps_paths_on;             /* call paths (unwinding, trees) active in t
  * is registered. */
 int ps_threads_init(void);
 int ps_process_is_launcher(void);     /* mpirun, orted, srun, ...: never profiled */
+/* pathscope's own helper threads (the live component's control thread): never registered,
+ * but theirs are this process's system calls all the same (kernel time's snapshot check).
+ * The tid is kept after the thread ends.  [signal-safe] */
+void ps_own_thread_add(int tid);
+int ps_own_thread(int tid);
 ps_thread_t *ps_thread_register(void);  /* not signal-safe (maps memory) */
 void *ps_map_zeroed(size_t bytes);      /* anonymous, NORESERVE; NULL on failure [signal-safe] */
 /* The CPU-time clock of thread tid, and its value in ns (0 if unknown). [signal-safe] */

@@ -304,3 +304,22 @@ __attribute__((visibility("default"))) int execle(const char *path, const char *
     va_end(ap);
     return execve(path, argv, envp);
 }
+
+/* ---- pathscope's own helper threads ------------------------------------------------------ */
+#define PS_OWN_TIDS 16
+static _Atomic int own_tids[PS_OWN_TIDS];
+static _Atomic int nown_tids;
+
+void ps_own_thread_add(int tid)
+{
+    int i = atomic_fetch_add(&nown_tids, 1);
+    if (i < PS_OWN_TIDS) atomic_store(&own_tids[i], tid);
+}
+
+int ps_own_thread(int tid)
+{
+    int n = atomic_load(&nown_tids);
+    for (int i = 0; i < n && i < PS_OWN_TIDS; i++)
+        if (atomic_load(&own_tids[i]) == tid) return 1;
+    return 0;
+}

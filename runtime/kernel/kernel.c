@@ -674,6 +674,7 @@ static int own_thread(uint64_t tid)
     int n = atomic_load(&ps_nthreads);
     for (int i = 0; i < n && !last_ok; i++)
         if (ps_threads[i] && (uint64_t)ps_threads[i]->tid == tid) last_ok = 1;
+    if (!last_ok && tid <= 0x7fffffff && ps_own_thread((int)tid)) last_ok = 1;
     if (!last_ok && tid <= 0x7fffffff) {
         char path[48];
         ps_fmt_t p = {path, 0, sizeof path - 1, -1, 0};

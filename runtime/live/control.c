@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
@@ -285,6 +286,7 @@ static void accept_one(void)
 static void *control_main(void *arg)
 {
     (void)arg;
+    ps_own_thread_add((int)syscall(SYS_gettid)); /* (its system calls are this process's) */
     unsigned interval = live.interval_ms;
     uint64_t next = 0;
     while (!atomic_load(&live.stop)) {

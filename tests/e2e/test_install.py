@@ -65,8 +65,8 @@ def test_prefix_holds_the_runtime_the_cli_and_nothing_else(prefix):
     for mpi in mpis:
         want |= {f"lib/pathscope/{mpi}/{name}" for name in
                  ("libpathscope.so", "libpathscope-heap.so", "libpathscope-kernel.so")}
-        if "pathscope-kcollect" in built:
-            want.add(f"lib/pathscope/{mpi}/pathscope-kcollect")
+        # the collector and the resolver next to the library, where the runtime starts them
+        want |= {f"lib/pathscope/{mpi}/{name}" for name in built}
     python = ROOT / "python"
     want |= {f"share/pathscope/python/{f.relative_to(python)}"
              for f in python.rglob("*.py") if "__pycache__" not in f.parts}

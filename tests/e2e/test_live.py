@@ -261,7 +261,8 @@ def test_live_info_and_errors(phases):
     assert request(p.sock(), "live info") == [  # (no final newline: EOF ends the line)
         f"pid {p.pid}", "rank -1", f"outdir {p.outdir}", "program live_phases", "end"]
     assert request(p.sock(), "bogus thing\n") == ["error unknown request 'bogus'", "end"]
-    assert request(p.sock(), "probe list\n") == ["error unknown request 'probe'", "end"]
+    assert request(p.sock(), "probe list\n") == ["end"]  # (the probe source: no probes yet)
+    assert request(p.sock(), "nosuch list\n") == ["error unknown request 'nosuch'", "end"]
     assert request(p.sock(), "live tables\n") == ["error unknown live request 'tables'", "end"]
     assert request(p.sock(), "") == ["error empty request", "end"]
     assert request(p.sock(), "live " + "x" * 4100 + "\n") == ["error line over 4096 bytes", "end"]
@@ -389,7 +390,7 @@ def test_segment_header_and_sample_data(phases):
     assert h["seq"] % 2 == 0 and h["publishes"] >= first["publishes"] + 10
     assert h["cpu_total"] > 0
     s = sections(h["data"])
-    assert list(s) == ["live", "sample", "heap", "kernel", "mpi"]
+    assert list(s) == ["live", "sample", "heap", "kernel", "mpi", "probe"]
     core = s["live"]
     assert core[0][0] == "elapsed" and int(core[0][1]) > 1_400_000_000
     threads = [f for f in core if f[0] == "thread"]
