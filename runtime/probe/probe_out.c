@@ -123,14 +123,9 @@ void ps_probe_write(ps_fmt_t *f, ps_section sec, ps_thread_t *t)
 
 const char *ps_probe_key_name(uintptr_t key, char buf[24])
 {
-    int n = 0;
-    char tmp[24];
-    do {
-        tmp[n++] = (char)('0' + key % 10);
-        key /= 10;
-    } while (key && n < 20);
-    for (int i = 0; i < n; i++) buf[i] = tmp[n - 1 - i];
-    buf[n] = 0;
+    ps_fmt_t f = {buf, 0, 23, -1, 0};
+    ps_fmt_u64(&f, key);
+    buf[f.len] = 0;
     return buf;
 }
 

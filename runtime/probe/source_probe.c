@@ -110,19 +110,24 @@ static int buf_addf(buf_t *b, const char *fmt, ...)
     return buf_add(b, line, (size_t)n);
 }
 
+/* The whole of /proc/self/maps into text (NUL-terminated); -1 if it cannot be read. */
+static int read_maps(buf_t *text)
+{
+    ps_ownfd_t maps;
+    if (ps_maps_open(&maps) < 0) return -1;
+    char chunk[65536];
+    for (long r; (r = ps_maps_read(&maps, chunk, sizeof chunk)) > 0;)
+        if (buf_add(text, chunk, (size_t)r)) break;
+    ps_fd_release(&maps);
+    return text->text ? 0 : -1;
+}
+
 /* The executable file-backed modules of /proc/self/maps, one `module` line each (a path with
  * a TAB or newline in it is left out: the resolver's lines could not carry it). */
 static int module_lines(buf_t *b)
 {
-    ps_ownfd_t maps;
-    if (ps_maps_open(&maps) < 0) return -1;
     buf_t text = {0};
-    char chunk[65536];
-    for (;;) {
-        long r = ps_maps_read(&maps, chunk, sizeof chunk);
-        if (r <= 0 || buf_add(&text, chunk, (size_t)r)) break;
-    }
-    ps_fd_release(&maps);
+    if (read_maps(&text)) return -1;
     int n = 0;
     const char *seen[MAX_MODULES];
     for (char *line = text.text; line && *line && n < MAX_MODULES;) {
@@ -241,20 +246,23 @@ static const char *run_resolver(const buf_t *input, buf_t *out)
 typedef struct {
     int id;
     const char *path;
+    int looked, mapped;          /* its load bias was looked for; found */
+    uintptr_t bias;
 } module_ref_t;
 
 typedef struct {
     module_ref_t modules[MAX_MODULES];
     int nmodules;
+    buf_t maps;                  /* /proc/self/maps, read at the first bias looked for */
     struct { int id; const char *text; } specs[MAX_SPECS * 4];
     int nspecs;
     int nomatch;                 /* nomatch lines seen */
 } apply_ctx_t;
 
-static const char *module_path(const apply_ctx_t *c, int id)
+static module_ref_t *module_ref(apply_ctx_t *c, int id)
 {
     for (int i = 0; i < c->nmodules; i++)
-        if (c->modules[i].id == id) return c->modules[i].path;
+        if (c->modules[i].id == id) return &c->modules[i];
     return NULL;
 }
 
@@ -266,33 +274,29 @@ static const char *spec_text(const apply_ctx_t *c, int id)
 }
 
 /* The load bias of the module mapped from path (its lowest mapping holds the ELF header). */
-static int module_bias(const char *path, uintptr_t *bias)
+/* The load bias of module m, from its lowest mapping (which holds the ELF header); 1 if it is
+ * mapped.  Looked up once per request. */
+static int module_bias(apply_ctx_t *c, module_ref_t *m)
 {
-    ps_ownfd_t maps;
-    if (ps_maps_open(&maps) < 0) return -1;
-    static char text[1 << 20];
-    size_t len = 0;
-    for (;;) {
-        long r = ps_maps_read(&maps, text + len, sizeof text - 1 - len);
-        if (r <= 0) break;
-        len += (size_t)r;
-    }
-    ps_fd_release(&maps);
-    text[len] = 0;
-    for (char *line = text; *line;) {
-        char *nl = strchr(line, '\n');
-        if (nl) *nl = 0;
+    if (m->looked) return m->mapped;
+    m->looked = 1;
+    if (!c->maps.text && read_maps(&c->maps)) return 0;
+    for (const char *line = c->maps.text; *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t n = nl ? (size_t)(nl - line) : strlen(line);
+        char copy[PS_PATH_MAX + 128];
+        snprintf(copy, sizeof copy, "%.*s", (int)n, line);
         ps_maps_line_t ml;
-        if (ps_maps_parse_line(line, &ml) && ml.path && strcmp(ml.path, path) == 0) {
+        if (ps_maps_parse_line(copy, &ml) && ml.path && strcmp(ml.path, m->path) == 0) {
             ps_elf_image_t img;
-            if (!ml.readable || !ps_elf_image(ml.start, &img)) return -1;
-            *bias = img.bias;
-            return 0;
+            m->mapped = ml.readable && ps_elf_image(ml.start, &img);
+            m->bias = m->mapped ? img.bias : 0;
+            return m->mapped;
         }
         if (!nl) break;
         line = nl + 1;
     }
-    return -1;
+    return 0;
 }
 
 static void refusal(const char *spec, const char *module, uintptr_t addr, uintptr_t bias,
@@ -354,13 +358,14 @@ static int fields(char *line, char **f, int max)
 static void apply_match(apply_ctx_t *c, char **f, ps_request_t *rq)
 {
     const char *spec = spec_text(c, atoi(f[1]));
-    const char *path = module_path(c, atoi(f[2]));
+    module_ref_t *m = module_ref(c, atoi(f[2]));
+    const char *path = m ? m->path : NULL;
     uint64_t vaddr = strtoull(f[3], NULL, 16), size = strtoull(f[4], NULL, 10);
-    uintptr_t bias = 0;
-    if (!path || module_bias(path, &bias)) {
+    if (!m || !module_bias(c, m)) {
         refusal(spec, path, 0, 0, "not-mapped", "the module is not mapped in this process", rq, f[5]);
         return;
     }
+    uintptr_t bias = m->bias;
     const char *deny = denied(f[5], path);
     if (deny) {
         refusal(spec, path, vaddr + bias, bias, "denied", deny, rq, f[5]);
@@ -433,19 +438,18 @@ int ps_probe_apply(char **lines, int n, ps_request_t *rq, char *nomatch, size_t 
         char *f[10];
         int nf = fields(lines[i], f, 10);
         if (strcmp(f[0], "module") == 0 && nf >= 3 && c.nmodules < MAX_MODULES) {
-            c.modules[c.nmodules++] = (module_ref_t){atoi(f[1]), f[2]};
+            c.modules[c.nmodules++] = (module_ref_t){.id = atoi(f[1]), .path = f[2]};
         } else if (strcmp(f[0], "spec") == 0 && nf >= 3 && c.nspecs < MAX_SPECS * 4) {
             c.specs[c.nspecs].id = atoi(f[1]);
             c.specs[c.nspecs++].text = f[2];
         } else if (strcmp(f[0], "match") == 0 && nf >= 9) {
             apply_match(&c, f, rq);
         } else if (strcmp(f[0], "refused") == 0 && nf >= 7) {
-            const char *path = module_path(&c, atoi(f[2]));
-            uintptr_t bias = 0;
-            int mapped = path && !module_bias(path, &bias);
+            module_ref_t *m = module_ref(&c, atoi(f[2]));
+            int mapped = m && module_bias(&c, m);
             uint64_t vaddr = strtoull(f[3], NULL, 16);
-            refusal(spec_text(&c, atoi(f[1])), path, mapped ? vaddr + bias : 0, bias, f[5], f[6],
-                    rq, f[4]);
+            refusal(spec_text(&c, atoi(f[1])), m ? m->path : NULL, mapped ? vaddr + m->bias : 0,
+                    mapped ? m->bias : 0, f[5], f[6], rq, f[4]);
         } else if (strcmp(f[0], "nomatch") == 0 && nf >= 3) {
             if (!c.nomatch++ && nomatch) snprintf(nomatch, len, "%s", f[2]);
             if (rq) {
@@ -457,9 +461,10 @@ int ps_probe_apply(char **lines, int n, ps_request_t *rq, char *nomatch, size_t 
             char line[256];
             snprintf(line, sizeof line, "error\tmalformed line %d of the request", i + 2);
             ps_reply(rq, line);
-            return c.nomatch;
+            break;
         }
     }
+    free(c.maps.text);
     return c.nomatch;
 }
 
