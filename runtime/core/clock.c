@@ -11,6 +11,9 @@
 int ps_clock_uses_tsc;
 static uint64_t clock_tsc0, clock_ns0;
 
+/* (ps_now's fallback without an invariant TSC, reached from the probes' fast entry and exit,
+ * which save the general registers only: runtime/probe/enter.c) */
+__attribute__((target("general-regs-only"), no_sanitize("address", "undefined")))
 uint64_t ps_clock_monotonic_ns(void)
 {
     struct timespec ts;

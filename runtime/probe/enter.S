@@ -3,6 +3,9 @@
  * return address at (rsp)).
  *
  * A disabled probe (or no hook set) goes straight to its relocated copy.  An enabled one saves
+ * the general registers below and calls ps_probe_enter_fast(id, slot) (runtime/probe/enter.c,
+ * C for the general registers only): a call from the same site and activation as the last
+ * one is recorded there, and nothing else needs saving.  Otherwise it saves
  * every register the probed function's caller may expect unchanged or the function may read
  * on arrival, calls ps_probe_entry_hook(id, slot, rbp at the site) on a 64-byte aligned stack,
  * restores them and jumps to the copy with rsp as it was at the site.  Saved: rdi rsi rdx rcx
@@ -76,6 +79,12 @@ ps_probe_entry_common:
         .cfi_rel_offset %rbp, 0
         mov %rsp, %rbp                  /* 0 rbp, 8 r11 ... 64 rdi, 72 id, 80 rax, 96 slot */
         .cfi_def_cfa_register %rbp
+        and $-16, %rsp                  /* the fast path: C for the general registers only */
+        mov 72(%rbp), %edi
+        lea 96(%rbp), %rsi
+        call ps_probe_enter_fast
+        test %eax, %eax
+        jnz .Lfast_done
         mov ps_xsave_size(%rip), %ecx
         cmpl $0, ps_xsave_kind(%rip)
         je .Lfxsave
@@ -118,10 +127,10 @@ ps_probe_entry_common:
         mov ps_xsave_mask(%rip), %eax
         mov ps_xsave_mask+4(%rip), %edx
         xrstor (%rsp)                   /* (either format: XCOMP_BV says which) */
-        jmp .Lreturn
+        jmp .Lfast_done
 .Lfxrstor:
         fxrstor (%rsp)
-.Lreturn:
+.Lfast_done:
         mov %rbp, %rsp
         pop %rbp
         .cfi_def_cfa %rsp, 96

@@ -11,12 +11,25 @@
  * probed calls made inside it and minus the MPI time measured inside it that those did not
  * already hold; exact for nesting, recursion and MPI below, from two counters per record.
  *
+ * The fast path (ps_probe_enter_fast, called by the stub before it saves any vector state): a
+ * call from the same return-address slot and return address as the probe's last entry on this
+ * thread, whose caller's own slot still holds the thunk entry put there at that entry
+ * (unwind.h: ps_unwind_anchor), is made from the same activation of the same caller: the same
+ * path, the same node, no walk.  Otherwise the stub saves everything and takes the slow path
+ * (probe_enter), which walks, records, and sets the anchor for next time.
+ *
+ * This file is compiled for the general registers only (-mgeneral-regs-only, CMakeLists.txt):
+ * the fast path and the exit run with only the general registers saved (enter.S, the hooked
+ * thunks of unwind/thunk.c), so they must not touch the x87 or vector state nor call anything
+ * that may (the cpu and rusage counters are raw system calls, not libc's wrappers).
+ *
  * Everything here is [signal-safe]: the thread's preallocated state only.  Calls made while
  * the thread is inside pathscope (a walk, a sample, a tree update), by threads pathscope does
  * not know, or while the trees are frozen pass straight through, counted. */
 #define _GNU_SOURCE
 #include <stdatomic.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 #include "probe_internal.h"
@@ -43,17 +56,27 @@ static probe_node_t *node_metrics(const ps_thread_t *t, probe_thread_t *pt)
     return pt->nodes;
 }
 
+/* A system call with two arguments, without libc (whose wrappers are not compiled for the
+ * general registers only). */
+static inline long raw_syscall2(long nr, long a, long b)
+{
+    long ret;
+    __asm__ volatile("syscall" : "=a"(ret) : "a"(nr), "D"(a), "S"(b) : "rcx", "r11", "memory");
+    return ret;
+}
+
 /* The counters of metrics cpu and rusage, read at entry and exit. */
 static inline void counters(probe_act_t *a)
 {
-    struct timespec ts;
     if (ps_probe_metrics == PROBE_CPU) {
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        struct timespec ts = {0, 0};
+        raw_syscall2(SYS_clock_gettime, CLOCK_THREAD_CPUTIME_ID, (long)&ts);
         a->cpu0 = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
         a->minflt0 = a->majflt0 = a->vcsw0 = a->ivcsw0 = 0; /* (not measured: no deltas) */
     } else {
         struct rusage ru;
-        getrusage(RUSAGE_THREAD, &ru);
+        __builtin_memset(&ru, 0, sizeof ru); /* (rep stos: general registers only) */
+        raw_syscall2(SYS_getrusage, RUSAGE_THREAD, (long)&ru);
         a->cpu0 = ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000u +
                   ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000u;
         a->minflt0 = (uint64_t)ru.ru_minflt;
@@ -61,6 +84,49 @@ static inline void counters(probe_act_t *a)
         a->vcsw0 = (uint64_t)ru.ru_nvcsw;
         a->ivcsw0 = (uint64_t)ru.ru_nivcsw;
     }
+}
+
+/* A new entry's record on the active stack (i: its thunk's index), and the probe's clock last. */
+static inline void open_call(ps_thread_t *t, probe_thread_t *pt, int i, uint32_t id, uint32_t node)
+{
+    probe_act_t *a = &pt->act[i];
+    a->id = id;
+    a->node = node;
+    a->prev = pt->cur;
+    a->child_incl = a->child_mpi = 0;
+    a->mpi0 = mpi_total(t);
+    if (ps_probe_metrics != PROBE_TIME) counters(a);
+    a->open = 1;
+    pt->cur = (uint32_t)i + 1;
+}
+
+/* From the stub with the general registers saved only: 1 if the call was recorded here, 0 for
+ * the slow path (which then counts it). */
+int ps_probe_enter_fast(uint32_t id, uintptr_t *slot)
+{
+    ps_thread_t *t = ps_self;
+    if (!t) return 0;
+    probe_thread_t *pt = probe_of(t);
+    const probe_fast_t *f = &pt->fast[id % PROBE_FAST];
+    if (f->id1 != id + 1 || f->slot != (uintptr_t)slot || f->ra != *slot || pt->inside ||
+        !ps_tree_claim(t, PS_CLAIM_OPEN))
+        return 0;
+    int i = ps_unwind_redirect_fast(t, slot, f->anchor, f->aslot, f->seq, ps_probe_timed);
+    if (i < 0) {
+        ps_tree_release(t);
+        return 0;
+    }
+    t->nodes[f->node].visits++;
+    pt->fast_entries++;
+    if (!ps_probe_timed) {
+        pt->nodes[f->node].untimed++;
+        ps_tree_release(t);
+        return 1;
+    }
+    open_call(t, pt, i, id, f->node);
+    ps_tree_release(t);
+    pt->act[i].t0 = ps_now();
+    return 1;
 }
 
 static void probe_enter(uint32_t id, uintptr_t *slot, uintptr_t rbp)
@@ -79,29 +145,42 @@ static void probe_enter(uint32_t id, uintptr_t *slot, uintptr_t rbp)
         atomic_fetch_add_explicit(&ps_probe_passed, 1, memory_order_relaxed);
         return;
     }
-    ps_from_t from = {.how = PS_FROM_FRAME, .ra = *slot, .sp = (uintptr_t)(slot + 1), .rbp = rbp};
-    uint32_t node;
-    ps_cct_record(t, &from, PS_NODE_PROBE, id, &pt->cache[id % 64], &node);
+    uintptr_t ra = *slot;
+    ps_from_t from = {.how = PS_FROM_FRAME, .ra = ra, .sp = (uintptr_t)(slot + 1), .rbp = rbp};
+    uint32_t node = 0;
+    if (ps_cct_record(t, &from, PS_NODE_PROBE, id, &pt->cache[id % 64], &node) < 0) {
+        pt->inside = 0; /* (a trim's answer: nothing recorded) */
+        ps_tree_release(t);
+        atomic_fetch_add_explicit(&ps_probe_passed, 1, memory_order_relaxed);
+        return;
+    }
     t->nodes[node].visits++;
+    /* the fast path's anchor: the caller's own slot, with the thunk entry just below this call's */
+    probe_fast_t *f = &pt->fast[id % PROBE_FAST];
+    f->id1 = 0;
+    uintptr_t aslot = ps_unwind_caller_slot(t, ra, (uintptr_t)(slot + 1), rbp);
+    uint64_t seq = 0;
+    int anchor = aslot ? ps_unwind_anchor(t, slot, aslot, &seq) : -1;
     int i = ps_probe_timed ? ps_unwind_redirect(t, slot) : -1;
+    if (anchor >= 0 && (ps_probe_timed ? i == anchor + 1 : 1)) {
+        f->slot = (uintptr_t)slot;
+        f->ra = ra;
+        f->aslot = aslot;
+        f->seq = seq;
+        f->node = node;
+        f->anchor = (uint32_t)anchor;
+        f->id1 = id + 1;
+    }
     if (i < 0) {
         nodes[node].untimed++;
         pt->inside = 0;
         ps_tree_release(t);
         return;
     }
-    probe_act_t *a = &pt->act[i];
-    a->id = id;
-    a->node = node;
-    a->prev = pt->cur;
-    a->child_incl = a->child_mpi = 0;
-    a->mpi0 = mpi_total(t);
-    if (ps_probe_metrics != PROBE_TIME) counters(a);
-    a->open = 1;
-    pt->cur = (uint32_t)i + 1;
+    open_call(t, pt, i, id, node);
     pt->inside = 0;
     ps_tree_release(t);
-    a->t0 = ps_now();
+    pt->act[i].t0 = ps_now();
 }
 
 /* The call of record a ends at t1 (ticks): its times go to its node and to the next outer
@@ -131,7 +210,7 @@ static void close_call(ps_thread_t *t, probe_thread_t *pt, probe_act_t *a, uint6
     }
 }
 
-static void probe_exit(ps_thread_t *t, int index, int how)
+void ps_probe_exit(ps_thread_t *t, int index, int how)
 {
     uint64_t t1 = ps_now();
     probe_thread_t *pt = t ? probe_of(t) : NULL;
@@ -150,7 +229,7 @@ static void probe_exit(ps_thread_t *t, int index, int how)
 
 void ps_probe_handlers_init(void)
 {
-    ps_unwind_set_exit_hook(probe_exit);
+    ps_unwind_set_exit_hook(ps_probe_exit);
     ps_probe_entry_hook = probe_enter;
 }
 

@@ -42,6 +42,10 @@ extern pthread_mutex_t ps_probe_lock;
 /* Handlers (enter.c). */
 void ps_probe_handlers_init(void);
 void ps_probe_thread_exit(ps_thread_t *t, void *state);  /* [signal-safe] */
+/* The entry fast path (from enter.S; 1: recorded, 0: take the slow path) and the exit hook
+ * (unwind.h): general registers only. [signal-safe] */
+__attribute__((visibility("hidden"))) int ps_probe_enter_fast(uint32_t id, uintptr_t *slot);
+__attribute__((visibility("hidden"))) void ps_probe_exit(ps_thread_t *t, int index, int how);
 /* The extra inclusive/exclusive ticks of node's calls still open in t at now (the writers). */
 void ps_probe_open_extra(ps_thread_t *t, uint32_t node, uint64_t now, uint64_t *incl,
                          uint64_t *excl, uint64_t *open);

@@ -27,6 +27,16 @@ static uint64_t lost_exits(int nthreads)
     return lost;
 }
 
+static uint64_t fast_entries(int nthreads)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < nthreads; i++) {
+        ps_thread_t *t = ps_threads[i];
+        if (t) n += probe_of(t)->fast_entries;
+    }
+    return n;
+}
+
 static void write_rank(ps_fmt_t *f)
 {
     static const char *const metrics[] = {"time", "cpu", "rusage"};
@@ -45,7 +55,8 @@ static void write_rank(ps_fmt_t *f)
     ps_fmt_u64(f, st.scan_waits); ps_fmt_tab(f);
     ps_fmt_u64(f, atomic_load(&ps_probe_passed)); ps_fmt_tab(f);
     ps_fmt_u64(f, lost_exits(ps_write_nthreads())); ps_fmt_tab(f);
-    ps_fmt_str(f, "-\n");
+    ps_fmt_str(f, "-\t");
+    ps_fmt_u64(f, fast_entries(ps_write_nthreads())); ps_fmt_char(f, '\n');
     uint32_t count = ps_probe_count;
     /* (times from the main thread's registration: recording's start) */
     uint64_t start = ps_threads[0] ? ps_threads[0]->start_ticks : 0;

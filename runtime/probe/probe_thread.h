@@ -27,11 +27,23 @@ typedef struct {
     uint64_t cpu0, minflt0, majflt0, vcsw0, ivcsw0;
 } probe_act_t;
 
+/* The entry fast path's memory of a probe's last entry (enter.c): the call from return
+ * address ra in slot, whose caller's own slot aslot held thunk entry `anchor` (with seq), went
+ * to node.  id + 1 (0: empty). */
+typedef struct {
+    uintptr_t slot, ra, aslot;
+    uint64_t seq;
+    uint32_t id1, node, anchor, pad;
+} probe_fast_t;
+#define PROBE_FAST 64        /* fast-path memories per thread, by probe id % PROBE_FAST */
+
 typedef struct {
     probe_node_t *nodes;     /* mapped at the thread's first probed call */
     uint32_t cur;            /* the innermost open call's index + 1, 0: none */
     uint32_t inside;         /* in a handler: calls from it pass through */
     ps_leaf_cache_t cache[64]; /* probe leaves by (parent, id), id % 64 */
+    probe_fast_t fast[PROBE_FAST];
+    uint64_t fast_entries;   /* entries that took the fast path */
     probe_act_t act[PS_MAX_DEPTH];
 } probe_thread_t;
 

@@ -114,19 +114,18 @@ __asm__(".text\n"
  * into the slot, so that from ps_thunk_hooked_framed on the stack is that of a function called
  * from e[i].ra, described by CFI like any: a sample here, or in the exit hook below, walks on to
  * the caller (before that, the walker reads the slot, which still holds the thunk:
- * unwind_internal.h, RULE_RETURNED).  The hook is C, free to use any register the ABI lets a
- * callee clobber -- and a caller compiled with interprocedural register allocation (GCC's
- * -fipa-ra, on at -O2) may keep values in caller-saved registers across a call to a function it
- * knows does not touch them -- so every register but r10, r11 and the flags (which the
- * traversal thunks clobber too) is saved: the general ones pushed, the x87, SSE, AVX and
- * AVX-512 state by XSAVEC (unwind.h: ps_xsave_choose), which keeps st0/st1 and the x87 tags
- * exactly; then vzeroupper (else each of the C code's SSE instructions may pay an AVX-SSE
- * state transition with the returned frame's upper halves dirty) and FNINIT (C code may be
- * called only with an empty x87 stack, and may use all eight registers); XRSTOR brings all of
- * it back.  We use the stack below the returned frame's slot: it
- * was the callee's, and the caller's red zone holds nothing live across a call (the call
- * itself wrote below its rsp).  Our frame is aligned to 64 (XSAVE's alignment, and 16 for the
- * call).  e[i].ra is read before the hook runs: nothing changes e[i] while top > i. */
+ * unwind_internal.h, RULE_RETURNED).  A caller compiled with interprocedural register
+ * allocation (GCC's -fipa-ra, on at -O2) may keep values in caller-saved registers across a
+ * call to a function it knows does not touch them, so every register but r10, r11 and the
+ * flags (which the traversal thunks clobber too) must come back as the frame left them.  The
+ * C code this calls -- ps_thunk_hooked_exit, ps_thunks_close and the exit hook -- is compiled
+ * for the general registers only (this file and runtime/probe/enter.c: -mgeneral-regs-only,
+ * no sanitizer calls; tests/e2e/test_general_regs.py checks the machine code), so pushing the
+ * caller-saved general registers is all the saving there is: no x87, SSE, AVX or AVX-512
+ * state is touched (the XSAVEC/XRSTOR pair this replaced cost ~150 ns per exit here).  We use
+ * the stack below the returned frame's slot: it was the callee's, and the caller's red zone
+ * holds nothing live across a call (the call itself wrote below its rsp).  e[i].ra is read
+ * before the hook runs: nothing changes e[i] while top > i. */
 __asm__(".text\n"
         ".globl ps_thunk_hooked_common\n"
         ".hidden ps_thunk_hooked_common\n"
@@ -153,50 +152,9 @@ __asm__(".text\n"
         "pushq %r8\n"
         "pushq %r9\n"
         "pushq %r11\n"                     /* -64(%rbp): i */
-        "andq $-64, %rsp\n"
-        "movl ps_xsave_size(%rip), %ecx\n"
-        "cmpl $0, ps_xsave_kind(%rip)\n"
-        "je 1f\n"
-        "subq %rcx, %rsp\n"
-        "andq $-64, %rsp\n"
-        "xorl %ecx, %ecx\n"                /* XRSTOR wants the header's reserved bytes zero */
-        "movq %rcx, 512(%rsp)\n"
-        "movq %rcx, 520(%rsp)\n"
-        "movq %rcx, 528(%rsp)\n"
-        "movq %rcx, 536(%rsp)\n"
-        "movq %rcx, 544(%rsp)\n"
-        "movq %rcx, 552(%rsp)\n"
-        "movq %rcx, 560(%rsp)\n"
-        "movq %rcx, 568(%rsp)\n"
-        "movl ps_xsave_mask(%rip), %eax\n"
-        "movl ps_xsave_mask+4(%rip), %edx\n"
-        "cmpl $2, ps_xsave_kind(%rip)\n"
-        "jne 5f\n"
-        "xsavec (%rsp)\n"
-        "jmp 6f\n"
-        "5:\n"
-        "xsave (%rsp)\n"
-        "6:\n"
-        "testb $4, ps_xsave_mask(%rip)\n" /* AVX: no SSE transitions in the C code */
-        "jz 2f\n"
-        "vzeroupper\n"
-        "jmp 2f\n"
-        "1:\n"
-        "subq $512, %rsp\n"
-        "fxsave (%rsp)\n"
-        "2:\n"
-        "fninit\n"                         /* an empty x87 stack for C code */
-        "movl -64(%rbp), %edi\n"
+        "andq $-16, %rsp\n"
+        "movl %r11d, %edi\n"
         "call ps_thunk_hooked_exit\n"
-        "cmpl $0, ps_xsave_kind(%rip)\n"
-        "je 3f\n"
-        "movl ps_xsave_mask(%rip), %eax\n"
-        "movl ps_xsave_mask+4(%rip), %edx\n"
-        "xrstor (%rsp)\n"                 /* (either format: XCOMP_BV says which) */
-        "jmp 4f\n"
-        "3:\n"
-        "fxrstor (%rsp)\n"
-        "4:\n"
         "leaq -64(%rbp), %rsp\n"
         "popq %r11\n"
         "popq %r9\n"
@@ -322,6 +280,68 @@ int ps_unwind_redirect(ps_thread_t *t, uintptr_t *slot)
     th->hooked[i] = 1;
     /* the probed function's caller is the innermost frame of the walk committed just before */
     th->chained[i] = tail ? th->chained[i - 1] : s == th->chain_next && i == th->chain_top;
+    th->seq[i] = ++th->pushes;
+    th->top = i + 1;
+    atomic_signal_fence(memory_order_seq_cst); /* the entry before the slot */
+    *slot = ps_thunk_hooked_address((int)i);
+    return (int)i;
+}
+
+/* ---- the probes' entry fast path ----------------------------------------------------------- */
+int ps_unwind_anchor(ps_thread_t *t, uintptr_t *slot, uintptr_t aslot, uint64_t *seq)
+{
+    if (!redirect_ok || !exit_hook || !t || t != ps_self) return -1;
+    unwind_thread_t *u = unwind_of(t);
+    ps_thunks_t *th = &u->thunks;
+    uintptr_t s = (uintptr_t)slot, ra = *slot;
+    if (th->suspended || ps_thunk_index(ra) >= 0 || aslot <= s || aslot < u->stack_lo ||
+        aslot + 8 > u->stack_hi)
+        return -1;
+    /* dead entries are reported first: as in ps_unwind_redirect, and also those whose slot is
+     * inside the caller's frame, or is the caller's slot without its thunk (a frame left by
+     * longjmp at the caller's place: the slot now holds the new call's return address) */
+    uintptr_t held = *(const uintptr_t *)aslot;
+    uint32_t live = th->top;
+    while (live > 0 && (!entry_live(th, live - 1, s, ra) || th->e[live - 1].slot < aslot ||
+                        (th->e[live - 1].slot == aslot && held != entry_thunk(th, live - 1))))
+        live--;
+    ps_thunks_close(u, live, PS_EXIT_LOST);
+    uint32_t k = th->top;
+    if (k > 0 && th->e[k - 1].slot == aslot && held == entry_thunk(th, k - 1)) {
+        *seq = th->seq[k - 1]; /* the caller's slot has its thunk already (thunk mode, or the
+                                * caller is itself a probed function) */
+        return (int)k - 1;
+    }
+    /* a new entry for a slot that holds a return address (not another entry's thunk) */
+    if (k + 2 > PS_MAX_DEPTH || !held || ps_thunk_index(held) >= 0) return -1;
+    th->e[k].slot = aslot;
+    th->e[k].ra = held;
+    th->hooked[k] = 0;
+    th->chained[k] = 0; /* (a thunk-mode walk goes through it, never stops at it) */
+    th->seq[k] = *seq = ++th->pushes;
+    th->top = k + 1;
+    atomic_signal_fence(memory_order_seq_cst); /* the entry before the slot */
+    *(uintptr_t *)aslot = ps_thunk_address((int)k);
+    return (int)k;
+}
+
+int ps_unwind_redirect_fast(ps_thread_t *t, uintptr_t *slot, uint32_t anchor, uintptr_t aslot,
+                            uint64_t seq, int redirect)
+{
+    unwind_thread_t *u = unwind_of(t);
+    ps_thunks_t *th = &u->thunks;
+    if (th->top != anchor + 1 || th->e[anchor].slot != aslot || th->seq[anchor] != seq ||
+        th->suspended || *(const uintptr_t *)aslot != entry_thunk(th, anchor))
+        return -1;
+    if (!redirect) return 0;
+    uint32_t i = anchor + 1;
+    if (i >= PS_MAX_DEPTH) return -1;
+    uintptr_t s = (uintptr_t)slot;
+    th->e[i].slot = s;
+    th->e[i].ra = *slot;
+    th->hooked[i] = 1;
+    th->chained[i] = s == th->chain_next && i == th->chain_top;
+    th->seq[i] = ++th->pushes;
     th->top = i + 1;
     atomic_signal_fence(memory_order_seq_cst); /* the entry before the slot */
     *slot = ps_thunk_hooked_address((int)i);

@@ -105,6 +105,7 @@ void ps_unwind_commit(ps_thread_t *t)
         th->e[index].ra = ra;
         th->hooked[index] = 0;
         th->chained[index] = th->pend_chained;
+        th->seq[index] = ++th->pushes;
         th->top = index + 1;
         atomic_signal_fence(memory_order_seq_cst); /* the entry before the slot */
         *slot = ps_thunk_address((int)index);

@@ -78,9 +78,31 @@ static inline int ps_thunk_index(uintptr_t ra) /* either kind; -1: not a thunk *
  * (ps_tree_enter: busy): a sample's commit between the push and the slot's write would take
  * the entry. [signal-safe] */
 int ps_unwind_redirect(ps_thread_t *t, uintptr_t *slot);
+/* The probes' entry fast path (runtime/probe/enter.c; docs/design-probes.md, section 7).  A
+ * probed call made again from the same call site, in the same activation of its caller, has
+ * the same call path.  "The same activation" is what a thunk on the caller's own return slot
+ * proves: it stays there until the caller returns (then the thunk pops it) or the slot is
+ * overwritten by another call's return address (longjmp, then a new frame).
+ *  - ps_unwind_caller_slot: the return-address slot of the frame that made the call whose
+ *    return address is ra, with sp and rbp as at the callee's first instruction; 0 where the
+ *    unwind rule needs more than the CFA (an expression) or is unknown.
+ *  - ps_unwind_anchor: before ps_unwind_redirect(t, slot): makes sure the caller's slot
+ *    aslot holds the thunk of the entry just below the one the redirect will push -- a new
+ *    traversal entry if needed (in any traversal mode: walks translate it like any) -- and
+ *    returns its index and seq, or -1 (nothing changed but the dead entries reported).
+ *  - ps_unwind_redirect_fast: the next entry from the same call site: if entry anchor is on
+ *    top, with the same seq, and its slot still holds its thunk, redirects slot (the call's
+ *    return) above it, returning the new index (as ps_unwind_redirect), or 0 without
+ *    redirect; -1 if anything differs (take the slow path).
+ * Inside a tree update (ps_tree_claim), like ps_unwind_redirect. [signal-safe] */
+uintptr_t ps_unwind_caller_slot(ps_thread_t *t, uintptr_t ra, uintptr_t sp, uintptr_t rbp);
+int ps_unwind_anchor(ps_thread_t *t, uintptr_t *slot, uintptr_t aslot, uint64_t *seq);
+int ps_unwind_redirect_fast(ps_thread_t *t, uintptr_t *slot, uint32_t anchor, uintptr_t aslot,
+                            uint64_t seq, int redirect);
 enum { PS_EXIT_RETURN, PS_EXIT_UNWOUND, PS_EXIT_LOST };
-/* Called by the hooked thunk at the frame's return (RETURN; every register but r10, r11 and
- * the flags preserved), at a catch for frames an exception unwound and at the thread's end
+/* Called by the hooked thunk at the frame's return (RETURN; with the caller-saved general
+ * registers saved, nothing else: the hook must be compiled for the general registers only,
+ * -mgeneral-regs-only, and call nothing that is not), at a catch for frames an exception unwound and at the thread's end
  * (pthread_exit, cancellation) for the frames still open (UNWOUND), and for dead entries
  * (LOST: longjmp, a stack switch).  One hook per process, set before the first redirect;
  * setting it makes the interposers restore slots.  [signal-safe] */

@@ -32,6 +32,11 @@ typedef struct {
     /* e[0..i] are the slots of consecutive frames from the outermost one: a thunk-mode walk
      * may stop at thunk i and take the rest of its path from e[] */
     uint8_t chained[PS_MAX_DEPTH];
+    /* seq[i]: pushes when e[i] was written (a count of entries ever pushed): an entry whose
+     * seq is unchanged and whose slot still holds its thunk is the same frame's, live since
+     * (the probes' entry fast path, ps_unwind_redirect_fast) */
+    uint64_t seq[PS_MAX_DEPTH];
+    uint64_t pushes;
     /* the last commit's innermost frame: a redirect of its callee's slot (chain_next) while
      * top is still chain_top continues the chain */
     uintptr_t chain_next;

@@ -227,6 +227,22 @@ end:
     return n;
 }
 
+uintptr_t ps_unwind_caller_slot(ps_thread_t *t, uintptr_t ra, uintptr_t sp, uintptr_t rbp)
+{
+    unwind_thread_t *u = unwind_of(t);
+    if (ps_thunk_index(ra) >= 0 || sp < u->stack_lo || sp >= u->stack_hi) return 0;
+    thread_caches_check(u);
+    const rule_entry_t *r = rule_at(u, ra - 1);
+    uintptr_t cfa;
+    switch (r->kind) {
+    case RULE_RSP: cfa = sp + (uintptr_t)r->cfa_off; break;
+    case RULE_RBP: cfa = rbp + (uintptr_t)r->cfa_off; break;
+    default: return 0; /* (a trampoline's call, an expression, no rule) */
+    }
+    if (cfa <= sp || cfa - 8 < u->stack_lo || cfa > u->stack_hi) return 0;
+    return cfa - 8;
+}
+
 /* The thread's stack, so that no walk reads outside it; its thunk stack for the thunks. */
 void ps_unwind_thread_init(unwind_thread_t *u)
 {

@@ -138,6 +138,38 @@ def test_shapes_counts_and_times(openmpi, tmp_path):
            "folded probe_time of leaf (µs)")
 
 
+@pytest.mark.parametrize("traversal", ["reuse", "thunk"])
+def test_fast_path_keeps_callers_apart(openmpi, tmp_path, traversal):
+    """The entry's fast path (a call from the same slot and return address as the last one
+    goes to the same node if the caller's activation is the same): four callers give `inner`
+    the same frame address, so hit's slot and return address are the same for all four, and
+    one of them leaves inner by longjmp; three threads, timer samples at 1 kHz.  Every call
+    lands on its caller's path, exactly; all but each activation's first call take the fast
+    path (the `probes` line's count, format 2.7)."""
+    out = tmp_path / "prof"
+    rounds, threads = 300, 3
+    p = run_probed(openmpi.prog("probe_fast"), out, "hit", rounds, threads,
+                   extra=("--traversal", traversal),
+                   env={"PATHSCOPE_SAMPLE_RATE": "1000"})
+    (truth,) = program_values(p.stdout, "probe_fast")
+    per_site = {"b1": 10, "c1": 20, "b2": 3, "c2": 20}
+    for site, n in per_site.items():
+        assert truth[site] == n * rounds * threads, truth
+    calls = folded(out, "probe_calls")
+    got = {}
+    for path, v in calls.items():
+        frames = path.split(";")
+        assert frames[-2:] == ["inner", "hit"], path
+        got[frames[-3]] = got.get(frames[-3], 0) + v
+    assert got == {"site_" + k: truth[k] for k in per_site}, got
+    pr = Probes(out)
+    (hid,) = pr.ids(r"^hit$")
+    assert pr.calls(hid) == truth["hit"]
+    assert pr.total(hid, "lost") == 0 and pr.total(hid, "untimed") == 0
+    slow = len(per_site) * rounds * threads  # each activation of inner: its first call
+    assert int(pr.summary[13]) == truth["hit"] - slow, pr.summary
+
+
 def test_deep_recursion_counts_exact(openmpi, tmp_path):
     """Recursion deeper than the thunk stack (256 entries): every call counted, the deepest
     ones untimed (said on their nodes), no crash."""

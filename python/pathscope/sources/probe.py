@@ -109,6 +109,7 @@ class ProbeSummary:
     passed_through: int           # calls from inside pathscope or unknown threads: not counted
     exits_lost: int
     hardware_counters: str        # "" : none (this runtime does not link PAPI)
+    fast_entries: Optional[int] = None  # calls the entry's fast path recorded (format 2.7)
     probes: dict[int, ProbeInfo] = field(default_factory=dict)     # by id
     refusals: list[ProbeRefusal] = field(default_factory=list)
 
@@ -147,7 +148,8 @@ class ProbeParser:
         n = r.number
         self.summary = ProbeSummary(
             r.word(0, _KEY, "a metrics choice"), _optional_text(r, 1), r.text(2),
-            *(n(i) for i in range(3, 12)), _optional_text(r, 12))
+            *(n(i) for i in range(3, 12)), _optional_text(r, 12),
+            n(13) if len(r.fields) > 13 else None)
 
     def _pnode(self, r: Record) -> None:
         r.need(13)

@@ -3,7 +3,7 @@
  * registers threads: the exit hook sees every return with its index, in LIFO order (recursion,
  * a full thunk stack, a tail call); return values in every register the x86-64 return
  * convention uses, and caller-saved registers (xmm8-15, zmm16, k1 too), survive a hook that
- * uses the x87, SSE, AVX and AVX-512 registers; frames left by longjmp are reported LOST; backtrace() sees real return addresses
+ * clobbers every general register a callee may (the hook itself touches no other: unwind.h); frames left by longjmp are reported LOST; backtrace() sees real return addresses
  * and the slot gets its thunk back; pthread_exit reports open frames UNWOUND, swapcontext
  * LOST; walks through a redirected frame give the same path as without, in every traversal
  * mode, and thunk mode stops at a probe's thunk that continues a committed walk; walks
@@ -31,33 +31,18 @@ static struct {
     int index, how;
 } events[MAX_EVENTS];
 static int nevents;
-static volatile long double hook_x87;
-static volatile double hook_sse;
 __attribute__((used)) static int have_avx512; /* (read by preserve_probe, below) */
 
-/* Records the exit; like any C code it may use every scratch register, x87 included. */
-static void record_exit(ps_thread_t *t, int index, int how)
+/* Records the exit.  An exit hook runs with only the general registers saved (unwind.h), so it
+ * is compiled for them alone; it clobbers every one a callee may. */
+__attribute__((target("general-regs-only"))) static void record_exit(ps_thread_t *t, int index,
+                                                                     int how)
 {
     CHECK(t == ps_self);
-    /* the whole x87 stack: eight values fit only if it was empty (else the overflow gives a
-     * NaN) -- the thunk empties it, though the frame returned st0:st1 */
-    long double eight;
-    __asm__ volatile("fld1; fld1; fld1; fld1; fld1; fld1; fld1; fld1\n\t"
-                     "faddp; faddp; faddp; faddp; faddp; faddp; faddp; fstpt %0" : "=m"(eight));
-    CHECK(eight == 8);
-    hook_x87 = hook_x87 * 1.5L + (long double)index;
-    hook_sse = hook_sse * 0.5 + index;
-    char buf[512];
-    memset(buf, index, sizeof buf);
-    hook_sse += buf[index % 512];
-    if (__builtin_cpu_supports("avx")) /* all of ymm0 and ymm1, as libc's AVX2 functions may */
-        __asm__ volatile("vxorpd %%ymm0, %%ymm0, %%ymm0\n\tvxorpd %%ymm1, %%ymm1, %%ymm1" ::: "xmm0", "xmm1");
-    __asm__ volatile("xorps %%xmm8, %%xmm8\n\txorps %%xmm9, %%xmm9\n\txorps %%xmm10, %%xmm10\n\t"
-                     "xorps %%xmm11, %%xmm11\n\txorps %%xmm12, %%xmm12\n\txorps %%xmm13, %%xmm13\n\t"
-                     "xorps %%xmm14, %%xmm14\n\txorps %%xmm15, %%xmm15"
-                     ::: "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
-    if (have_avx512) /* (not in the clobber list: GCC does not use them without -mavx512f) */
-        __asm__ volatile("vpxord %zmm16, %zmm16, %zmm16\n\tkxorq %k1, %k1, %k1");
+    __asm__ volatile("movq $-1, %%rax\n\tmovq $-1, %%rcx\n\tmovq $-1, %%rdx\n\t"
+                     "movq $-1, %%rsi\n\tmovq $-1, %%rdi\n\tmovq $-1, %%r8\n\t"
+                     "movq $-1, %%r9\n\tmovq $-1, %%r10\n\tmovq $-1, %%r11"
+                     ::: "rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11");
     if (nevents < MAX_EVENTS) {
         events[nevents].index = index;
         events[nevents].how = how;
@@ -106,7 +91,7 @@ __attribute__((noipa)) static _Complex long double ret_complex_ld(long double x)
     return x + 2.0iL * x; /* st0:st1 */
 }
 
-/* ymm0, all 256 bits (the hook clears it) */
+/* ymm0, all 256 bits */
 __attribute__((noipa, target("avx"))) static __m256d ret_m256(double x)
 {
     last_index = REDIRECT();
@@ -153,7 +138,7 @@ static void test_return_values(void)
  * preserve_probe redirects its own slot, sets rcx, rsi, rdi, r8, r9, xmm8-15 (and zmm16 and k1
  * with AVX-512) and returns; its caller stores them right after the return: out[0..4] the
  * general ones, out[5..12] xmm8-15, out[13..20] zmm16, out[21] k1.  record_exit clobbers the
- * vector ones. */
+ * general ones. */
 __attribute__((used)) static int redirect_slot(uintptr_t *slot) { return ps_unwind_redirect(ps_self, slot); }
 void preserve_check(uint64_t *out);
 __asm__(".text\n"

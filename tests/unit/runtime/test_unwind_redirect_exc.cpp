@@ -34,7 +34,8 @@ static struct {
 } events[64];
 static int nevents;
 
-static void record_exit(ps_thread_t *, int index, int how)
+/* (an exit hook runs with only the general registers saved: unwind.h) */
+__attribute__((target("general-regs-only"))) static void record_exit(ps_thread_t *, int index, int how)
 {
     if (nevents < 64) events[nevents] = {index, how};
     nevents++;
