@@ -39,7 +39,9 @@ Checks: bpftrace's counts (@c, @r with the uretprobe, @s summed over stacks) equ
 the program made, warm-up included; a pathscope profile's `probe` nodes for f have exactly that
 many visits (none for pathscope-page), its `probes` line says exit timing `on` (the reason
 for pathscope-paths), and its `pnode` lines count every call as untimed with pathscope-paths,
-none otherwise.  Reported: the median ns per call (min..max over the repetitions), the added
+none otherwise, and its `probes` line counts every call as a fast entry but the first of each
+descent to the loop (the warm-up's and each chunk's: a new activation of the calling function;
+none with pathscope-paths: no thunks, no fast path).  Reported: the median ns per call (min..max over the repetitions), the added
 ns against the baseline of the same repetition (plain; plain-g for pathscope-page), and the
 ratio to it.
 """
@@ -56,6 +58,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+CHUNKS = 51  # (bench/probe_cost.c: timed chunks, after one warm-up descent)
 import benchlib as bl  # noqa: E402
 
 SOURCE = bl.REPO / "bench" / "probe_cost.c"
@@ -133,15 +136,16 @@ def probe_lines(outdir: Path) -> dict:
     names: dict[tuple[str, str], str] = {}
     visits: dict[str, int] = {}
     timing: set[str] = set()
-    untimed = 0
+    untimed = fast = 0
     rank_files = sorted((outdir / "ranks").glob("rank-*.tsv"))
     if not rank_files:
         raise bl.BenchError(f"no rank file in {outdir}/ranks")
     for path in rank_files:
         for line in path.read_text().splitlines():
             f = line.split("\t")
-            if f[0] == "probes":  # metrics, text writer, exit timing, ...
+            if f[0] == "probes":  # metrics, text writer, exit timing, ..., (2.7) fast entries
                 timing.add(f[3])
+                fast += int(f[14]) if len(f) > 14 else 0
             # probe: id, module, address, size, state, added, removed, SPEC, name, ...
             elif f[0] == "probe":
                 names[(path.name, f[1])] = f[9]
@@ -153,7 +157,7 @@ def probe_lines(outdir: Path) -> dict:
     if not any(name == "f" for name in names.values()):
         raise bl.BenchError(f"no `probe` line for f in {outdir}/ranks: "
                             f"the runtime did not probe f")
-    return {"visits": visits, "untimed": untimed, "timing": timing}
+    return {"visits": visits, "untimed": untimed, "timing": timing, "fast": fast}
 
 
 def pathscope_run(variant: str, exe: Path, depth: int, calls: int,
@@ -186,6 +190,13 @@ def check_profile(lines: dict, variant: str, calls: int, what: str) -> None:
         raise bl.BenchError(f"{what}: exit timing {lines['timing']}, expected {want_timing}")
     if lines["untimed"] != (calls if paths_only else 0):
         raise bl.BenchError(f"{what}: {lines['untimed']} calls not timed of {calls}")
+    # the calls come from one call site; each descent (the warm-up, then each chunk) is a new
+    # activation of the caller, whose first call takes the slow path and the others the entry's
+    # fast path (none without exit timing: no thunks)
+    want_fast = 0 if paths_only or calls == 0 else calls - (CHUNKS + 1)
+    if lines["fast"] != want_fast:
+        raise bl.BenchError(f"{what}: {lines['fast']} entries took the fast path, expected "
+                            f"{want_fast} of {calls}")
 
 
 def one_run(variant: str, entry: str, depth: int, args: argparse.Namespace,

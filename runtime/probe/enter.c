@@ -111,18 +111,13 @@ int ps_probe_enter_fast(uint32_t id, uintptr_t *slot)
     if (f->id1 != id + 1 || f->slot != (uintptr_t)slot || f->ra != *slot || pt->inside ||
         !ps_tree_claim(t, PS_CLAIM_OPEN))
         return 0;
-    int i = ps_unwind_redirect_fast(t, slot, f->anchor, f->aslot, f->seq, ps_probe_timed);
+    int i = ps_unwind_redirect_fast(t, slot, f->anchor, f->aslot, f->seq);
     if (i < 0) {
         ps_tree_release(t);
         return 0;
     }
     t->nodes[f->node].visits++;
     pt->fast_entries++;
-    if (!ps_probe_timed) {
-        pt->nodes[f->node].untimed++;
-        ps_tree_release(t);
-        return 1;
-    }
     open_call(t, pt, i, id, f->node);
     ps_tree_release(t);
     pt->act[i].t0 = ps_now();
@@ -155,14 +150,15 @@ static void probe_enter(uint32_t id, uintptr_t *slot, uintptr_t rbp)
         return;
     }
     t->nodes[node].visits++;
-    /* the fast path's anchor: the caller's own slot, with the thunk entry just below this call's */
+    /* the fast path's anchor (with exit timing: the thunks are usable): the caller's own slot,
+     * with the thunk entry just below this call's */
     probe_fast_t *f = &pt->fast[id % PROBE_FAST];
     f->id1 = 0;
-    uintptr_t aslot = ps_unwind_caller_slot(t, ra, (uintptr_t)(slot + 1), rbp);
+    uintptr_t aslot = ps_probe_timed ? ps_unwind_caller_slot(t, ra, (uintptr_t)(slot + 1), rbp) : 0;
     uint64_t seq = 0;
     int anchor = aslot ? ps_unwind_anchor(t, slot, aslot, &seq) : -1;
     int i = ps_probe_timed ? ps_unwind_redirect(t, slot) : -1;
-    if (anchor >= 0 && (ps_probe_timed ? i == anchor + 1 : 1)) {
+    if (anchor >= 0 && i == anchor + 1) {
         f->slot = (uintptr_t)slot;
         f->ra = ra;
         f->aslot = aslot;

@@ -326,14 +326,13 @@ int ps_unwind_anchor(ps_thread_t *t, uintptr_t *slot, uintptr_t aslot, uint64_t 
 }
 
 int ps_unwind_redirect_fast(ps_thread_t *t, uintptr_t *slot, uint32_t anchor, uintptr_t aslot,
-                            uint64_t seq, int redirect)
+                            uint64_t seq)
 {
     unwind_thread_t *u = unwind_of(t);
     ps_thunks_t *th = &u->thunks;
     if (th->top != anchor + 1 || th->e[anchor].slot != aslot || th->seq[anchor] != seq ||
         th->suspended || *(const uintptr_t *)aslot != entry_thunk(th, anchor))
         return -1;
-    if (!redirect) return 0;
     uint32_t i = anchor + 1;
     if (i >= PS_MAX_DEPTH) return -1;
     uintptr_t s = (uintptr_t)slot;

@@ -92,13 +92,13 @@ int ps_unwind_redirect(ps_thread_t *t, uintptr_t *slot);
  *    returns its index and seq, or -1 (nothing changed but the dead entries reported).
  *  - ps_unwind_redirect_fast: the next entry from the same call site: if entry anchor is on
  *    top, with the same seq, and its slot still holds its thunk, redirects slot (the call's
- *    return) above it, returning the new index (as ps_unwind_redirect), or 0 without
- *    redirect; -1 if anything differs (take the slow path).
+ *    return) above it, returning the new index (as ps_unwind_redirect); -1 if anything
+ *    differs (take the slow path).
  * Inside a tree update (ps_tree_claim), like ps_unwind_redirect. [signal-safe] */
 uintptr_t ps_unwind_caller_slot(ps_thread_t *t, uintptr_t ra, uintptr_t sp, uintptr_t rbp);
 int ps_unwind_anchor(ps_thread_t *t, uintptr_t *slot, uintptr_t aslot, uint64_t *seq);
 int ps_unwind_redirect_fast(ps_thread_t *t, uintptr_t *slot, uint32_t anchor, uintptr_t aslot,
-                            uint64_t seq, int redirect);
+                            uint64_t seq);
 enum { PS_EXIT_RETURN, PS_EXIT_UNWOUND, PS_EXIT_LOST };
 /* Called by the hooked thunk at the frame's return (RETURN; with the caller-saved general
  * registers saved, nothing else: the hook must be compiled for the general registers only,
