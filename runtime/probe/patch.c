@@ -18,12 +18,19 @@
  * so a live write is refused while one exists.  Open MPI 4.1 and MPICH 4.0 helper threads
  * block nothing (measured, step 1 of the design).
  *
+ * Once installed, the handler stays: the application's later sigaction/signal calls for
+ * SIGTRAP are kept here instead of reaching the kernel (sample/sigprof.c interposes them;
+ * keep_app_sigtrap below), and a trap that is not ours goes to the disposition the
+ * application last set -- so an application that installs its own SIGTRAP handler, as
+ * debuggers' helpers and some language runtimes do, neither loses its traps nor receives ours.
+ *
  * Callers serialise ps_patch_add/remove.  on_sigtrap is async-signal-safe: it reads
  * ps_patches and one byte of text, and writes the interrupted context. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/membarrier.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -37,6 +44,7 @@
 
 #include "pathscope.h"
 #include "patch_internal.h"
+#include "sample.h"
 #include "unwind.h"
 
 _Static_assert(offsetof(ps_patch_t, copy) == 0 && offsetof(ps_patch_t, enabled) == 8 &&
@@ -60,7 +68,10 @@ static struct {
     ps_ownfd_t mem;                 /* /proc/self/mem */
     int membarrier;                 /* 0 not tried, 1 registered, -1 unavailable */
     int sigtrap;                    /* the handler is installed */
-    struct sigaction prev_sigtrap;  /* the disposition before ours */
+    /* the application's disposition (before ours, then what it set since): app[app_cur],
+     * written by keep_app_sigtrap into the other one, then switched */
+    struct sigaction app[2];
+    _Atomic int app_cur;
     uint32_t top;                   /* highest id ever added */
     _Atomic uint64_t traps;
     uint64_t windows, longest_window_ns, scan_waits;
@@ -103,20 +114,45 @@ static ps_patch_t *patch_at(uintptr_t addr)
     return found;
 }
 
+/* The application's SIGTRAP calls once our handler is installed (sample.h). [signal-safe] */
+static int keep_app_sigtrap(const struct sigaction *act, struct sigaction *old)
+{
+    int cur = atomic_load(&pt.app_cur);
+    if (old) *old = pt.app[cur];
+    if (act) {
+        pt.app[!cur] = *act;
+        atomic_store(&pt.app_cur, !cur);
+    }
+    return 0;
+}
+
+/* A SIGTRAP that is not a probe's: what the application's disposition would have done, with
+ * its mask and flags (SA_SIGINFO, SA_RESETHAND). */
 static void chain_sigtrap(int sig, siginfo_t *si, void *uc)
 {
-    const struct sigaction *prev = &pt.prev_sigtrap;
-    if (prev->sa_handler != SIG_DFL && prev->sa_handler != SIG_IGN) {
-        if (prev->sa_flags & SA_SIGINFO) prev->sa_sigaction(sig, si, uc);
-        else prev->sa_handler(sig);
+    const struct sigaction *app = &pt.app[atomic_load(&pt.app_cur)];
+    if (app->sa_handler != SIG_DFL && app->sa_handler != SIG_IGN) {
+        struct sigaction handler = *app;
+        if (handler.sa_flags & SA_RESETHAND) {
+            struct sigaction dfl;
+            memset(&dfl, 0, sizeof dfl);
+            dfl.sa_handler = SIG_DFL;
+            keep_app_sigtrap(&dfl, NULL);
+        }
+        sigset_t saved, mask = handler.sa_mask;
+        if (!(handler.sa_flags & SA_NODEFER)) sigaddset(&mask, SIGTRAP);
+        pthread_sigmask(SIG_BLOCK, &mask, &saved);
+        if (handler.sa_flags & SA_SIGINFO) handler.sa_sigaction(sig, si, uc);
+        else handler.sa_handler(sig);
+        pthread_sigmask(SIG_SETMASK, &saved, NULL);
         return;
     }
-    if (prev->sa_handler == SIG_IGN && si->si_code <= 0) return; /* sent, not a trap */
+    if (app->sa_handler == SIG_IGN && si->si_code <= 0) return; /* sent, not a trap */
     /* End as without us: default disposition, the signal again (delivered on return). */
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
-    sigaction(SIGTRAP, &dfl, NULL);
+    ps_sigprof_real_sigaction(SIGTRAP, &dfl, NULL);
     PS_RAW(SYS_tgkill, PS_RAW(SYS_getpid), PS_RAW(SYS_gettid), SIGTRAP);
 }
 
@@ -148,7 +184,9 @@ static int sigtrap_install(void)
     sa.sa_sigaction = on_sigtrap;
     sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK | SA_NODEFER;
     sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGTRAP, &sa, &pt.prev_sigtrap) != 0) return -1;
+    if (ps_sigprof_real_sigaction(SIGTRAP, &sa, &pt.app[0]) != 0) return -1;
+    atomic_store(&pt.app_cur, 0);
+    ps_signal_keep_sigtrap(keep_app_sigtrap);
     pt.sigtrap = 1;
     return 0;
 }

@@ -31,4 +31,11 @@ int ps_sigprof_real_sigaction(int sig, const struct sigaction *act, struct sigac
 int ps_sigprof_ours_flag(void);      /* the application has not taken SIGPROF (as far as we saw) [signal-safe] */
 int ps_sigprof_installed(void);      /* our handler is installed now (asks the kernel) [signal-safe] */
 void ps_sigprof_check_end(void);     /* end of the run: a change we did not see? [signal-safe] */
+/* SIGTRAP kept (the probes' patcher, runtime/probe/patch.c, once its handler is installed):
+ * from then on the application's sigaction, signal, ... calls for SIGTRAP go to keeper
+ * instead of the C library -- it keeps the application's disposition to chain to, and answers
+ * with it as the previous one -- so the handler that moves threads out of a patch window stays
+ * installed whatever the application does.  [signal-safe] */
+typedef int (*ps_sigtrap_keeper_fn)(const struct sigaction *act, struct sigaction *old);
+void ps_signal_keep_sigtrap(ps_sigtrap_keeper_fn keeper);
 #endif

@@ -20,6 +20,11 @@
  * ours, as it always was).  A change made past these functions (the raw system call) is found
  * at the end of the run by asking the kernel (ps_sigprof_check_end).
  *
+ * The same functions keep SIGTRAP for the probes' patcher once it has installed its handler
+ * (ps_signal_keep_sigtrap): the application's disposition is handed to the patcher, which
+ * chains to it, and never reaches the kernel -- a thread meeting an int3 in a patch window
+ * must always find the patcher's handler.
+ *
  * Everything reachable from the interposed functions is [signal-safe] once our handler is
  * installed (sigaction and signal are async-signal-safe, and applications call them from
  * handlers): system calls, atomics, ps_warn(), formatting into static storage.  A call from a
@@ -29,6 +34,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -182,9 +188,42 @@ void ps_sigprof_check_end(void)
             "pathscope's call paths are incomplete");
 }
 
+/* ---- SIGTRAP, kept ---------------------------------------------------------------------- */
+static _Atomic(ps_sigtrap_keeper_fn) trap_keeper;
+
+void ps_signal_keep_sigtrap(ps_sigtrap_keeper_fn keeper) { atomic_store(&trap_keeper, keeper); }
+
+/* signal() and friends for a kept SIGTRAP, with the C library's semantics of each: BSD
+ * (signal, bsd_signal, ssignal, sigset: the signal blocked in its handler, calls restarted;
+ * sigset also unblocks it), System V (sysv_signal: reset to the default at delivery, not
+ * blocked in the handler). */
+static sighandler_t keep_signal(ps_sigtrap_keeper_fn keeper, const char *name, sighandler_t handler)
+{
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    if (strstr(name, "sysv")) {
+        sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+    } else {
+        sa.sa_flags = SA_RESTART;
+        sigaddset(&sa.sa_mask, SIGTRAP);
+    }
+    if (keeper(&sa, &old) != 0) return SIG_ERR;
+    if (strcmp(name, "sigset") == 0) {
+        sigset_t trap;
+        sigemptyset(&trap);
+        sigaddset(&trap, SIGTRAP);
+        pthread_sigmask(SIG_UNBLOCK, &trap, NULL);
+    }
+    return old.sa_handler;
+}
+
 /* ---- the interposed functions ------------------------------------------------------------ */
 static int wrap_sigaction(sigaction_fn real, int sig, const struct sigaction *act, struct sigaction *old)
 {
+    ps_sigtrap_keeper_fn keeper = atomic_load(&trap_keeper);
+    if (sig == SIGTRAP && keeper) return keeper(act, old);
     if (!real) {
         resolve();
         real = real_sigaction;
@@ -206,6 +245,8 @@ static int wrap_sigaction(sigaction_fn real, int sig, const struct sigaction *ac
 
 static sighandler_t wrap_signal(signal_fn real, const char *name, int sig, sighandler_t handler)
 {
+    ps_sigtrap_keeper_fn keeper = atomic_load(&trap_keeper);
+    if (sig == SIGTRAP && keeper && handler != SIG_HOLD) return keep_signal(keeper, name, handler);
     if (!real) {
         real = (signal_fn)dlsym(RTLD_NEXT, name);
         if (!real) {
@@ -271,6 +312,8 @@ PS_EXPORT int sigignore(int sig)
         errno = ENOSYS;
         return -1;
     }
+    ps_sigtrap_keeper_fn keeper = atomic_load(&trap_keeper);
+    if (sig == SIGTRAP && keeper) return keep_signal(keeper, "sigignore", SIG_IGN) == SIG_ERR ? -1 : 0;
     if (sig != SIGPROF) return real_sigignore(sig);
     int change = before_change((void *)SIG_IGN);
     int rc = real_sigignore(sig);

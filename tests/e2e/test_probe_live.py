@@ -198,3 +198,54 @@ def test_storm_of_adds_and_removes_with_eight_threads(openmpi, tmp_path, functio
     kept, unwind_failures = sum(int(t[4]) for t in threads), sum(int(t[7]) for t in threads)
     print(f"samples kept {kept}, unwind failures {unwind_failures}")
     assert unwind_failures <= 2 + kept // 10, threads
+
+
+def test_application_sigtrap_handler_installed_during_a_storm(openmpi, tmp_path):
+    """The application installs its own SIGTRAP handler (sigaction) after pathscope's patcher
+    installed its own, while eight threads call a function whose probe is added and removed:
+    sigaction shows the application its handler, its own SIGTRAP (raise, int3) reaches it,
+    and the patch windows' traps never do (its count stays 2; a thread moved by it instead
+    of the patcher would run half-written code)."""
+    out = tmp_path / "prof"
+    prog = openmpi.prog("probe_storm")
+    job = subprocess.Popen(PATHSCOPE + ["run", "-o", str(out), "--", str(prog), "8", "1"],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=PY_ENV)
+    function = "stormed_short"
+    try:
+        lines = Lines(job.stdout)
+        pid = int(re.search(r"pid=(\d+)", lines.wait(lambda l: "pid=" in l, "start")).group(1))
+        target = pid_target(pid).target
+        modules = mapped_modules(pid)
+        request = ["probe add"] + resolver_input(modules, [function]) + \
+            run_resolver(modules, function)
+
+        def storm(pairs):
+            for _ in range(pairs):
+                reply = send_request(target, request)
+                if reply[0].startswith("refused\t"):
+                    assert reply[0].split("\t")[3] == "unsafe-threads", reply
+                    continue
+                probe_id = reply[0].split("\t")[2]
+                assert send_request(target, [f"probe remove\t{probe_id}"]) == \
+                    [f"ok\tremoved\t{probe_id}\t{function}"]
+
+        storm(50)                  # the patcher's handler is installed by the first add
+        job.stdin.write("trap\n")
+        job.stdin.flush()
+        trap = lines.wait(lambda l: l.startswith("probe_storm trap "), "the trap check")
+        assert "handled=2 view=1" in trap, trap
+        storm(300)
+        job.stdin.write("stop\n")
+        job.stdin.close()
+        assert job.wait(timeout=120) == 0, "".join(lines.seen)
+        lines.wait(lambda l: l.startswith("probe_storm traps="), "the totals")
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+    values = program_values("".join(lines.seen), "probe_storm")
+    (total,) = [v for v in values if "calls" in v and "thread" not in v]
+    (traps,) = [v["traps"] for v in values if "traps" in v]
+    assert total["wrong"] == 0 and traps == 2, (total, traps)
+    s = Probes(out).summary
+    print(f"\nprobes line: traps {s[6]} in {s[7]} windows")

@@ -3,8 +3,15 @@
  *   probe_storm [THREADS [SHORT]]                  (defaults 8, 0)
  *
  * Each thread calls stormed(i) (noinline; SHORT 1: stormed_short(i)) in a loop, counts its own calls and checks every
- * result (stormed is a pure function of i), until main reads one line (or end of input) from
- * stdin.  It prints, flushed:
+ * result (stormed is a pure function of i), until main reads a line other than "trap" (or end
+ * of input) from stdin.  On a line "trap", main installs a SIGTRAP handler of its own with
+ * sigaction (as a debugger's helper or a language runtime may, any time), checks that
+ * sigaction answers with it, raises SIGTRAP and executes an int3, and prints
+ *   probe_storm trap handled=H view=V              H: its handler's calls (2 expected), V: 1
+ *                                                  if sigaction showed its handler
+ * (its handler steps over the int3 itself: the next instruction is the one after it).  At the
+ * end, "probe_storm traps=N" gives the handler's calls over the whole run: a probe's own trap
+ * reaching it would count too.  It prints, flushed:
  *   probe_storm pid=PID threads=T                  at the start, once every thread runs
  *   probe_storm thread=K calls=N wrong=W           one line per thread at the end
  *   probe_storm calls=N wrong=W                    the totals
@@ -12,9 +19,11 @@
  * displaces one instruction), stormed_short's 4 bytes (a probe displaces two: adding it
  * makes the patcher check that no thread is between them).  The binary knows nothing about pathscope. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define MAX_THREADS 64
@@ -24,7 +33,35 @@ struct worker {
     long calls, wrong;
 };
 
-static atomic_int running, stop;
+static atomic_int running, stop, traps;
+
+static void on_trap(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig;
+    (void)si;
+    (void)uc;
+    atomic_fetch_add(&traps, 1);
+}
+
+/* Installs on_trap, checks the view, raises SIGTRAP and runs an int3: prints the result. */
+static void trap_check(void)
+{
+    struct sigaction sa, seen;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_trap;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    int before = atomic_load(&traps);
+    if (sigaction(SIGTRAP, &sa, NULL) != 0 || sigaction(SIGTRAP, NULL, &seen) != 0) {
+        perror("probe_storm: sigaction");
+        exit(2);
+    }
+    raise(SIGTRAP);
+    __asm__ volatile("int3");
+    printf("probe_storm trap handled=%d view=%d\n", atomic_load(&traps) - before,
+           seen.sa_sigaction == on_trap && (seen.sa_flags & SA_SIGINFO));
+    fflush(stdout);
+}
 static int use_short;
 
 __attribute__((noinline, noclone)) long stormed(long x)
@@ -84,7 +121,7 @@ int main(int argc, char **argv)
     printf("probe_storm pid=%d threads=%d\n", (int)getpid(), n);
     fflush(stdout);
     char line[64];
-    (void)!fgets(line, sizeof line, stdin);
+    while (fgets(line, sizeof line, stdin) && strcmp(line, "trap\n") == 0) trap_check();
     atomic_store(&stop, 1);
     long calls = 0, wrong = 0;
     for (int i = 0; i < n; i++) {
@@ -95,5 +132,6 @@ int main(int argc, char **argv)
         wrong += workers[i].wrong;
     }
     printf("probe_storm calls=%ld wrong=%ld\n", calls, wrong);
+    printf("probe_storm traps=%d\n", atomic_load(&traps));
     return wrong != 0;
 }
