@@ -43,7 +43,9 @@ static void thunks_prepare(ps_thread_t *t, unwind_thread_t *u, int n, int sync)
 {
     ps_thunks_t *th = &u->thunks;
     th->npend = 0;
-    if (th->suspended) return;
+    /* a walk through a signal frame installs nothing: the frame the signal interrupted may be
+     * about to read its own return address, as a sample's interrupted frame may */
+    if (th->suspended || u->walk_crossed_signal) return;
     const frame_rec_t *cur = (const frame_rec_t *)u->walk_cur;
     /* a walk from inside a thunk's code (a sample, or the exit hook it calls) installs
      * nothing: the thunk still uses its entry e[i], which a commit would take */

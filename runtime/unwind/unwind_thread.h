@@ -68,6 +68,7 @@ typedef struct {
                                     * return addresses from the thunk stack */
     int thunk_copied;
     uint32_t walk_from_thunk;      /* i+1: ps_unwind_from started at thunk e[i]'s slot; 0 */
+    int walk_crossed_signal;       /* the last walk stepped through a signal frame (walk.c) */
     uint64_t walk_prev_seq;        /* the walk kept for reuse */
     uint64_t thunk_errors;         /* a thunk whose entry did not match its slot (walk stopped) */
     uint64_t thunk_restores;       /* thunk stacks restored (exceptions, thread exits, ...) */

@@ -5,9 +5,12 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <ucontext.h>
 
+#include "../core/procmaps.h"
 #include "unwind_internal.h"
 
 /* ---- walking ------------------------------------------------------------------------------ */
@@ -93,6 +96,27 @@ static void keep_walk(unwind_thread_t *u, int n, int complete, uint64_t seq)
     u->walk_prev_seq = seq;
 }
 
+/* A signal handler returns to the C library's __restore_rt (`mov $15,%rax; syscall`:
+ * rt_sigreturn) with rsp at the ucontext the kernel saved, which holds the interrupted frame's
+ * registers; its CFI (an expression for every register) is more than the walker's rules say,
+ * so the frame is recognised by its code and stepped here.  The interrupted frame's pc is an
+ * instruction, not a return address.  1: *pc, *sp, *rbp are the interrupted frame's. */
+static int signal_frame(uintptr_t lo, uintptr_t hi, uintptr_t *pc, uintptr_t *sp, uintptr_t *rbp)
+{
+    static const unsigned char sigreturn[9] = {0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0, 0x0f, 0x05};
+    unsigned char code[sizeof sigreturn]; /* (read safely: pc may be anything) */
+    if (!ps_peek(code, *pc, sizeof code) || memcmp(code, sigreturn, sizeof code) != 0) return 0;
+    uintptr_t regs = *sp + offsetof(ucontext_t, uc_mcontext.gregs);
+    if (*sp < lo || regs + sizeof(greg_t) * NGREG > hi) return 0;
+    const greg_t *g = (const greg_t *)regs;
+    uintptr_t nsp = (uintptr_t)g[REG_RSP];
+    if (nsp <= *sp || nsp > hi) return 0; /* (on the same stack, above the signal frame) */
+    *pc = (uintptr_t)g[REG_RIP];
+    *sp = nsp;
+    *rbp = (uintptr_t)g[REG_RBP];
+    return 1;
+}
+
 int ps_unwind_walk(unwind_thread_t *u, uintptr_t pc, uintptr_t sp, uintptr_t rbp, int first_exact,
                    uintptr_t *out, int max, int *complete, int flags)
 {
@@ -104,11 +128,12 @@ int ps_unwind_walk(unwind_thread_t *u, uintptr_t pc, uintptr_t sp, uintptr_t rbp
     *complete = 0;
     u->thunk_hit = -1;
     u->thunk_stopped = 0;
+    u->walk_crossed_signal = 0;
     thread_caches_check(u);
     if (u->walk_prev_generation != u->unwind_generation) u->walk_prev_n = 0;
     frame_rec_t *cur = (frame_rec_t *)u->walk_cur;
     if (max > PS_MAX_DEPTH) max = PS_MAX_DEPTH;
-    for (int exact = first_exact; n < max; exact = 0) {
+    for (int exact = first_exact, interrupted = 0; n < max; exact = interrupted, interrupted = 0) {
         uintptr_t lookup = exact ? pc : pc - 1;
         if (reusable) {
             int reused = reuse_previous(u, &j, lookup, sp, rbp, out, n, max, complete, trust);
@@ -132,7 +157,9 @@ int ps_unwind_walk(unwind_thread_t *u, uintptr_t pc, uintptr_t sp, uintptr_t rbp
                 return n + reused;
             }
         }
-        out[n] = pc;
+        /* (an interrupted frame's instruction, written as the return address just after it:
+         * readers look a return address up at address - 1) */
+        out[n] = exact && n > 0 ? pc + 1 : pc;
         cur[n].lookup = lookup;
         cur[n].sp = sp;
         cur[n].rbp = rbp;
@@ -148,6 +175,13 @@ int ps_unwind_walk(unwind_thread_t *u, uintptr_t pc, uintptr_t sp, uintptr_t rbp
             cur[n - 1].flags = FRAME_ALIASED;
             lookup = exact ? original : original - 1;
             r = rule_at(u, lookup);
+        }
+        /* (its CFI: the return address an expression, which the rules leave as RULE_NONE) */
+        if (r->kind == RULE_NONE && signal_frame(lo, hi, &pc, &sp, &rbp)) {
+            reusable = keepable = 0; /* (the ucontext's words are not slots reuse compares) */
+            u->walk_crossed_signal = 1;
+            interrupted = 1;
+            continue;
         }
         uintptr_t cfa;
         switch (r->kind) {
