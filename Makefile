@@ -61,7 +61,8 @@ demo: build
 	$(MPIRUN) -np 4 bin/pathscope run -o $(BUILD)/demo-profile -- $(BUILD)/stencil 512 200
 	bin/pathscope report $(BUILD)/demo-profile
 
-# packages only the tests need (LAMMPS and perf: tests/e2e/test_perfcompare.py)
+# packages only the tests need (LAMMPS and perf: tests/e2e/test_perfcompare.py; Slurm and
+# munge: tests/e2e/test_slurm.py)
 test-deps: setup
 	@scripts/setup.sh --test
 

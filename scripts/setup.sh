@@ -6,15 +6,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Build and test dependencies.  `--test` (make test) adds LAMMPS with its examples and perf
-# (tests/e2e/test_perfcompare.py compares sampled shares with perf record on a LAMMPS run);
-# `--bench` (bench/run-all.sh) adds those and the other real applications and peers.
+# (tests/e2e/test_perfcompare.py compares sampled shares with perf record on a LAMMPS run), and
+# Slurm with munge (tests/e2e/test_slurm.py starts its own one-node cluster: no service is
+# configured or started here); `--bench` (bench/run-all.sh) adds LAMMPS, perf and the other
+# real applications and peers.
 PACKAGES=(build-essential cmake pkg-config python3 python3-venv python3-dev
           openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran
           libdw-dev libelf-dev libzydis-dev python3-mpi4py
           clang llvm libbpf-dev bpftool zlib1g-dev   # the eBPF collector (pathscope-kcollect)
           tmux)            # tests/e2e/test_top.py drives `pathscope top` in a real terminal
 case "${1:-}" in
-  --test) PACKAGES+=(lammps lammps-examples linux-perf) ;;
+  --test) PACKAGES+=(lammps lammps-examples linux-perf slurmctld slurmd slurm-client munge) ;;
   --bench) PACKAGES+=(lammps lammps-examples linux-perf hpcc gromacs netpipe-openmpi strace
                       bpftrace hyperfine heaptrack) ;;
 esac

@@ -9,6 +9,11 @@
  *   abort         rank 1 calls MPI_Abort(MPI_COMM_WORLD, 7), the others wait in a barrier
  *   segv          rank 2 dereferences a null pointer, the others wait in a barrier
  *   hang          every rank sleeps (the test sends SIGTERM/SIGINT to the launcher)
+ *   hang_term     as hang, but SIGTERM ends no rank (a launcher must follow with SIGKILL):
+ *                 every rank installs a SIGTERM handler that returns (a program that shuts
+ *                 down in its own time) before MPI_Init (pathscope's, installed again by
+ *                 MPI_Init, chains to it), and rank 3 then ignores SIGTERM once it hangs
+ *                 (which replaces pathscope's handler)
  *   preinit       returns from main before MPI_Init (e.g. a bad argument): no MPI at all
  *   abort_apphandler  every rank installs its own handler for SIGRTMAX-3 (pathscope's request
  *                 signal between the ranks of a node) before MPI_Init, queues that signal to
@@ -36,6 +41,8 @@ static void app_handler(int sig, siginfo_t *info, void *context)
     app_value = info->si_value.sival_int;
 }
 
+static void term_handler(int sig) { (void)sig; }
+
 static void late_finalize(void)
 {
     int one = 1, sum = 0;
@@ -50,6 +57,7 @@ int main(int argc, char **argv)
     if (strcmp(mode, "preinit") == 0) return 0;
     if (strcmp(mode, "atexit") == 0) atexit(late_finalize);
     if (strcmp(mode, "ignored_rtsig") == 0) signal(SIGRTMAX - 3, SIG_IGN);
+    if (strcmp(mode, "hang_term") == 0) signal(SIGTERM, term_handler);
     if (strcmp(mode, "abort_apphandler") == 0) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
@@ -108,7 +116,8 @@ int main(int argc, char **argv)
         }
         MPI_Barrier(MPI_COMM_WORLD);
         MPI_Finalize();
-    } else if (strcmp(mode, "hang") == 0) {
+    } else if (strcmp(mode, "hang") == 0 || strcmp(mode, "hang_term") == 0) {
+        if (strcmp(mode, "hang_term") == 0 && rank == 3) signal(SIGTERM, SIG_IGN);
         if (rank == 0) fprintf(stdout, "lifecycle: hanging\n");
         fflush(stdout);
         for (;;) sleep(1);
