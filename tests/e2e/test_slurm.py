@@ -180,7 +180,8 @@ def test_srun_cli(slurm, name, tmp_path):
     out = tmp_path / "prof"
     p = slurm.run(SRUN + [f"--mpi={PLUGIN[name]}"] + pathscope_run(mpi, out, mpi.prog("p2p_counts")))
     assert p.returncode == 0, p.stderr
-    assert p.stderr == f"pathscope: profile written to {out} (view: pathscope report {out})\n"
+    assert [l for l in p.stderr.splitlines() if l.startswith("pathscope")] == [
+        f"pathscope: profile written to {out} (view: pathscope report {out})"]
     check_p2p(out)
     # one srun is one job step: its ranks share the run id (runtime/core/runid.c)
     assert load_profile(out).run_id
@@ -212,7 +213,7 @@ def test_sbatch(slurm, name, launcher, tmp_path):
     job = slurm.wait_job(slurm.sbatch(script, SBATCH + ["-o", log]), timeout=120)
     assert (job["JobState"], job["ExitCode"]) == ("COMPLETED", "0:0"), log.read_text()
     lines = log.read_text().splitlines()
-    assert lines[0] == f"pathscope: profile written to {out} (view: pathscope report {out})"
+    assert lines.count(f"pathscope: profile written to {out} (view: pathscope report {out})") == 1
     assert lines[-1] == f"pathscope report: {out}"
     if launcher == "srun":
         assert lines[-2] == "second srun: 2"
@@ -261,19 +262,24 @@ def test_probe_and_top_through_srun_overlap_then_scancel(slurm, name, tmp_path):
     job_id = slurm.sbatch(script, SBATCH + ["-o", log])
     wait_for_line(log, "lifecycle: hanging", job_id, slurm)
     inside = ["srun", "--overlap", f"--jobid={job_id}", "-N", "1", "--ntasks-per-node=1"]
+    # the ranks publish their live view every second: the one after the barrier is awaited
+    want = {("W", "MPI_Bcast"): (4, 48), ("W", "MPI_Barrier"): (4, 0)}
+    deadline = time.monotonic() + 20
+    while True:
+        p = slurm.run(inside + [PATHSCOPE, "top", out, "--once", "--format", "json"])
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        seen = {(row["comm"], row["op"]): (row["calls"]["sum"], row["bytes"]["sum"])
+                for row in doc["mpi"]}
+        if (doc["ranks"], {k: seen.get(k) for k in want}) == ([0, 1, 2, 3], want):
+            break
+        assert time.monotonic() < deadline, p.stdout
+        time.sleep(0.3)
     p = slurm.run(inside + [PATHSCOPE, "probe", "--job", out, "--list"])
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
-    assert [l.split(" (pid")[0] for l in lines[0::2]] == [f"rank {r}" for r in range(4)]
-    assert lines[1::2] == ["  no probes"] * 4
-    p = slurm.run(inside + [PATHSCOPE, "top", out, "--once", "--format", "json"])
-    assert p.returncode == 0, p.stderr
-    doc = json.loads(p.stdout)
-    assert doc["ranks"] == [0, 1, 2, 3]
-    mpi_rows = {(row["comm"], row["op"]): row for row in doc["mpi"]}
-    assert mpi_rows[("W", "MPI_Bcast")]["calls"]["sum"] == 4
-    assert mpi_rows[("W", "MPI_Bcast")]["bytes"]["sum"] == 48
-    assert mpi_rows[("W", "MPI_Barrier")]["calls"]["sum"] == 4
+    assert [l.split(" (pid")[0] for l in lines[0::2]] == [f"rank {r}" for r in range(4)], p.stdout
+    assert lines[1::2] == ["  no probes"] * 4, p.stdout
 
     cancelled = time.monotonic()
     assert slurm.run(["scancel", job_id]).returncode == 0
