@@ -128,9 +128,9 @@ class SlurmCluster:
     def _spawn(self, name: str, argv: list[str]):
         log = open(self.base / "log" / f"{name}.out", "wb")
         with log:
-            self.procs[name] = subprocess.Popen(argv, env=self._daemon_env(), stdin=subprocess.DEVNULL,
-                                                stdout=log, stderr=subprocess.STDOUT,
-                                                start_new_session=True)
+            self.procs[name] = subprocess.Popen(argv, env=self._daemon_env(),
+                                                stdin=subprocess.DEVNULL, stdout=log,
+                                                stderr=subprocess.STDOUT, start_new_session=True)
 
     def _daemon_env(self) -> dict:
         env = {k: v for k, v in os.environ.items() if not _OUTER.match(k)}
@@ -163,9 +163,9 @@ class SlurmCluster:
         env.update(extra or {})
         return env
 
-    def run(self, argv, env: dict = None, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    def run(self, argv, env: dict = None, timeout: float = 120) -> subprocess.CompletedProcess:
         return subprocess.run([str(a) for a in argv], env=self.env(env), capture_output=True,
-                              text=True, timeout=timeout, **kw)
+                              text=True, timeout=timeout)
 
     def node_state(self) -> str:
         p = self.run(["sinfo", "-h", "-n", self.node, "-o", "%T"], timeout=30)
@@ -242,7 +242,8 @@ class SlurmCluster:
             if not d.name.isdigit() or int(d.name) == os.getpid():
                 continue
             try:
-                if mark not in (d / "environ").read_bytes().split(b"\0") and not self._holds_file(d):
+                ours = mark in (d / "environ").read_bytes().split(b"\0") or self._holds_file(d)
+                if not ours:
                     continue
                 cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             except OSError:

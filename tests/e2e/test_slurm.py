@@ -64,7 +64,7 @@ def batch_script(path: Path, *commands) -> Path:
     return path
 
 
-def pathscope_run(mpi, out, *argv):
+def pathscope_run(out, *argv):
     return [PATHSCOPE, "run", "-o", out, "--", *argv]
 
 
@@ -163,7 +163,7 @@ def time_limit_jobs(slurm, tmp_path_factory):
         mpi = _mpi(name)
         out, log = base / f"{name}-prof", base / f"{name}.out"
         script = batch_script(base / f"{name}.sh", ["srun", f"--mpi={PLUGIN[name]}"] +
-                              pathscope_run(mpi, out, mpi.prog("lifecycle"), "hang"))
+                              pathscope_run(out, mpi.prog("lifecycle"), "hang"))
         jobs[name] = (slurm.sbatch(script, SBATCH + ["--time=1", "-o", log]), out, log)
     return jobs
 
@@ -178,7 +178,7 @@ def test_time_limit_jobs_start(slurm, time_limit_jobs):
 def test_srun_cli(slurm, name, tmp_path):
     mpi = _mpi(name)
     out = tmp_path / "prof"
-    p = slurm.run(SRUN + [f"--mpi={PLUGIN[name]}"] + pathscope_run(mpi, out, mpi.prog("p2p_counts")))
+    p = slurm.run(SRUN + [f"--mpi={PLUGIN[name]}"] + pathscope_run(out, mpi.prog("p2p_counts")))
     assert p.returncode == 0, p.stderr
     assert [l for l in p.stderr.splitlines() if l.startswith("pathscope")] == [
         f"pathscope: profile written to {out} (view: pathscope report {out})"]
@@ -206,7 +206,7 @@ def test_sbatch(slurm, name, launcher, tmp_path):
     mpi = _mpi(name)
     out, log = tmp_path / "prof", tmp_path / "job.out"
     start = ["srun", f"--mpi={PLUGIN[name]}"] if launcher == "srun" else MPIRUN[name]
-    run = start + pathscope_run(mpi, out, mpi.prog("p2p_counts"))
+    run = start + pathscope_run(out, mpi.prog("p2p_counts"))
     again = [run + ["||", "echo", "second srun: $?"]] if launcher == "srun" else []
     script = batch_script(tmp_path / "job.sh", run, *again,
                           [PATHSCOPE, "report", out, "|", "head", "-1"])
@@ -233,7 +233,7 @@ def test_srun_abort(slurm, name, tmp_path):
     srun = SRUN + [f"--mpi={PLUGIN[name]}"]
     bare = slurm.run(srun + argv)
     out = tmp_path / "prof"
-    p = slurm.run(srun + pathscope_run(mpi, out, *argv))
+    p = slurm.run(srun + pathscope_run(out, *argv))
     assert bare.returncode == p.returncode == {"openmpi": 7, "mpich": 137}[name], p.stderr
     assert statuses(out) == ["ended-by-rank 1", "abort 7", "ended-by-rank 1", "ended-by-rank 1"]
     assert ("    ranks 0,2-3: stopped when rank 1 ended the job (its data up to then was written)\n"
@@ -258,7 +258,7 @@ def test_probe_and_top_through_srun_overlap_then_scancel(slurm, name, tmp_path):
     mpi = _mpi(name)
     out, log = tmp_path / "prof", tmp_path / "job.out"
     script = batch_script(tmp_path / "job.sh", ["srun", f"--mpi={PLUGIN[name]}"] +
-                          pathscope_run(mpi, out, mpi.prog("lifecycle"), "hang"))
+                          pathscope_run(out, mpi.prog("lifecycle"), "hang"))
     job_id = slurm.sbatch(script, SBATCH + ["-o", log])
     wait_for_line(log, "lifecycle: hanging", job_id, slurm)
     inside = ["srun", "--overlap", f"--jobid={job_id}", "-N", "1", "--ntasks-per-node=1"]
@@ -303,7 +303,7 @@ def test_scancel_sigterm_survived_then_sigkill(slurm, name, tmp_path):
     mpi = _mpi(name)
     out, log = tmp_path / "prof", tmp_path / "job.out"
     script = batch_script(tmp_path / "job.sh", ["srun", f"--mpi={PLUGIN[name]}"] +
-                          pathscope_run(mpi, out, mpi.prog("lifecycle"), "hang_term"))
+                          pathscope_run(out, mpi.prog("lifecycle"), "hang_term"))
     job_id = slurm.sbatch(script, SBATCH + ["-o", log])
     wait_for_line(log, "lifecycle: hanging", job_id, slurm)
     time.sleep(0.2)  # (rank 3 may still be between its barrier and ignoring SIGTERM)
