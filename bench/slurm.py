@@ -23,6 +23,7 @@ Prints medians and ranges; --json writes every sample."""
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -168,6 +169,8 @@ def main():
         leftovers = cluster.stop()
         if leftovers:
             print("killed leftovers:", leftovers)
+        shutil.rmtree(cluster.base, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
     if args.json:
         Path(args.json).write_text(json.dumps(data, indent=1))
 
