@@ -7,9 +7,9 @@ cd "$(dirname "$0")/.."
 
 # Build and test dependencies.  `--test` (make test) adds LAMMPS with its examples and perf
 # (tests/e2e/test_perfcompare.py compares sampled shares with perf record on a LAMMPS run), and
-# Slurm with munge (tests/e2e/test_slurm.py starts its own one-node cluster: no service is
-# configured or started here); `--bench` (bench/run-all.sh) adds LAMMPS, perf and the other
-# real applications and peers.
+# Slurm with munge (nothing is configured here: tests/e2e/test_slurm.py starts its own one-node
+# cluster); `--bench` (bench/run-all.sh) adds LAMMPS, perf and the other real applications and
+# peers.
 PACKAGES=(build-essential cmake pkg-config python3 python3-venv python3-dev
           openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran
           libdw-dev libelf-dev libzydis-dev python3-mpi4py
