@@ -16,7 +16,8 @@ PACKAGES=(build-essential cmake pkg-config python3 python3-venv python3-dev
           clang llvm libbpf-dev bpftool zlib1g-dev   # the eBPF collector (pathscope-kcollect)
           tmux)            # tests/e2e/test_top.py drives `pathscope top` in a real terminal
 case "${1:-}" in
-  --test) PACKAGES+=(lammps lammps-examples linux-perf slurmctld slurmd slurm-client munge) ;;
+  --test) PACKAGES+=(lammps lammps-examples linux-perf slurmctld slurmd slurm-client munge
+                     strace) ;;   # strace: tests/python/test_launcher.py
   --bench) PACKAGES+=(lammps lammps-examples linux-perf hpcc gromacs netpipe-openmpi strace
                       bpftrace hyperfine heaptrack) ;;
 esac

@@ -64,7 +64,8 @@ def test_prefix_holds_the_runtime_the_cli_and_nothing_else(prefix):
     want |= {f"bin/{name}" for name in built}
     for mpi in mpis:
         want |= {f"lib/pathscope/{mpi}/{name}" for name in
-                 ("libpathscope.so", "libpathscope-heap.so", "libpathscope-kernel.so")}
+                 ("libpathscope.so", "libpathscope-heap.so", "libpathscope-kernel.so",
+                  "pathscope-run")}
         # the collector and the resolver next to the library, where the runtime starts them
         want |= {f"lib/pathscope/{mpi}/{name}" for name in built}
     python = ROOT / "python"
@@ -79,13 +80,14 @@ def test_prefix_holds_the_runtime_the_cli_and_nothing_else(prefix):
 
 
 def test_only_the_runtime_links_mpi(prefix):
-    """The symbolizer, the collector and the shims are not MPI programs: no MPI library in
+    """The symbolizer, the collector, the launcher and the shims are not MPI programs: no MPI library in
     their DT_NEEDED; libpathscope.so of each MPI needs that MPI's library."""
     p, mpis = prefix
     for mpi in mpis:
         lib = p / "lib" / "pathscope" / mpi
         assert MPI_LIBRARY[mpi] in needed(lib / "libpathscope.so")
         others = [lib / "libpathscope-heap.so", lib / "libpathscope-kernel.so",
+                  lib / "pathscope-run",
                   *(f for f in (lib / "pathscope-kcollect", p / "bin" / "pathscope-kcollect",
                                 p / "bin" / "pathscope-symbolize") if f.exists())]
         for f in others:
@@ -114,6 +116,23 @@ def test_installed_cli_profiles_and_reports_a_real_run(prefix, tmp_path):
     if (p / "bin" / "pathscope-symbolize").exists():   # names from the prefix's symbolizer
         assert "pathscope-symbolize not found" not in report.stdout
         assert (elsewhere / "prof" / "symbols.tsv").is_file()
+
+
+def test_installed_run_starts_no_python(prefix, tmp_path):
+    """bin/pathscope of the prefix hands `run` to lib/pathscope/<mpi>/pathscope-run: with a
+    python3 first on PATH that only exits 99, a good command line runs the program (status 0)
+    and a bad one is handed to that python3 (99)."""
+    p, _ = prefix
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    (fake / "python3").write_text("#!/bin/sh\nexit 99\n")
+    (fake / "python3").chmod(0o755)
+    env = clean_env(PATH=f"{fake}:/usr/bin:/bin")
+    done = run([p / "bin" / "pathscope", "run", "-o", "prof", "--mpi", "openmpi", "--",
+                "/bin/sh", "-c", 'echo "$LD_PRELOAD"'], cwd=tmp_path, env=env)
+    assert (done.returncode, done.stdout) == (0, f"{p}/lib/pathscope/openmpi/libpathscope.so\n")
+    done = run([p / "bin" / "pathscope", "run", "--bogus", "--", "true"], cwd=tmp_path, env=env)
+    assert done.returncode == 99
 
 
 def test_pip_install_gives_the_pathscope_command(prefix, tmp_path):
