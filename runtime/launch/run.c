@@ -22,17 +22,11 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "run.h"
@@ -402,7 +396,8 @@ static void run_launch(const run_command *cmd)
     /* the CLI's own variables: read here, never seen by the program (the runtime rejects them) */
     static const char *const cli_variables[] = {"PATHSCOPE_HOME", "PATHSCOPE_LIB",
                                                 "PATHSCOPE_SYMBOLIZER"};
-    run_options_check_environment(cli_variables, 3);
+    const unsigned n_cli = sizeof cli_variables / sizeof cli_variables[0];
+    run_options_check_environment(cli_variables, n_cli);
     run_options_check_settings(cmd);
     char *executable = program_resolve(cmd->program[0]);
     const char *output = cmd->output;
@@ -412,7 +407,7 @@ static void run_launch(const run_command *cmd)
     }
     if (!output && access(".", W_OK) != 0) run_hand_over("the working directory is not writable");
     char *library = library_choose(cmd->mpi, executable);
-    for (int i = 0; i < 3; i++) env_remove(cli_variables[i]);
+    for (unsigned i = 0; i < n_cli; i++) env_remove(cli_variables[i]);
     preload_prepend(library);
     run_env_set("PATHSCOPE_COMMAND", shell_join(cmd->program));
     run_options_apply_settings(cmd);
