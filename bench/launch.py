@@ -5,7 +5,10 @@ PATHSCOPE_* variables), with `pathscope run` (bin/pathscope -> the compiled laun
 pathscope-run -> the program) and with the Python CLI's `run` in every rank (what `pathscope
 run` did before the launcher: `python -m pathscope run`).
 
-    python3 bench/launch.py [--mpi openmpi,mpich] [--ranks 16,64] [--reps 5] [--json FILE]
+    python3 bench/launch.py [--mpi openmpi,mpich] [--ranks 16,64] [--reps 5] [--starts 20]
+                            [--json FILE]
+
+First, without mpirun, the CPU time of one start of /bin/true each way (start_cost).
 
 Variants are interleaved within each repetition (benchlib.interleaved).  Every pathscope run
 must write its profile (profile.tsv with its `end` line), so a failing run is never timed.
@@ -53,6 +56,32 @@ def command(variant: str, mpi: str, nranks: int, program, outdir) -> tuple[list[
                      bind=False), home
 
 
+def start_cost(starts: int) -> str:
+    """CPU time (user + system, of the process and everything it started) of one start of
+    /bin/true alone, through `pathscope run` and through the Python CLI's run, without
+    mpirun and with an empty runtime library (PATHSCOPE_LIB: ld.so declines to preload it), so
+    that only the way to the program's exec is measured.  CPU time, unlike wall time, does
+    not grow with other load on a shared machine."""
+    fake = bl.WORK / "launch-empty" / "libpathscope.so"
+    fake.parent.mkdir(parents=True, exist_ok=True)
+    fake.write_text("")
+    python = str(VENV_PYTHON if VENV_PYTHON.exists() else sys.executable)
+    home = {"PYTHONPATH": str(bl.REPO / "python"), "PATHSCOPE_HOME": str(bl.REPO),
+            "PATHSCOPE_LIB": str(fake)}
+    ways = {"program alone": (["/bin/true"], {}),
+            "pathscope run": ([str(bl.REPO / "bin" / "pathscope"), "run", "--", "/bin/true"],
+                              {"PATHSCOPE_LIB": str(fake)}),
+            "Python run": ([python, "-m", "pathscope", "run", "--", "/bin/true"], home)}
+    lines = [f"one start, CPU milliseconds (user + system), median of {starts}:"]
+    for name, (cmd, env) in ways.items():
+        cpu = []
+        for _ in range(starts):
+            _, _, usage = bl.run_measured(cmd, env=env)
+            cpu.append(1000 * (usage["user_s"] + usage["sys_s"]))
+        lines.append(f"  {name:<14} {bl.cell(cpu, '.1f')}")
+    return "\n".join(lines)
+
+
 def measure(mpi: str, nranks: int, reps: int) -> dict[str, list[float]]:
     program = build_program(mpi)
     times: dict[str, list[float]] = {v: [] for v in VARIANTS}
@@ -85,9 +114,12 @@ def main() -> int:
     parser.add_argument("--mpi", default="openmpi,mpich")
     parser.add_argument("--ranks", default="16,64")
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--starts", type=int, default=20,
+                        help="sequential starts for the CPU time of one start")
     parser.add_argument("--json", help="also write the raw times here")
     args = parser.parse_args()
     results = {"machine": bl.machine(), "runs": []}
+    print(start_cost(args.starts), flush=True)
     for mpi in args.mpi.split(","):
         for nranks in map(int, args.ranks.split(",")):
             times = measure(mpi, nranks, args.reps)

@@ -144,7 +144,8 @@ def valid_command_lines(tmp_path, home):
         if flag not in ("--output", "--mpi") and not any(f == flag for f, _ in every):
             every += [(flag, value)]
     every_args = [a for f, v in every for a in ([f] if v is None else [f, v])]
-    mpi_program = ROOT / "build" / "openmpi" / "lifecycle"
+    mpi_program = next(p for p in (ROOT / "build" / mpi / "lifecycle" for mpi in
+                                   ("openmpi", "mpich")) if p.exists())
     return [
         (["-o", "out", "--quiet", "--no-signals", "--no-mpi", "--", *ENV0], {}),
         (every_args + ["--", str(script), "a b", "it's", 'say "x"', "\u00e9", "", "x=y,z"], {}),
@@ -181,17 +182,19 @@ def test_the_program_gets_what_python_gives_it(launcher, home, tmp_path):
 
 
 def test_ldd_names_the_mpi_under_srun(launcher, home, tmp_path):
-    """Neither launcher's variables set: the library the program links decides."""
+    """Neither launcher's variables set (PMI under Slurm): the MPI library the program links
+    decides (ld.so names the library it could not preload), else PMI means MPICH."""
+    env = clean_env(home, PMI_RANK="0", SLURM_PROCID="0", PATH="/usr/bin:/bin")
     for mpi in ("openmpi", "mpich"):
         program = ROOT / "build" / mpi / "lifecycle"
         if not program.exists():
             continue
-        env = clean_env(home, PMI_RANK="0", SLURM_PROCID="0", PATH="/usr/bin:/bin")
-        p = by_launcher(launcher, ["--", "/bin/sh", "-c", 'echo "$LD_PRELOAD"', str(program)],
-                        env, tmp_path / "work")
-        assert p.stdout == f"{home}/build/mpich/libpathscope.so\n"  # sh links no MPI: PMI
         p = by_launcher(launcher, ["--", str(program), "preinit"], env, tmp_path / "work")
         assert p.returncode == 0, p.stderr
+        assert f"object '{home}/build/{mpi}/libpathscope.so' from LD_PRELOAD" in p.stderr
+    p = by_launcher(launcher, ["--", "/bin/sh", "-c", 'echo "$LD_PRELOAD"'], env,
+                    tmp_path / "work")
+    assert p.stdout == f"{home}/build/mpich/libpathscope.so\n"
 
 
 # ---- (2) what Python refuses, the launcher refuses, and the error line is Python's -----------
