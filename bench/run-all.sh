@@ -3,7 +3,8 @@
 #   bench/run-all.sh           installs the benchmark dependencies (apt, as root), builds the
 #                              runtime for Open MPI and MPICH, runs bench/percall.py,
 #                              bench/clockfence.c, bench/unwind.py, bench/perfcompare.py,
-#                              bench/apps.py, bench/heap.py and bench/kernel.py, prints
+#                              bench/apps.py, bench/heap.py, bench/kernel.py and
+#                              bench/launch.py, prints
 #                              their tables and keeps them with the raw measurements (JSON)
 #                              in build/bench/results-<date>/.
 #   bench/run-all.sh --quick   the same with few repetitions and small sizes: checks that
@@ -45,6 +46,7 @@ if [ $quick = 1 ]; then
   compare_args=(--steps 100)
   heap_args=(--reps 1 --scale 200 --iterations 200000)
   kernel_args=(--reps 1 --quick)
+  launch_args=(--reps 1 --ranks 16 --starts 5)
 else
   percall_args=()
   apps_args=(--variants base,pathscope,pathscope-preload,pathscope-100hz,pathscope-nopaths,perf)
@@ -52,6 +54,7 @@ else
   compare_args=()
   heap_args=()
   kernel_args=()
+  launch_args=()
 fi
 echo "== per-call cost (bench/percall.py) =="
 python3 bench/percall.py "${percall_args[@]}" --json "$out/percall.json" | tee "$out/percall.txt"
@@ -74,5 +77,8 @@ python3 bench/heap.py "${heap_args[@]}" --json "$out/heap.json" | tee "$out/heap
 echo
 echo "== kernel-time profiling per syscall vs strace and bpftrace (bench/kernel.py) =="
 python3 bench/kernel.py "${kernel_args[@]}" --json "$out/kernel.json" | tee "$out/kernel.txt"
+echo
+echo "== start-up at scale: mpirun -np 16 and 64, pathscope run against the env form (bench/launch.py) =="
+python3 bench/launch.py "${launch_args[@]}" --json "$out/launch.json" | tee "$out/launch.txt"
 echo
 echo "bench: tables and raw measurements in $out"

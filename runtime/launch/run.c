@@ -37,7 +37,8 @@ extern char **environ;
 static int given_argc;
 static char **given_argv;
 
-/* Starts the Python CLI on the unchanged command line; returns only if it cannot. */
+/* Replaces this process with the Python CLI on the unchanged command line and environment
+ * (reason: why, for the one line printed if that interpreter cannot be started). */
 _Noreturn void run_hand_over(const char *reason)
 {
     const char *python = given_argv[1];
@@ -48,7 +49,7 @@ _Noreturn void run_hand_over(const char *reason)
         argv[2] = "pathscope";
         argv[3] = "run";
         for (int i = 2; i < given_argc; i++) argv[i + 2] = given_argv[i];
-        execv(python, argv);
+        execvp(python, argv);
     }
     fprintf(stderr, "pathscope: cannot start the Python CLI %s: %s (needed for this command "
             "line: %s)\n", python, strerror(errno), reason);
