@@ -156,7 +156,10 @@ static char *shell_join(char *const *argv)
             continue;
         }
         *o++ = '\'';
-        for (const char *p = *a; *p; p++) o = *p == '\'' ? stpcpy(o, "'\"'\"'") : (*o++ = *p, o);
+        for (const char *p = *a; *p; p++) {
+            if (*p == '\'') o = stpcpy(o, "'\"'\"'"); /* close, a quoted quote, reopen */
+            else *o++ = *p;
+        }
         *o++ = '\'';
     }
     *o = 0;
@@ -187,7 +190,7 @@ static void preload_prepend(const char *library)
     run_env_set("LD_PRELOAD", out);
 }
 
-/* ---- the program ------------------------------------------------------------------------------ */
+/* ---- the program ----------------------------------------------------------------------------- */
 
 static int is_executable_file(const char *path)
 {
