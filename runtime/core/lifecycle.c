@@ -280,6 +280,8 @@ __attribute__((destructor)) static void pathscope_fini(void)
         ps_run_end(PS_END_EXIT, "exit-without-finalize");
 }
 
+int ps_launcher_size(void) { return launcher_size; }
+
 __attribute__((constructor)) static void pathscope_init(void)
 {
     ps_clock_init();

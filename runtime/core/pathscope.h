@@ -157,6 +157,9 @@ void ps_fmt_line_u64(ps_fmt_t *f, const char *key, const uint64_t *v, int n);
 /* Records a warning: key a stable [a-z0-9-]+ identifier, text one sentence for the user.  A
  * repeated key only counts; the first text and time are kept.  [signal-safe] */
 void ps_warn(const char *key, const char *text);
+/* The number of processes the launcher says it started (OMPI_COMM_WORLD_SIZE, PMI_SIZE,
+ * PMIX_SIZE, SLURM_NTASKS), -1 if none says. */
+int ps_launcher_size(void);
 int ps_warn_count(const char *key);       /* how often key was recorded [signal-safe] */
 void ps_warn_write(ps_fmt_t *f);          /* the rank file's `warning` lines [signal-safe] */
 void ps_warn_print(void);                 /* "pathscope: rank R: TEXT" on stderr unless quiet [signal-safe] */

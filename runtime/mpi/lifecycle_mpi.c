@@ -112,6 +112,23 @@ static void peers_exchange(void)
     free(all);
 }
 
+/* A launcher that started more processes than MPI joined into this world: under srun, a --mpi
+ * plugin the MPI library does not speak (MPICH with pmix or none) makes every process a world
+ * of its own, each writing rank 0 of "its" job into the same directory.  Said once per rank,
+ * with the numbers, at the end (warning lines, stderr). */
+static void launch_check(void)
+{
+    int started = ps_launcher_size();
+    if (started <= ps_world_size) return;
+    static char text[320];
+    snprintf(text, sizeof text,
+             "the launcher started %d processes but MPI_COMM_WORLD has %d: the MPI library did "
+             "not join them into one job (under srun: a --mpi plugin this MPI does not use, see "
+             "the user guide, Under Slurm), so each profiles as a job of its own and their rank "
+             "files collide", started, ps_world_size);
+    ps_warn("world-smaller-than-launch", text);
+}
+
 static void mpi_start(int provided, int agree_over_world)
 {
     if (!ps_option_on(ps_options.mpi)) { ps_state = PS_RUN_FINISHED; return; }
@@ -119,6 +136,7 @@ static void mpi_start(int provided, int agree_over_world)
     ps_in_wrapper = 1;
     PMPI_Comm_rank(MPI_COMM_WORLD, &ps_world_rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &ps_world_size);
+    launch_check();
     ps_threaded = provided == MPI_THREAD_MULTIPLE;
     ps_poll_sample = strcmp(ps_options.poll_timing, "every") == 0 ? 1 : PS_POLL_SAMPLE;
     ps_rank_file_host();

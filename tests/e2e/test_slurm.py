@@ -187,6 +187,22 @@ def test_srun_cli(slurm, name, tmp_path):
     assert load_profile(out).run_id
 
 
+def test_srun_wrong_plugin_is_said(slurm, tmp_path):
+    """MPICH under --mpi=none: srun starts two processes, MPI makes each a world of one; each
+    says so (the rank files of the two collide: the profile alone would look like a complete
+    one-rank job)."""
+    mpi = _mpi("mpich")
+    out = tmp_path / "prof"
+    p = slurm.run(["srun", "-n", "2", "--overcommit", "--mpi=none"] +
+                  pathscope_run(out, mpi.prog("lifecycle"), "normal"))
+    said = [l for l in p.stderr.splitlines() if "MPI_COMM_WORLD has" in l]
+    assert said and set(said) == {
+        "pathscope: rank 0: the launcher started 2 processes but MPI_COMM_WORLD has 1: the MPI "
+        "library did not join them into one job (under srun: a --mpi plugin this MPI does not "
+        "use, see the user guide, Under Slurm), so each profiles as a job of its own and their "
+        "rank files collide"}, p.stderr
+
+
 @pytest.mark.parametrize("name", MPIS)
 def test_srun_environment_form(slurm, name, tmp_path):
     mpi = _mpi(name)
