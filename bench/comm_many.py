@@ -6,7 +6,10 @@
       (the environment form, so no interpreter start is timed), interleaved: the cost per
       communicator-creating iteration, the size of profile.tsv and of a rank file, the
       counters of untracked communicators, and the time of `pathscope report`.
-  bench/comm_many.py synthetic [--comms 65536] [--ranks 4]
+  bench/comm_many.py ab --before OLD/libpathscope.so [--count 20001] [--reps 3]
+      the same program without pathscope, with an older library (before folding) and with
+      this one, interleaved: what folding itself costs per iteration.
+  bench/comm_many.py synthetic [--comms 65536]
       the profile of issue 14 before folding: a real run of comm_many (301 iterations) with
       COMMS distinct communicators added to profile.tsv and to every rank file (one
       `comm` line, two `op` lines and two `pcomm` lines each, as 65,536 unfolded ones were);
@@ -34,13 +37,15 @@ CLI_ENV = {"PYTHONPATH": str(REPO / "python")}
 EXPORT_TABLES = (("csv", "comm-ops"), ("csv", "comms"), ("json", "comm-ops"), ("json", "comms"))
 
 
-def run_program(mpi: str, count: int, out: Path | None) -> float:
-    """Wall seconds of one comm_many run (pathscope in the environment form when out)."""
+def run_program(mpi: str, count: int, out: Path | None, library: Path | None = None) -> float:
+    """Wall seconds of one comm_many run (pathscope in the environment form when out: this
+    checkout's library, or the one given)."""
     build = REPO / "build" / mpi
     env = clean_environment()
     extra = {}
     if out is not None:
-        extra = {"LD_PRELOAD": str(build / "libpathscope.so"), "PATHSCOPE_OUTPUT": str(out)}
+        extra = {"LD_PRELOAD": str(library or build / "libpathscope.so"),
+                 "PATHSCOPE_OUTPUT": str(out)}
     cmd = mpirun(mpi, 4, [str(build / "comm_many"), str(count)], extra, bind=False)
     started = time.monotonic()
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
@@ -93,6 +98,26 @@ def bench_run(mpi: str, counts: list[int], reps: int) -> None:
               f"{(out / 'profile.tsv').stat().st_size:>9} "
               f"{(out / 'ranks' / 'rank-000000.tsv').stat().st_size:>8} {untracked:>9} "
               f"{report_s:>8.2f}", flush=True)
+
+
+def bench_ab(mpi: str, count: int, reps: int, before: Path) -> None:
+    """Without pathscope, with another build's library (before folding: it never reuses a
+    record) and with this one, interleaved in rotating order: the cost of folding itself."""
+    sides = {"none": [], "before": [], "after": []}
+    names = list(sides)
+    for rep in range(reps):
+        for side in names[rep % 3:] + names[:rep % 3]:
+            out = HERE / f"ab-{side}"
+            shutil.rmtree(out, ignore_errors=True)
+            library = before if side == "before" else None
+            sides[side].append(run_program(mpi, count, None if side == "none" else out,
+                                           library))
+    base = statistics.median(sides["none"])
+    print(f"comm_many {count} iterations on 4 ranks, {mpi}, {reps} reps, median (min-max) s")
+    for side, times in sides.items():
+        extra = (statistics.median(times) - base) / count * 1e6
+        print(f"  {side:>6}: {statistics.median(times):.2f} ({min(times):.2f}-{max(times):.2f})"
+              f"  +{extra:.1f} us per iteration over none")
 
 
 def add_comms(path: Path, comms: int, rank: int | None) -> None:
@@ -158,6 +183,11 @@ def main() -> int:
     r.add_argument("--mpi", default="openmpi", choices=("openmpi", "mpich"))
     r.add_argument("--counts", default="1000,10000,100000,200001")
     r.add_argument("--reps", type=int, default=1)
+    a = sub.add_parser("ab")
+    a.add_argument("--mpi", default="openmpi", choices=("openmpi", "mpich"))
+    a.add_argument("--count", type=int, default=20001)
+    a.add_argument("--reps", type=int, default=3)
+    a.add_argument("--before", type=Path, required=True, help="libpathscope.so of the base")
     s = sub.add_parser("synthetic")
     s.add_argument("--mpi", default="openmpi", choices=("openmpi", "mpich"))
     s.add_argument("--comms", type=int, default=65536)
@@ -166,6 +196,8 @@ def main() -> int:
     try:
         if args.what == "run":
             bench_run(args.mpi, [int(c) for c in args.counts.split(",")], args.reps)
+        elif args.what == "ab":
+            bench_ab(args.mpi, args.count, args.reps, args.before)
         else:
             bench_synthetic(args.mpi, args.comms)
     except BenchError as e:
