@@ -1,7 +1,11 @@
 /* Folding freed communicators: a program may create millions of short-lived communicators
  * (200,001 over a run, 201 alive at once, in issue 14), so a record cannot live for the whole
  * run.  When a communicator is freed and nothing names it any more (no request, window, file
- * or pending idup: `refs`), its record folds into a row of its kind and its slot is reused.
+ * or pending idup: `refs`), its record folds into a row of its kind and its slot is reused --
+ * unless the number M in its name is at most PATHSCOPE_COMM_KEEP (256): a program's first
+ * communicators (all of them, in most programs) keep their names.  M is the same on every
+ * member, so they all decide alike; a process joins at most that many communicators with such
+ * an M (its own count never exceeds M), so the records kept stay bounded.
  *
  * A row is a record of its own (state PS_SLOT_ROW) named like the communicators it stands for
  * with their number replaced by '*': "W_d5", "W_d9" -> "W_d*"; "W_s7.2" -> "W_s*.2" (the lowest
@@ -32,6 +36,7 @@
 #include "mpi_thread.h"
 #include "../core/cct.h"
 
+int ps_comm_keep = 256;
 static int free_slots[PS_MAX_COMMS], nfree;
 static int pending[PS_MAX_COMMS], npending; /* freed; their last reference went since */
 static int root_comms = -1, root_rows = -1; /* records without a parent */
@@ -357,11 +362,19 @@ static void fold_into(int row, int id)
     slot_release(id);
 }
 
+/* M, the number of a communicator's own part ("_d17" -> 17); -1 for an unknown one. */
+static long own_number(const ps_comm_t *c)
+{
+    if (c->own_at < 0 || !c->name[c->own_at] || !c->name[c->own_at + 1]) return -1;
+    return strtol(c->name + c->own_at + 2, NULL, 10);
+}
+
 static void fold(int id)
 {
     ps_comm_t *c = ps_comms[id];
     char name[PS_NAME_MAX];
     int own_at;
+    if (c->own_at >= 0 && own_number(c) <= ps_comm_keep) return; /* keeps its name */
     if (!row_name(c, name, &own_at)) return;
     int parent = c->own_at < 0 ? -1 : c->parent_id;
     int row = row_find(parent, name, -1);

@@ -107,6 +107,8 @@ void ps_comm_finish(int id, MPI_Comm comm, const char *name, int own_at);
 /* A new record in a free slot (or a new one), linked below its parent; -1 if the table is
  * full.  Records freed earlier whose last reference went meanwhile are folded first. */
 int ps_slot_take(int parent_id, int state);
+extern int ps_comm_keep;       /* PATHSCOPE_COMM_KEEP: freed communicators with M at most
+                                * this keep their own record */
 void ps_comm_freed(int id);    /* MPI_Comm_free / disconnect: fold now or when unreferenced */
 void ps_comm_ref(int id);      /* a request, window, file names it */
 void ps_comm_unref(int id);

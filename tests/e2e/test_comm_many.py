@@ -4,8 +4,10 @@ known calls on some of them.  Freed communicators fold into one row per parent a
 (runtime/mpi/fold.c, docs/format.md "Folded communicators"): every count below is exact, no
 communicator goes untracked, the files stay the same size whatever the number of
 communicators, and the report is quick.  The full 200,001 is bench/comm_many.py's (minutes
-here); the tests run fewer iterations of the same loop.
+here); the tests run fewer iterations of the same loop.  They fold every freed communicator
+(--comm-keep 0) but test_default_keep, where the first ones keep their names.
 """
+import re
 import os
 import shutil
 import subprocess
@@ -97,14 +99,14 @@ def runs(tmp_path_factory):
     return {}
 
 
-def run_many(mpi, runs, tmp_path_factory, n):
-    key = (mpi.name, n)
+def run_many(mpi, runs, tmp_path_factory, n, keep="0"):
+    key = (mpi.name, n, keep)
     if key not in runs:
         out = tmp_path_factory.mktemp(f"many-{mpi.name}-{n}") / "prof"
-        started = time.monotonic()
-        mpi.run(4, [mpi.prog("comm_many"), str(n)], out, timeout=600)
-        runs[key] = (out, time.monotonic() - started)
-    return runs[key][0]
+        mpi.run(4, [mpi.prog("comm_many"), str(n)], out, timeout=600,
+                pathscope_args=["--comm-keep", keep] if keep else [])
+        runs[key] = out
+    return runs[key]
 
 
 def test_folded_rows_exact(mpi, runs, tmp_path_factory):
@@ -155,3 +157,23 @@ def test_bounded_files_and_quick_report(mpi, runs, tmp_path_factory):
     count = rows["W_d*"][0]
     assert (f"W_d*  folded: {count} freed communicators ({4 * count} memberships) of size 4 "
             f"or less, members 0-3 together") in p.stdout
+
+
+def test_default_keep(mpi, runs, tmp_path_factory):
+    """By default (PATHSCOPE_COMM_KEEP 256) a freed communicator whose number M is at most 256
+    keeps its name; the later ones fold: each kind's named ones and its row's count add up to
+    exactly the communicators created."""
+    n = 301
+    prof = load_profile(run_many(mpi, runs, tmp_path_factory, n, keep=""))
+    rows, _, _ = expected_rows(n)
+    kinds = {"W_d*": r"W_d(\d+)", "W_s*.0": r"W_s(\d+)\.0", "W_s*.1": r"W_s(\d+)\.1",
+             "W_c*.0": r"W_c(\d+)\.0", "W_d*_s*.0": r"W_d\d+_s(\d+)\.0",
+             "W_d*_s*.2": r"W_d\d+_s(\d+)\.2"}
+    for row, pattern in kinds.items():
+        kept = [int(m.group(1)) for m in (re.fullmatch(pattern, name) for name in prof.comms) if m]
+        folded = prof.comms[row].folded if row in prof.comms else 0
+        assert kept and max(kept) <= 256, row
+        assert len(kept) + folded == rows[row][0], row
+        assert all(prof.comms[name].freed == 1 for name in prof.comms
+                   if re.fullmatch(pattern, name)), row
+    assert prof.comms["W_d*"].folded > 0
