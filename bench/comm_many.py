@@ -9,7 +9,7 @@
   bench/comm_many.py ab --before OLD/libpathscope.so [--count 20001] [--reps 3]
       the same program without pathscope, with an older library (before folding) and with
       this one, interleaved: what folding itself costs per iteration.
-  bench/comm_many.py synthetic [--comms 65536]
+  bench/comm_many.py synthetic [--comms 65536] [--package OTHER/python] [--report-only]
       the profile of issue 14 before folding: a real run of comm_many (301 iterations) with
       COMMS distinct communicators added to profile.tsv and to every rank file (one
       `comm` line, two `op` lines and two `pcomm` lines each, as 65,536 unfolded ones were);
@@ -33,7 +33,6 @@ from benchlib import REPO, WORK, BenchError, clean_environment, mpirun  # noqa: 
 
 HERE = WORK / "comm_many"
 CLI = [sys.executable, "-m", "pathscope"]
-CLI_ENV = {"PYTHONPATH": str(REPO / "python")}
 EXPORT_TABLES = (("csv", "comm-ops"), ("csv", "comms"), ("json", "comm-ops"), ("json", "comms"))
 
 
@@ -55,10 +54,11 @@ def run_program(mpi: str, count: int, out: Path | None, library: Path | None = N
     return elapsed
 
 
-def time_cli(args: list[str]) -> tuple[float, str]:
+def time_cli(args: list[str], package: Path = REPO / "python") -> tuple[float, str]:
+    """Seconds of one `pathscope ARGS` with the analysis package found in package."""
     started = time.monotonic()
-    p = subprocess.run(CLI + args, env=dict(os.environ, **CLI_ENV), capture_output=True,
-                       text=True, timeout=7200)
+    p = subprocess.run(CLI + args, env=dict(os.environ, PYTHONPATH=str(package)),
+                       capture_output=True, text=True, timeout=7200)
     elapsed = time.monotonic() - started
     if p.returncode != 0:
         raise BenchError(f"pathscope {' '.join(args)} failed: {p.stderr[-2000:]}")
@@ -155,7 +155,7 @@ def add_comms(path: Path, comms: int, rank: int | None) -> None:
     path.write_text("".join(lines))
 
 
-def bench_synthetic(mpi: str, comms: int) -> None:
+def bench_synthetic(mpi: str, comms: int, package: Path, report_only: bool) -> None:
     template = HERE / f"template-{mpi}"
     shutil.rmtree(template, ignore_errors=True)
     run_program(mpi, 301, template)
@@ -168,11 +168,13 @@ def bench_synthetic(mpi: str, comms: int) -> None:
         add_comms(out / "ranks" / f"rank-{r:06d}.tsv", comms, r)
     size = sum(p.stat().st_size for p in out.rglob("*.tsv"))
     print(f"synthetic profile: {comms} extra communicators, {size / 1e6:.1f} MB of .tsv")
-    runs = [["report"]] + [["export", "--format", f, "--table", t] for f, t in EXPORT_TABLES]
-    runs += [["export", "--format", f] for f in ("folded", "speedscope")]
+    runs = [["report"]]
+    if not report_only:
+        runs += [["export", "--format", f, "--table", t] for f, t in EXPORT_TABLES]
+        runs += [["export", "--format", f] for f in ("folded", "speedscope")]
     for what in runs:
         seconds, _ = time_cli(what[:1] + [str(out)] + what[1:] + ["-o", str(out / "x")] *
-                              (what[0] == "export"))
+                              (what[0] == "export"), package)
         print(f"  pathscope {' '.join(what)}: {seconds:.2f} s", flush=True)
 
 
@@ -191,6 +193,10 @@ def main() -> int:
     s = sub.add_parser("synthetic")
     s.add_argument("--mpi", default="openmpi", choices=("openmpi", "mpich"))
     s.add_argument("--comms", type=int, default=65536)
+    s.add_argument("--package", type=Path, default=REPO / "python",
+                   help="the directory holding the pathscope package to time (another "
+                        "checkout's python/: before and after)")
+    s.add_argument("--report-only", action="store_true")
     args = ap.parse_args()
     HERE.mkdir(parents=True, exist_ok=True)
     try:
@@ -199,7 +205,7 @@ def main() -> int:
         elif args.what == "ab":
             bench_ab(args.mpi, args.count, args.reps, args.before)
         else:
-            bench_synthetic(args.mpi, args.comms)
+            bench_synthetic(args.mpi, args.comms, args.package, args.report_only)
     except BenchError as e:
         print(f"comm_many.py: {e}", file=sys.stderr)
         return 1
