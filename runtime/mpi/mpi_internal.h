@@ -24,6 +24,8 @@
 typedef struct {
     uint64_t calls, ticks, bytes;
     uint64_t hist[PS_HIST_BINS];
+    /* at the end only: what the call trees hold of these (paths.c: ps_paths_complete_counted) */
+    struct { uint64_t calls, ticks, bytes; } in_trees;
 } ps_stat_t;
 
 typedef struct {

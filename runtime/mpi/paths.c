@@ -209,31 +209,38 @@ void ps_path_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_
 /* At the end (the trees are frozen): the main thread's counted calls, which the hot path left
  * in the per-communicator table only (ps_path_record), go to its [not unwound] op nodes:
  * for every counted operation and communicator, the table's calls, time and bytes minus those
- * of every tree record of that operation and communicator.  [signal-safe] */
+ * of every tree record of that operation and communicator.  One pass over the trees' entries
+ * adds those up on the statistics (in_trees), then one pass over the table: linear in
+ * communicators x operations + threads x entries (it was their product: seconds at MPI_Finalize
+ * with tens of thousands of communicators).  [signal-safe] */
 void ps_paths_complete_counted(void)
 {
     ps_thread_t *main_thread = ps_threads[0];
     if (!main_thread || ps_threaded) return;
     int nthreads = atomic_load(&ps_nthreads);
+    for (int i = 0; i < nthreads; i++) {
+        ps_thread_t *t = ps_threads[i];
+        if (!t) continue;
+        mpi_thread_t *m = mpi_of(t);
+        for (uint32_t k = 0; k <= m->pcomm_mask; k++) {
+            ps_pcomm_t *pc = &m->pcomm[k];
+            if (!pc->node || pc->node >= t->nnodes || pc->comm < 0 || pc->comm >= ps_ncomms) continue;
+            ps_node_t *n = &t->nodes[pc->node];
+            if (n->kind != PS_NODE_MPI || n->key >= PS_NUM_OPS) continue;
+            ps_stat_t *st = ps_comms[pc->comm]->ops[n->key];
+            if (!st || !group_counted[ps_op_unwind_group[n->key]]) continue;
+            st->in_trees.calls += pc->calls;
+            st->in_trees.ticks += pc->ticks;
+            st->in_trees.bytes += pc->bytes;
+        }
+    }
     for (int c = 0; c < ps_ncomms; c++) {
         for (int op = 0; op < PS_NUM_OPS; op++) {
             ps_stat_t *st = ps_comms[c]->ops[op];
             if (!st || !group_counted[ps_op_unwind_group[op]]) continue;
-            uint64_t calls = st->calls, ticks = st->ticks, bytes = st->bytes;
-            for (int i = 0; i < nthreads; i++) {
-                ps_thread_t *t = ps_threads[i];
-                if (!t) continue;
-                mpi_thread_t *m = mpi_of(t);
-                for (uint32_t k = 0; k <= m->pcomm_mask; k++) {
-                    ps_pcomm_t *pc = &m->pcomm[k];
-                    if (!pc->node || pc->comm != c || pc->node >= t->nnodes) continue;
-                    ps_node_t *n = &t->nodes[pc->node];
-                    if (n->kind != PS_NODE_MPI || n->key != (uintptr_t)op) continue;
-                    calls -= pc->calls < calls ? pc->calls : calls;
-                    ticks -= pc->ticks < ticks ? pc->ticks : ticks;
-                    bytes -= pc->bytes < bytes ? pc->bytes : bytes;
-                }
-            }
+            uint64_t calls = st->calls - (st->in_trees.calls < st->calls ? st->in_trees.calls : st->calls);
+            uint64_t ticks = st->ticks - (st->in_trees.ticks < st->ticks ? st->in_trees.ticks : st->ticks);
+            uint64_t bytes = st->bytes - (st->in_trees.bytes < st->bytes ? st->in_trees.bytes : st->bytes);
             if (!calls) continue;
             uint32_t node = counted_op_node(main_thread, op);
             ps_node_t *nd = &main_thread->nodes[node];
