@@ -69,7 +69,8 @@ OP_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
 COMM_RULES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
     ("sum", (name,)) for name in ("sent_msgs", "sent_bytes", "recv_msgs", "recv_bytes",
                                   "freed_sends", "freed_recvs", "freed_recv_capacity",
-                                  "failed_requests")) + (("and", ("freed",)),) + tuple(
+                                  "failed_requests", "folded", "memberships")) + (
+    ("and", ("freed",)),) + tuple(
     ("first", (name,)) for name in ("size", "remote_size", "parent", "creator", "members",
                                     "topology"))
 
@@ -94,8 +95,35 @@ def merge_op(into: Any, other: Any) -> None:
 
 
 def merge_comm(into: Any, other: Any) -> None:
-    """Merges other's `comm` record (same name) into into."""
+    """Merges other's `comm` record (same name) into into.  A folded row (format 2.8) is
+    described by each rank from the communicators it was in: its members are the union, group
+    by group (sizes follow), and its topology `mixed` where the ranks' differ."""
+    if into.memberships and other.memberships:
+        into.members, into.size, into.remote_size = unite_members(into.members, other.members)
+        if into.topology != other.topology:
+            into.topology = "mixed"
     merge_fields(into, other, COMM_RULES)
+
+
+def unite_members(a: str, b: str) -> tuple[str, int, int]:
+    """The union of two member lists, group by group, sorted: ('0,2', '0|4') ->
+    ('0,2|4', 2, 1).  A list cut short (`...`) leaves the union cut short."""
+    (groups_a, cut_a), (groups_b, cut_b) = ranges.parse(a), ranges.parse(b)
+    inter = len(groups_a) > 1 or len(groups_b) > 1
+    out, sizes = [], []
+    for k in range(2 if inter else 1):
+        spans = sorted((groups_a[k] if k < len(groups_a) else []) +
+                       (groups_b[k] if k < len(groups_b) else []))
+        joined: list[tuple[int, int]] = []
+        for first, last in spans:
+            if joined and first <= joined[-1][1] + 1:
+                joined[-1] = (joined[-1][0], max(joined[-1][1], last))
+            else:
+                joined.append((first, last))
+        sizes.append(ranges.span_count(joined))
+        out.append(",".join(str(f) if f == l else f"{f}-{l}" for f, l in joined) or "-")
+    text = "|".join(out) + (ranges.TRUNCATION_MARK if cut_a or cut_b else "")
+    return text, sizes[0], sizes[1] if inter else 0
 
 
 def lowest_group_first(comm: Any) -> None:

@@ -44,7 +44,8 @@ from pathscope.errors import FormatVersionError, ProfileError
 from pathscope.sources import SOURCES
 # Comm, UNDEFINED_RANK, TOTAL_COMM, NO_COMM: importable from here too (they were defined here)
 from pathscope.sources.mpi import (NO_COMM, TOTAL_COMM, UNDEFINED_RANK, Comm,  # noqa: F401
-                                   MpiParser, RankComm, check_members, freed_fields)
+                                   MpiParser, RankComm, check_members, folded_fields,
+                                   freed_fields)
 # parse_hist, unescape, READER_MAJOR, MAX_WORLD_SIZE: importable from here too (they were
 # defined here)
 from pathscope.tsv import (MAX_WORLD_SIZE, READER_MAJOR, CutShort, Record,  # noqa: F401
@@ -186,7 +187,16 @@ class Profile:
         return None
 
     def comm_ops(self, comm: str) -> list[OpStat]:
-        return [s for (c, _), s in self.ops.items() if c == comm]
+        """The operations on comm, in the order of ops.  Indexed once: the report asks for
+        every communicator, and a profile may have tens of thousands of them (issue 14)."""
+        index = self.__dict__.get("_ops_by_comm")
+        if index is None or index[0] != len(self.ops):
+            by_comm: dict[str, list[OpStat]] = {}
+            for (c, _), stat in self.ops.items():
+                by_comm.setdefault(c, []).append(stat)
+            index = (len(self.ops), by_comm)
+            self.__dict__["_ops_by_comm"] = index
+        return list(index[1].get(comm, ()))
 
     def op_totals(self) -> list[OpStat]:
         """The per-operation totals over all communicators (the `*` rows)."""
@@ -308,7 +318,7 @@ def _read_profile_tsv(directory_fd: int, name: str) -> _ProfileTsv:
         result.comms[name_] = Comm(name_, size, remote, c(3), c(4), record.number(5, 1), c(6),
                                    [], c(7), record.number(8), record.number(9),
                                    record.number(10), record.number(11),
-                                   *freed_fields(record, 12))
+                                   *freed_fields(record, 12), *folded_fields(record, 16))
 
     def op(record: Record) -> None:
         record.need(11)
@@ -577,7 +587,8 @@ def merge_rank_files(rank_files: Iterable[_RankFile]) -> tuple[dict[str, Comm],
                 comms[c.name] = Comm(c.name, c.size, c.remote_size, c.parent, c.creator, c.freed,
                                      c.members, [], c.topology, c.sent_msgs,
                                      c.sent_bytes, c.recv_msgs, c.recv_bytes, c.freed_sends,
-                                     c.freed_recvs, c.freed_recv_capacity, c.failed_requests)
+                                     c.freed_recvs, c.freed_recv_capacity, c.failed_requests,
+                                     c.folded, c.memberships)
                 continue
             merge_comm(comms[c.name], c)
     for comm in comms.values():
@@ -591,7 +602,8 @@ def _expand_members(comms: dict[str, Comm], rank_files: dict[int, _RankFile]) ->
     whole, so a cut list is taken from a rank file of a member where there is one."""
     whole: dict[str, str] = {}
     for comm in comms.values():
-        if comm.members.endswith(ranges.TRUNCATION_MARK):
+        # a folded row's list is a union over the ranks: no single rank file has it whole
+        if comm.members.endswith(ranges.TRUNCATION_MARK) and not comm.is_folded:
             whole[comm.name] = ""
     if whole:
         for rank_file in rank_files.values():

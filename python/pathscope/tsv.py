@@ -114,6 +114,10 @@ def _shown(text: str, limit: int = 40) -> str:
 
 def parse_count(text: str) -> int:
     """An integer from 0 to 2^64-1 in ASCII digits; ValueError (its message says why)."""
+    if text.isascii() and text.isdigit() and len(text) <= 20:   # the common case, no regex
+        value = int(text)
+        if value <= U64_MAX:
+            return value
     if _DIGITS.match(text):
         value = int(text)
         if value <= U64_MAX:

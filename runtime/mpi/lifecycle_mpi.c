@@ -225,6 +225,9 @@ void ps_mpi_finalize_begin(void)
     if (ps_state == PS_RUN_STARTED) ps_wrap_enter_slow();
     if (ps_state == PS_RUN_MPI && !ps_in_wrapper) {
         ps_in_wrapper = 1;
+        ps_lock();
+        ps_fold_all(); /* communicators whose last request completed after the last creation */
+        ps_unlock();
         ps_state = PS_RUN_FINISHED; /* calls made by our reduction are not recorded */
         ps_run_end(PS_END_FINALIZE, "complete"); /* (mpi's end hook: the reduction) */
         ps_in_wrapper = 0;

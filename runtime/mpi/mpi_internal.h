@@ -18,12 +18,14 @@
 #define PS_NAME_MAX 200
 #define PS_TOPO_MAX 160
 #define PS_HIST_BINS 48 /* bin 0: 0 bytes; bin k>0: [2^(k-1), 2^k) bytes; last bin open-ended */
-#define PS_MAX_COMMS 65536
+#define PS_MAX_COMMS 65536 /* slots alive at once: freed communicators fold (fold.c) */
 #define PS_COMM_NONE 0 /* pseudo communicator "-": operations bound to no communicator */
 
 typedef struct {
     uint64_t calls, ticks, bytes;
     uint64_t hist[PS_HIST_BINS];
+    /* at the end only: what the call trees hold of these (paths.c: ps_paths_complete_counted) */
+    struct { uint64_t calls, ticks, bytes; } in_trees;
 } ps_stat_t;
 
 typedef struct {
@@ -44,7 +46,26 @@ typedef struct {
      * generalized request whose query function failed): no message counted for them */
     uint64_t failed_requests;
     ps_stat_t *ops[PS_NUM_OPS];
+    /* ---- folding (fold.c) ---- */
+    int state;              /* PS_SLOT_FREE, PS_SLOT_COMM or PS_SLOT_ROW */
+    int own_at;             /* where the name's own part ("_d5", "_s7.2") starts; -1: none */
+    int prefix_is_parent;   /* the name before own_at is the parent's: follows its folding */
+    int refs;               /* requests, windows, files, a pending idup naming this record:
+                             * freed and 0 is when it folds */
+    int first_comm, first_row; /* children: communicators, folded rows (ids, -1: none) */
+    int prev_sibling, next_sibling;
+    int members_cap;        /* ints allocated at members */
+    /* a folded row: the communicators it stands for whose lowest world rank is this rank
+     * (summed over the ranks: each counted once), and all those this rank was in */
+    uint64_t folded, memberships;
+    int topo_mixed;         /* a folded row whose communicators had different topologies */
+    /* the thread-tree entries (paths.c: ps_pcomm_t) that name this record, as
+     * thread index << 32 | node, so that folding moves them too */
+    uint64_t *pcomm_refs;
+    int npcomm_refs, pcomm_refs_cap;
 } ps_comm_t;
+
+enum { PS_SLOT_FREE = 0, PS_SLOT_COMM, PS_SLOT_ROW };
 
 extern ps_comm_t *ps_comms[PS_MAX_COMMS];
 extern int ps_ncomms;
@@ -74,11 +95,29 @@ void ps_file_forget(MPI_File file);
 /* Registers newcomm under a name (mpisee scheme, naming.c) and returns its id. */
 int ps_comm_register(MPI_Comm newcomm, const char *name, int parent_id, int creator_op,
                      const char *topo);
+/* The same, for a name made of a prefix (own_at bytes: the parent's name, "G", "J", a peer's)
+ * and the communicator's own part: the name its folded row takes (fold.c). */
+int ps_comm_register_named(MPI_Comm newcomm, const char *name, int own_at, int parent_id,
+                           int creator_op, const char *topo);
 void ps_registry_init(void); /* W, S.<rank>, parent intercomm of spawned jobs */
 /* MPI_Comm_idup: reserve the new handle's record at the call (no MPI query on it), name it
  * and fill its members when the request completes. */
 int ps_comm_reserve(MPI_Comm newcomm, int parent_id, int creator_op);
-void ps_comm_finish(int id, MPI_Comm comm, const char *name);
+void ps_comm_finish(int id, MPI_Comm comm, const char *name, int own_at);
+
+/* ---- folding freed communicators (fold.c; every call with ps_lock held) ----------------- */
+/* A new record in a free slot (or a new one), linked below its parent; -1 if the table is
+ * full.  Records freed earlier whose last reference went meanwhile are folded first. */
+int ps_slot_take(int parent_id, int state);
+extern int ps_comm_keep;       /* PATHSCOPE_COMM_KEEP: freed communicators with M at most
+                                * this keep their own record */
+void ps_comm_freed(int id);    /* MPI_Comm_free / disconnect: fold now or when unreferenced */
+void ps_comm_ref(int id);      /* a request, window, file names it */
+void ps_comm_unref(int id);
+void ps_fold_pending(void);    /* fold what became unreferenced since the last call */
+void ps_fold_all(void);        /* MPI_Finalize: fold every freed, unreferenced record */
+void ps_pcomm_note(int comm_id, int thread_index, uint32_t node); /* a new ps_pcomm_t entry */
+void ps_comm_set_own(ps_comm_t *c, int own_at); /* own_at and prefix_is_parent of a named record */
 
 ps_stat_t *ps_stat_slot(int comm_id, int op); /* allocates on first use, NULL if out of memory */
 

@@ -1,6 +1,8 @@
 /* MPI's section of the live segment (core/source.h: publish; live/live.h): the 128
  * (communicator, operation) pairs with the most time, from the per-communicator tables read
- * without the lock (a table pointer once set stays; a name is copied bounded). */
+ * without the lock (a record pointer once set stays; a name is copied bounded).  A freed
+ * communicator folding meanwhile (fold.c) moves its statistics to its row: a pair whose
+ * table is gone by the time it is written is left out of this round. */
 #include <string.h>
 
 #include "source.h"
@@ -29,6 +31,7 @@ void ps_mpi_publish(ps_fmt_t *f)
     for (int k = 0; k < top.n; k++) {
         ps_comm_t *cm = comm_at((int)items[k].a);
         ps_stat_t *s = stat_at(cm, (int)items[k].b);
+        if (!s) continue;
         memcpy(name, cm->name, sizeof name);
         name[sizeof name - 1] = 0;
         ps_fmt_str(f, "mpi\t");

@@ -48,15 +48,25 @@ static void write_pcomms(ps_fmt_t *f, const ps_thread_t *t)
     }
 }
 
+/* A folded row's my_rank: this rank's place in the union of its members (fold.c). */
+static int row_rank(const ps_comm_t *cm)
+{
+    for (int i = 0; cm->members && i < cm->size; i++)
+        if (cm->members[i] == ps_world_rank) return i;
+    return 0;
+}
+
 static void write_comms(ps_fmt_t *f)
 {
     for (int c = 0; c < ps_ncomms; c++) {
         ps_comm_t *cm = ps_comms[c];
+        if (cm->state == PS_SLOT_FREE) continue;
+        int row = cm->state == PS_SLOT_ROW;
         ps_fmt_str(f, "comm\t");
         ps_fmt_tsv(f, cm->name); ps_fmt_char(f, '\t');
         ps_fmt_i64(f, cm->size); ps_fmt_char(f, '\t');
         ps_fmt_i64(f, cm->remote_size); ps_fmt_char(f, '\t');
-        ps_fmt_i64(f, cm->my_rank); ps_fmt_char(f, '\t');
+        ps_fmt_i64(f, row ? row_rank(cm) : cm->my_rank); ps_fmt_char(f, '\t');
         ps_fmt_tsv(f, cm->parent_id >= 0 ? ps_comms[cm->parent_id]->name : "-"); ps_fmt_char(f, '\t');
         ps_fmt_str(f, cm->creator_op >= 0 ? ps_op_names[cm->creator_op] : "-"); ps_fmt_char(f, '\t');
         ps_fmt_i64(f, cm->freed); ps_fmt_char(f, '\t');
@@ -67,7 +77,7 @@ static void write_comms(ps_fmt_t *f)
             ps_fmt_char(f, '-');
         }
         ps_fmt_char(f, '\t');
-        ps_fmt_tsv(f, cm->topo[0] ? cm->topo : "-");
+        ps_fmt_tsv(f, cm->topo_mixed ? "mixed" : cm->topo[0] ? cm->topo : "-");
         ps_fmt_char(f, '\t');
         ps_fmt_u64(f, cm->sent_msgs); ps_fmt_char(f, '\t');
         ps_fmt_u64(f, cm->sent_bytes); ps_fmt_char(f, '\t');
@@ -77,7 +87,11 @@ static void write_comms(ps_fmt_t *f)
         ps_fmt_u64(f, cm->freed_sends); ps_fmt_char(f, '\t');
         ps_fmt_u64(f, cm->freed_recvs); ps_fmt_char(f, '\t');
         ps_fmt_u64(f, cm->freed_recv_capacity); ps_fmt_char(f, '\t');
-        ps_fmt_u64(f, cm->failed_requests); ps_fmt_char(f, '\n');
+        ps_fmt_u64(f, cm->failed_requests); ps_fmt_char(f, '\t');
+        /* (2.8) a folded row: communicators it stands for that this rank leads, and all this
+         * rank's; 0 0 for a communicator's own record */
+        ps_fmt_u64(f, cm->folded); ps_fmt_char(f, '\t');
+        ps_fmt_u64(f, cm->memberships); ps_fmt_char(f, '\n');
     }
 }
 

@@ -26,7 +26,11 @@ static inline mpi_thread_t *mpi_of(const ps_thread_t *t) /* [signal-safe] */
     return ps_thread_state(t, PS_SRC_mpi);
 }
 
-/* The entry of (node, comm) in the thread's table, added if new; NULL if full (paths.c).
- * [signal-safe] */
-ps_pcomm_t *ps_mpi_pcomm(mpi_thread_t *m, uint32_t node, int comm);
+/* The entry of (node, comm) in the thread's table, added if new (*added set, if given); NULL
+ * if full (paths.c).  [signal-safe] */
+ps_pcomm_t *ps_mpi_pcomm(mpi_thread_t *m, uint32_t node, int comm, int *added);
+/* The entry of (node, comm), or NULL; and its removal (fold.c moves a freed communicator's
+ * entries to its row). */
+ps_pcomm_t *ps_mpi_pcomm_find(mpi_thread_t *m, uint32_t node, int comm);
+void ps_mpi_pcomm_remove(mpi_thread_t *m, ps_pcomm_t *p);
 #endif

@@ -68,7 +68,7 @@ static int name_and_register(MPI_Comm newcomm, int parent_id, const char *parent
 {
     char name[PS_NAME_MAX];
     compose(name, parent_name, letter, max, low);
-    int id = ps_comm_register(newcomm, name, parent_id, op, topo);
+    int id = ps_comm_register_named(newcomm, name, (int)strlen(parent_name), parent_id, op, topo);
     ps_comm_counter++;
     return id;
 }
@@ -139,7 +139,10 @@ void ps_on_intercomm_create(int op, uint64_t dt, MPI_Comm local_comm, int local_
     /* the name derives from the peer communicator, so that is the recorded parent */
     int parent_id = lid;
     for (int i = 0; i < ps_ncomms; i++)
-        if (strcmp(ps_comms[i]->name, peer) == 0) { parent_id = i; break; }
+        if (ps_comms[i]->state == PS_SLOT_COMM && strcmp(ps_comms[i]->name, peer) == 0) {
+            parent_id = i;
+            break;
+        }
     int id = name_and_register(newcomm, parent_id, peer, op, 'n', max, -1, "");
     if (id < 0) return;
     ps_comm_t *c = ps_comms[id];
@@ -197,8 +200,9 @@ void ps_idup_complete(ps_req_t *r)
     if (st->reduce != MPI_REQUEST_NULL) PMPI_Wait(&st->reduce, MPI_STATUS_IGNORE);
     if (st->id >= 0) {
         char name[PS_NAME_MAX];
-        compose(name, ps_comms[st->parent_id]->name, st->letter, st->max, -1);
-        ps_comm_finish(st->id, st->newcomm, name);
+        const char *parent = ps_comms[st->parent_id]->name;
+        compose(name, parent, st->letter, st->max, -1);
+        ps_comm_finish(st->id, st->newcomm, name, (int)strlen(parent));
         ps_comm_counter++;
     }
     free(st);

@@ -5,7 +5,10 @@
  * hybrid accounting (sample.c: "Weights").
  *
  * Runs inside the wrappers, never in a signal handler, but a sample may arrive while it runs:
- * the wrappers' re-entry flag makes the handler ignore it.  No malloc, no locks. */
+ * the wrappers' re-entry flag makes the handler ignore it.  The per-communicator entry is
+ * updated under ps_lock() (taken only under MPI_THREAD_MULTIPLE), because folding a freed
+ * communicator moves every thread's entries of it (fold.c); a new entry is noted on its
+ * communicator's record there, which may allocate. */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -57,10 +60,16 @@ static uint32_t counted_op_node(ps_thread_t *t, int op)
 }
 
 /* Open addressing over (node, comm), with the tree's hash (salt 7); a quarter of the slots
- * is kept free for probing. */
-ps_pcomm_t *ps_mpi_pcomm(mpi_thread_t *m, uint32_t node, int comm)
+ * is kept free for probing.  Entries are removed (backward shift) only when a freed
+ * communicator's entries move to its folded row (fold.c). */
+static inline uint32_t pcomm_home(const mpi_thread_t *m, uint32_t node, int comm)
 {
-    uint32_t i = ps_cct_hash(node, 7, (uintptr_t)(uint32_t)comm) & m->pcomm_mask;
+    return ps_cct_hash(node, 7, (uintptr_t)(uint32_t)comm) & m->pcomm_mask;
+}
+
+ps_pcomm_t *ps_mpi_pcomm(mpi_thread_t *m, uint32_t node, int comm, int *added)
+{
+    uint32_t i = pcomm_home(m, node, comm);
     for (uint32_t probes = 0; probes <= m->pcomm_mask; probes++) {
         ps_pcomm_t *p = &m->pcomm[i];
         if (p->node == node && p->comm == comm) return p;
@@ -69,11 +78,40 @@ ps_pcomm_t *ps_mpi_pcomm(mpi_thread_t *m, uint32_t node, int comm)
             m->npcomm++;
             p->node = node;
             p->comm = comm;
+            if (added) *added = 1;
             return p;
         }
         i = (i + 1) & m->pcomm_mask;
     }
     return NULL;
+}
+
+ps_pcomm_t *ps_mpi_pcomm_find(mpi_thread_t *m, uint32_t node, int comm)
+{
+    uint32_t i = pcomm_home(m, node, comm);
+    for (uint32_t probes = 0; probes <= m->pcomm_mask; probes++) {
+        ps_pcomm_t *p = &m->pcomm[i];
+        if (p->node == node && p->comm == comm) return p;
+        if (!p->node) return NULL;
+        i = (i + 1) & m->pcomm_mask;
+    }
+    return NULL;
+}
+
+void ps_mpi_pcomm_remove(mpi_thread_t *m, ps_pcomm_t *p)
+{
+    uint32_t mask = m->pcomm_mask, i = (uint32_t)(p - m->pcomm);
+    *p = (ps_pcomm_t){0};
+    m->npcomm--;
+    for (uint32_t j = (i + 1) & mask; m->pcomm[j].node; j = (j + 1) & mask) {
+        uint32_t home = pcomm_home(m, m->pcomm[j].node, m->pcomm[j].comm);
+        /* move entry j into the hole when its home is not in (i, j] cyclically */
+        if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
+            m->pcomm[i] = m->pcomm[j];
+            m->pcomm[j] = (ps_pcomm_t){0};
+            i = j;
+        }
+    }
 }
 
 /* The trim of an untimed sample's path: the frames outside our wrapper, cut through the
@@ -153,50 +191,61 @@ void ps_path_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_
     nd->visits++;
     nd->mpi_ticks += dt;
     if (count_bytes) nd->bytes += bytes;
-    ps_pcomm_t *pc = ps_mpi_pcomm(mpi_of(t), node, comm_id);
+    ps_lock(); /* a communicator freed by another thread folds its entries (fold.c) */
+    int added = 0;
+    ps_pcomm_t *pc = ps_mpi_pcomm(mpi_of(t), node, comm_id, &added);
     if (pc) {
         pc->calls++;
         pc->ticks += dt;
         if (count_bytes) pc->bytes += bytes;
+        if (added) ps_pcomm_note(comm_id, t->index, node);
     } else {
         t->tree_full++;
     }
+    ps_unlock();
     ps_tree_release(t);
 }
 
 /* At the end (the trees are frozen): the main thread's counted calls, which the hot path left
  * in the per-communicator table only (ps_path_record), go to its [not unwound] op nodes:
  * for every counted operation and communicator, the table's calls, time and bytes minus those
- * of every tree record of that operation and communicator.  [signal-safe] */
+ * of every tree record of that operation and communicator.  One pass over the trees' entries
+ * adds those up on the statistics (in_trees), then one pass over the table: linear in
+ * communicators x operations + threads x entries (it was their product: seconds at MPI_Finalize
+ * with tens of thousands of communicators).  [signal-safe] */
 void ps_paths_complete_counted(void)
 {
     ps_thread_t *main_thread = ps_threads[0];
     if (!main_thread || ps_threaded) return;
     int nthreads = atomic_load(&ps_nthreads);
+    for (int i = 0; i < nthreads; i++) {
+        ps_thread_t *t = ps_threads[i];
+        if (!t) continue;
+        mpi_thread_t *m = mpi_of(t);
+        for (uint32_t k = 0; k <= m->pcomm_mask; k++) {
+            ps_pcomm_t *pc = &m->pcomm[k];
+            if (!pc->node || pc->node >= t->nnodes || pc->comm < 0 || pc->comm >= ps_ncomms) continue;
+            ps_node_t *n = &t->nodes[pc->node];
+            if (n->kind != PS_NODE_MPI || n->key >= PS_NUM_OPS) continue;
+            ps_stat_t *st = ps_comms[pc->comm]->ops[n->key];
+            if (!st || !group_counted[ps_op_unwind_group[n->key]]) continue;
+            st->in_trees.calls += pc->calls;
+            st->in_trees.ticks += pc->ticks;
+            st->in_trees.bytes += pc->bytes;
+        }
+    }
     for (int c = 0; c < ps_ncomms; c++) {
         for (int op = 0; op < PS_NUM_OPS; op++) {
             ps_stat_t *st = ps_comms[c]->ops[op];
             if (!st || !group_counted[ps_op_unwind_group[op]]) continue;
-            uint64_t calls = st->calls, ticks = st->ticks, bytes = st->bytes;
-            for (int i = 0; i < nthreads; i++) {
-                ps_thread_t *t = ps_threads[i];
-                if (!t) continue;
-                mpi_thread_t *m = mpi_of(t);
-                for (uint32_t k = 0; k <= m->pcomm_mask; k++) {
-                    ps_pcomm_t *pc = &m->pcomm[k];
-                    if (!pc->node || pc->comm != c || pc->node >= t->nnodes) continue;
-                    ps_node_t *n = &t->nodes[pc->node];
-                    if (n->kind != PS_NODE_MPI || n->key != (uintptr_t)op) continue;
-                    calls -= pc->calls < calls ? pc->calls : calls;
-                    ticks -= pc->ticks < ticks ? pc->ticks : ticks;
-                    bytes -= pc->bytes < bytes ? pc->bytes : bytes;
-                }
-            }
+            uint64_t calls = st->calls - (st->in_trees.calls < st->calls ? st->in_trees.calls : st->calls);
+            uint64_t ticks = st->ticks - (st->in_trees.ticks < st->ticks ? st->in_trees.ticks : st->ticks);
+            uint64_t bytes = st->bytes - (st->in_trees.bytes < st->bytes ? st->in_trees.bytes : st->bytes);
             if (!calls) continue;
             uint32_t node = counted_op_node(main_thread, op);
             ps_node_t *nd = &main_thread->nodes[node];
             ps_pcomm_t *pc = node != main_thread->not_unwound_node
-                                 ? ps_mpi_pcomm(mpi_of(main_thread), node, c) : NULL;
+                                 ? ps_mpi_pcomm(mpi_of(main_thread), node, c, NULL) : NULL;
             if (pc) {
                 pc->calls += calls;
                 pc->ticks += ticks;

@@ -30,6 +30,7 @@ typedef struct {
     int32_t size, remote_size, creator_op, freed_all;
     uint64_t sent_msgs, sent_bytes, recv_msgs, recv_bytes;
     uint64_t freed_sends, freed_recvs, freed_recv_capacity, failed_requests;
+    uint64_t folded, memberships; /* a folded row (memberships > 0 on every rank) */
 } comm_rec_t;
 
 typedef struct { op_rec_t *ops; int nops; comm_rec_t *comms; int ncomms; } set_t;
@@ -63,8 +64,105 @@ static void merge_op(op_rec_t *into, const op_rec_t *r)
     for (int b = 0; b < PS_HIST_BINS; b++) into->hist[b] += r->hist[b];
 }
 
+/* ---- member lists of folded rows: the union over the ranks ---- */
+typedef struct { int64_t lo, hi; } span_t;
+#define SPANS_MAX (MEMBERS_MAX / 2 + 1)
+
+static int cmp_span(const void *a, const void *b)
+{
+    const span_t *x = a, *y = b;
+    return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+static int64_t parse_int(const char **p)
+{
+    int neg = **p == '-';
+    if (neg) (*p)++;
+    int64_t v = 0;
+    while (**p >= '0' && **p <= '9') v = v * 10 + (*(*p)++ - '0');
+    return neg ? -v : v;
+}
+
+/* One group of a member list ("0-3,6"), up to '|' or the end; "-" is empty.  *p is left
+ * after the group and its '|'. */
+static int parse_group(const char **p, span_t *out, int n, int cap)
+{
+    if (**p == '-' && ((*p)[1] == 0 || (*p)[1] == '|')) (*p)++;
+    while (**p && **p != '|' && **p != '.' && n < cap) {
+        span_t sp;
+        sp.lo = sp.hi = parse_int(p);
+        if (**p == '-') {
+            (*p)++;
+            sp.hi = parse_int(p);
+        }
+        out[n++] = sp;
+        if (**p == ',') (*p)++;
+        else if (**p && **p != '|' && **p != '.') break; /* malformed: stop there */
+    }
+    while (**p && **p != '|') (*p)++;
+    if (**p == '|') (*p)++;
+    return n;
+}
+
+/* spans sorted and joined; returns the rank count, formats them into f */
+static int64_t spans_write(ps_fmt_t *f, span_t *v, int n)
+{
+    if (!n) {
+        ps_fmt_char(f, '-');
+        return 0;
+    }
+    qsort(v, (size_t)n, sizeof *v, cmp_span);
+    int64_t count = 0;
+    for (int i = 0; i < n;) {
+        span_t cur = v[i++];
+        while (i < n && v[i].lo <= cur.hi + 1) {
+            if (v[i].hi > cur.hi) cur.hi = v[i].hi;
+            i++;
+        }
+        count += cur.hi - cur.lo + 1;
+        if (f->len) ps_fmt_char(f, ',');
+        ps_fmt_i64(f, cur.lo);
+        if (cur.hi > cur.lo) { ps_fmt_char(f, '-'); ps_fmt_i64(f, cur.hi); }
+    }
+    return count;
+}
+
+/* into's members become the union of both lists, group by group; sizes follow. */
+static void unite_members(comm_rec_t *into, const comm_rec_t *r)
+{
+    static span_t spans[2][2 * SPANS_MAX];
+    int n[2] = {0, 0};
+    int cut = strstr(into->members, "...") || strstr(r->members, "...");
+    const char *lists[2] = {into->members, r->members};
+    for (int k = 0; k < 2; k++) {
+        const char *p = lists[k];
+        n[0] = parse_group(&p, spans[0], n[0], 2 * SPANS_MAX);
+        if (*p || strchr(lists[k], '|')) n[1] = parse_group(&p, spans[1], n[1], 2 * SPANS_MAX);
+    }
+    int inter = strchr(into->members, '|') || strchr(r->members, '|');
+    char buf[MEMBERS_MAX + 8];
+    ps_fmt_t f = {buf, 0, MEMBERS_MAX - 4, -1, 0};
+    into->size = (int32_t)spans_write(&f, spans[0], n[0]);
+    if (inter) {
+        char rest[MEMBERS_MAX + 8];
+        ps_fmt_t g = {rest, 0, MEMBERS_MAX - 4, -1, 0};
+        into->remote_size = (int32_t)spans_write(&g, spans[1], n[1]);
+        ps_fmt_char(&f, '|');
+        for (size_t i = 0; i < g.len; i++) ps_fmt_char(&f, rest[i]);
+        f.failed |= g.failed;
+    }
+    buf[f.len] = 0;
+    snprintf(into->members, sizeof into->members, "%s%s", buf, cut || f.failed ? "..." : "");
+}
+
 static void merge_comm(comm_rec_t *into, const comm_rec_t *r)
 {
+    if (into->memberships) { /* a folded row: see docs/format.md, Merge rules */
+        unite_members(into, r);
+        if (strcmp(into->topo, r->topo) != 0) snprintf(into->topo, sizeof into->topo, "mixed");
+        into->folded += r->folded;
+        into->memberships += r->memberships;
+    }
     into->sent_msgs += r->sent_msgs;
     into->sent_bytes += r->sent_bytes;
     into->recv_msgs += r->recv_msgs;
@@ -139,10 +237,12 @@ static set_t collect_local(void)
     int *seen = calloc(PS_NUM_OPS, sizeof *seen);
     for (int c = 0; c < ps_ncomms; c++) {
         ps_comm_t *cm = ps_comms[c];
+        if (cm->state == PS_SLOT_FREE) continue;
         comm_rec_t *cr = &s.comms[s.ncomms++];
         snprintf(cr->name, sizeof cr->name, "%s", cm->name);
         snprintf(cr->parent, sizeof cr->parent, "%s", cm->parent_id >= 0 ? ps_comms[cm->parent_id]->name : "-");
-        snprintf(cr->topo, sizeof cr->topo, "%s", cm->topo[0] ? cm->topo : "-");
+        snprintf(cr->topo, sizeof cr->topo, "%s",
+                 cm->topo_mixed ? "mixed" : cm->topo[0] ? cm->topo : "-");
         int swapped = members_string(cr->members, sizeof cr->members, cm);
         cr->size = swapped ? cm->remote_size : cm->size;
         cr->remote_size = swapped ? cm->size : cm->remote_size;
@@ -156,6 +256,8 @@ static set_t collect_local(void)
         cr->freed_recvs = cm->freed_recvs;
         cr->freed_recv_capacity = cm->freed_recv_capacity;
         cr->failed_requests = cm->failed_requests;
+        cr->folded = cm->folded;
+        cr->memberships = cm->memberships;
         for (int op = 0; op < PS_NUM_OPS; op++) {
             ps_stat_t *st = cm->ops[op];
             if (!st) continue;
@@ -305,6 +407,8 @@ static int write_profile(const set_t *s, const char *hosts, const uint64_t *per_
         field_u64(f, c->freed_recvs);
         field_u64(f, c->freed_recv_capacity);
         field_u64(f, c->failed_requests);
+        field_u64(f, c->folded);
+        field_u64(f, c->memberships);
         ps_fmt_char(f, '\n');
     }
     for (int i = 0; i < s->nops; i++) {

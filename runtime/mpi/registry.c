@@ -1,6 +1,6 @@
 /* Communicator registry: handle -> communicator record, window/file -> communicator, and the
- * per-(communicator, operation) statistics.  Records are never freed: MPI_Comm_free drops only
- * the handle mapping, so a freed communicator's data survives to the end of the run. */
+ * per-(communicator, operation) statistics.  MPI_Comm_free drops the handle mapping; the
+ * record keeps its data by folding into a row of its kind (fold.c), and its slot is reused. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,22 +75,27 @@ static int world_id_cache = -1;
 
 static int registry_new_record(const char *name, int parent_id, int creator_op, const char *topo)
 {
-    if (ps_ncomms >= PS_MAX_COMMS) {
-        atomic_fetch_add(&ps_counters.comm_table_full, 1);
-        return -1;
-    }
-    ps_comm_t *c = calloc(1, sizeof *c);
-    if (!c) {
-        atomic_fetch_add(&ps_counters.alloc_failures, 1);
-        return -1;
-    }
-    c->id = ps_ncomms;
-    c->parent_id = parent_id;
+    ps_fold_pending(); /* records whose last request completed since: their slots are free */
+    int id = ps_slot_take(parent_id, PS_SLOT_COMM);
+    if (id < 0) return -1;
+    ps_comm_t *c = ps_comms[id];
     c->creator_op = creator_op;
     strncpy(c->name, name, PS_NAME_MAX - 1);
     if (topo) strncpy(c->topo, topo, PS_TOPO_MAX - 1);
-    ps_comms[ps_ncomms] = c;
-    return ps_ncomms++;
+    return id;
+}
+
+/* Unknown and reserved communicators are named "?<rank>.<k>": k counts them on this rank. */
+static int unknown_serial;
+
+static void unknown_name(char name[48])
+{
+    name[0] = '?';
+    ps_fmt_t f = {name + 1, 0, 40, -1, 0};
+    ps_fmt_u64(&f, (uint64_t)ps_world_rank);
+    ps_fmt_char(&f, '.');
+    ps_fmt_u64(&f, (uint64_t)unknown_serial++);
+    name[1 + f.len] = 0;
 }
 
 /* Fills size, rank, members (world ranks) of a registered communicator. */
@@ -104,7 +109,14 @@ static void registry_fill_members(ps_comm_t *c, MPI_Comm comm)
     c->is_inter = inter;
     if (inter) PMPI_Comm_remote_size(comm, &c->remote_size);
     int total = c->size + c->remote_size;
-    c->members = calloc((size_t)total, sizeof(int));
+    if (total > c->members_cap) { /* a reused slot keeps its buffer when it is large enough */
+        int *old = c->members;
+        c->members = NULL;
+        c->members_cap = 0;
+        free(old);
+        c->members = calloc((size_t)total, sizeof(int));
+        if (c->members) c->members_cap = total;
+    }
     int *idx = calloc((size_t)total, sizeof(int));
     if (!c->members || !idx) {
         atomic_fetch_add(&ps_counters.alloc_failures, 1);
@@ -126,12 +138,13 @@ static void registry_fill_members(ps_comm_t *c, MPI_Comm comm)
     free(idx);
 }
 
-int ps_comm_register(MPI_Comm newcomm, const char *name, int parent_id, int creator_op,
-                     const char *topo)
+int ps_comm_register_named(MPI_Comm newcomm, const char *name, int own_at, int parent_id,
+                           int creator_op, const char *topo)
 {
     ps_lock();
     int id = registry_new_record(name, parent_id, creator_op, topo);
     if (id >= 0) {
+        ps_comm_set_own(ps_comms[id], own_at);
         if (map_put(&comm_map, HKEY(newcomm), id)) atomic_fetch_add(&ps_counters.comm_table_full, 1);
         if (newcomm == MPI_COMM_WORLD) { world_handle_cache = newcomm; world_id_cache = id; }
     }
@@ -140,35 +153,44 @@ int ps_comm_register(MPI_Comm newcomm, const char *name, int parent_id, int crea
     return id;
 }
 
+int ps_comm_register(MPI_Comm newcomm, const char *name, int parent_id, int creator_op,
+                     const char *topo)
+{
+    return ps_comm_register_named(newcomm, name, -1, parent_id, creator_op, topo);
+}
+
 /* MPI_Comm_idup: the new handle exists when the call returns, but the communicator may not be
  * used, not even queried (MPICH asserts in MPI_Comm_group on a pending intercommunicator), until
  * the request completes.  Its record is reserved at the call without any MPI query, so that
  * calls on the handle in between (mpi4py calls MPI_Comm_set_errhandler right after Idup) are
  * attributed to it instead of registering an unknown communicator; ps_comm_finish names it and
- * fills its members at completion.  Until then it has an unknown-style name "?<rank>.<id>". */
+ * fills its members at completion.  Until then it has an unknown-style name "?<rank>.<k>" and
+ * a reference (the idup's), so that it cannot fold before it has its name. */
 int ps_comm_reserve(MPI_Comm newcomm, int parent_id, int creator_op)
 {
-    char name[48] = "?";
+    char name[48];
     ps_lock();
-    ps_fmt_t f = {name + 1, 0, 40, -1, 0};
-    ps_fmt_u64(&f, (uint64_t)ps_world_rank);
-    ps_fmt_char(&f, '.');
-    ps_fmt_u64(&f, (uint64_t)ps_ncomms);
-    name[1 + f.len] = 0;
+    unknown_name(name);
     int id = registry_new_record(name, parent_id, creator_op, NULL);
-    if (id >= 0 && map_put(&comm_map, HKEY(newcomm), id))
-        atomic_fetch_add(&ps_counters.comm_table_full, 1);
+    if (id >= 0) {
+        ps_comm_ref(id);
+        if (map_put(&comm_map, HKEY(newcomm), id)) atomic_fetch_add(&ps_counters.comm_table_full, 1);
+    }
     ps_unlock();
     return id;
 }
 
-void ps_comm_finish(int id, MPI_Comm comm, const char *name)
+void ps_comm_finish(int id, MPI_Comm comm, const char *name, int own_at)
 {
     ps_comm_t *c = ps_comms[id];
     ps_lock();
     snprintf(c->name, PS_NAME_MAX, "%s", name);
+    ps_comm_set_own(c, own_at);
     ps_unlock();
     registry_fill_members(c, comm);
+    ps_lock();
+    ps_comm_unref(id);
+    ps_unlock();
 }
 
 void ps_registry_init(void)
@@ -201,12 +223,10 @@ int ps_comm_lookup(MPI_Comm comm)
     /* A communicator we did not see being created (e.g. made by a library before we were
      * initialised): give it a rank-local name so its data is still kept. */
     atomic_fetch_add(&ps_counters.unknown_comms, 1);
-    char name[48] = "?";
-    ps_fmt_t f = {name + 1, 0, 40, -1, 0};
-    ps_fmt_u64(&f, (uint64_t)ps_world_rank);
-    ps_fmt_char(&f, '.');
-    ps_fmt_u64(&f, (uint64_t)ps_ncomms);
-    name[1 + f.len] = 0;
+    char name[48];
+    ps_lock();
+    unknown_name(name);
+    ps_unlock();
     id = ps_comm_register(comm, name, -1, -1, NULL);
     return id < 0 ? PS_COMM_NONE : id;
 }
@@ -215,8 +235,8 @@ void ps_comm_forget(MPI_Comm comm)
 {
     ps_lock();
     int id = map_get(&comm_map, HKEY(comm));
-    if (id >= 0) ps_comms[id]->freed = 1;
     map_del(&comm_map, HKEY(comm));
+    if (id >= 0) ps_comm_freed(id);
     ps_unlock();
 }
 
@@ -228,19 +248,31 @@ int ps_win_lookup(MPI_Win win)
     return id < 0 ? PS_COMM_NONE : id;
 }
 
-void ps_win_register(MPI_Win win, int comm_id)
+/* A window or file names its communicator's record until it is freed or closed (MPI lets
+ * the communicator be freed first): the record folds only then. */
+static void handle_register(handle_map_t *m, uintptr_t key, int comm_id)
 {
     ps_lock();
-    map_put(&win_map, HKEY(win), comm_id);
+    int before = map_get(m, key);
+    if (map_put(m, key, comm_id) == 0) {
+        if (before >= 0) ps_comm_unref(before);
+        ps_comm_ref(comm_id);
+    }
     ps_unlock();
 }
 
-void ps_win_forget(MPI_Win win)
+static void handle_forget(handle_map_t *m, uintptr_t key)
 {
     ps_lock();
-    map_del(&win_map, HKEY(win));
+    int id = map_get(m, key);
+    map_del(m, key);
+    if (id >= 0) ps_comm_unref(id);
     ps_unlock();
 }
+
+void ps_win_register(MPI_Win win, int comm_id) { handle_register(&win_map, HKEY(win), comm_id); }
+
+void ps_win_forget(MPI_Win win) { handle_forget(&win_map, HKEY(win)); }
 
 int ps_file_lookup(MPI_File file)
 {
@@ -250,19 +282,9 @@ int ps_file_lookup(MPI_File file)
     return id < 0 ? PS_COMM_NONE : id;
 }
 
-void ps_file_register(MPI_File file, int comm_id)
-{
-    ps_lock();
-    map_put(&file_map, HKEY(file), comm_id);
-    ps_unlock();
-}
+void ps_file_register(MPI_File file, int comm_id) { handle_register(&file_map, HKEY(file), comm_id); }
 
-void ps_file_forget(MPI_File file)
-{
-    ps_lock();
-    map_del(&file_map, HKEY(file));
-    ps_unlock();
-}
+void ps_file_forget(MPI_File file) { handle_forget(&file_map, HKEY(file)); }
 
 /* Called with ps_lock held (or single-threaded). */
 ps_stat_t *ps_stat_slot(int comm_id, int op)
@@ -311,6 +333,7 @@ static void req_add(MPI_Request req, int comm_id, int op, int kind, uint64_t byt
         return;
     }
     req_count++;
+    ps_comm_ref(comm_id); /* a request may outlive MPI_Comm_free of its communicator */
     req_table[i] = (ps_req_t){.key = key, .comm_id = comm_id, .op = op, .kind = kind,
                               .active = 1, .refs = 1, .peerless = (unsigned char)peerless,
                               .bytes = bytes, .idup = idup};
@@ -349,6 +372,7 @@ void ps_req_remove(MPI_Request req)
     if (--req_table[i].refs > 0) return;
     req_table[i].active = 0;
     req_count--;
+    ps_comm_unref(req_table[i].comm_id); /* its folding waits for the next registration */
     for (unsigned j = (i + 1) & (REQ_SIZE - 1); req_table[j].active; j = (j + 1) & (REQ_SIZE - 1)) {
         unsigned home = req_hash(req_table[j].key);
         if ((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j))) {

@@ -1,9 +1,11 @@
 /* MPI as a source (core/source.h): the PMPI wrappers, their call paths and statistics. */
+#include <stdlib.h>
+
 #include "source.h"
 #include "mpi_internal.h"
 #include "mpi_thread.h"
 
-static const char *const options[] = {"mpi", "poll_timing", "unwind", NULL};
+static const char *const options[] = {"mpi", "poll_timing", "unwind", "comm_keep", NULL};
 
 void ps_mpi_write(ps_fmt_t *f, ps_section sec, ps_thread_t *t); /* mpi_out.c */
 const char *ps_mpi_key_name(uintptr_t key, char buf[24]);        /* mpi_out.c */
@@ -17,6 +19,7 @@ static const char *mpi_configure(const ps_start_t *st)
 {
     (void)st;
     ps_paths_configure();
+    ps_comm_keep = atoi(ps_options.comm_keep);
     return NULL;
 }
 

@@ -19,7 +19,7 @@ def test_unknown_variable(mpi, tmp_path):
     p = run_env(mpi, {"PATHSCOPE_OUTPT": "x"}, tmp_path)
     assert p.returncode == 2
     assert p.stderr.strip() == ("pathscope: unknown option PATHSCOPE_OUTPT (known: PATHSCOPE_OUTPUT, "
-                                "PATHSCOPE_FORCE, PATHSCOPE_MPI, PATHSCOPE_SIGNALS, PATHSCOPE_POLL_TIMING, PATHSCOPE_PATHS, "
+                                "PATHSCOPE_FORCE, PATHSCOPE_MPI, PATHSCOPE_SIGNALS, PATHSCOPE_POLL_TIMING, PATHSCOPE_COMM_KEEP, PATHSCOPE_PATHS, "
                                 "PATHSCOPE_SAMPLE_RATE, PATHSCOPE_SAMPLE_CLOCK, PATHSCOPE_SAMPLE_TIMER, PATHSCOPE_UNWIND, "
                                 "PATHSCOPE_HEAP, PATHSCOPE_TRAVERSAL, PATHSCOPE_TRAVERSAL_CHECK, "
                                 "PATHSCOPE_KERNEL, PATHSCOPE_KERNEL_PERIOD, PATHSCOPE_PROBE, PATHSCOPE_PROBE_METRICS, PATHSCOPE_QUIET, PATHSCOPE_PID, "

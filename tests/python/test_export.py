@@ -32,14 +32,14 @@ MPI_Wtime,15,0,0.000001,0.000001,0.000001,0,0,2,0.000002,-
 """
 
 COMMS_CSV = """\
-name,size,remote_size,parent,creator,freed,members,hosts,topology,sent_msgs,sent_bytes,recv_msgs,recv_bytes
--,0,0,-,-,0,-,-,-,0,0,0,0
-S.0,1,0,-,-,0,0,node01,-,0,0,0,0
-S.1,1,0,-,-,0,1,node02,-,0,0,0,0
-S.2,1,0,-,-,0,2,node02,-,0,0,0,0
-W,3,0,-,-,0,0-2,node[01-02],-,3,3072,3,3072
-W_s1.0,2,0,W,MPI_Comm_split,1,0-1,node[01-02],-,2,200,2,200
-W_s1.2,1,0,W,MPI_Comm_split,0,2,node02,cart ndims=1 dims=1 periods=0 reorder=0,0,0,0,0
+name,size,remote_size,parent,creator,freed,members,hosts,topology,sent_msgs,sent_bytes,recv_msgs,recv_bytes,folded,memberships
+-,0,0,-,-,0,-,-,-,0,0,0,0,0,0
+S.0,1,0,-,-,0,0,node01,-,0,0,0,0,0,0
+S.1,1,0,-,-,0,1,node02,-,0,0,0,0,0,0
+S.2,1,0,-,-,0,2,node02,-,0,0,0,0,0,0
+W,3,0,-,-,0,0-2,node[01-02],-,3,3072,3,3072,0,0
+W_s1.0,2,0,W,MPI_Comm_split,1,0-1,node[01-02],-,2,200,2,200,0,0
+W_s1.2,1,0,W,MPI_Comm_split,0,2,node02,cart ndims=1 dims=1 periods=0 reorder=0,0,0,0,0,0,0
 """
 
 RANKS_CSV = """\
@@ -90,7 +90,8 @@ def test_json_comms_and_ranks(profile):
     assert comms["W_s1.0"] == {"name": "W_s1.0", "size": 2, "remote_size": 0, "parent": "W",
                                "creator": "MPI_Comm_split", "freed": 1, "members": "0-1",
                                "hosts": "node[01-02]", "topology": "-", "sent_msgs": 2,
-                               "sent_bytes": 200, "recv_msgs": 2, "recv_bytes": 200}
+                               "sent_bytes": 200, "recv_msgs": 2, "recv_bytes": 200,
+                               "folded": 0, "memberships": 0}
     out = io.StringIO()
     export(profile, "ranks", "json", out)
     assert json.loads(out.getvalue())[1] == {"rank": 1, "host": "node02", "status": "complete",

@@ -35,7 +35,7 @@ def record(kind, f):
     if kind == "op":
         return OpStat(f[0], f[1], *(int(v) for v in f[2:10]), parse_hist(f[10]))
     return Comm(f[0], int(f[1]), int(f[2]), f[3], f[4], int(f[5]), f[6], [], f[7],
-                *(int(v) for v in f[8:16]))
+                *(int(v) for v in f[8:18]))
 
 
 def key(kind, r):
@@ -74,7 +74,8 @@ def profile_lines(records):
         if kind == "comm":
             fields = [r.name, r.size, r.remote_size, r.parent, r.creator, r.freed, r.members,
                       r.topology, r.sent_msgs, r.sent_bytes, r.recv_msgs, r.recv_bytes,
-                      r.freed_sends, r.freed_recvs, r.freed_recv_capacity, r.failed_requests]
+                      r.freed_sends, r.freed_recvs, r.freed_recv_capacity, r.failed_requests,
+                      r.folded, r.memberships]
         else:
             hist = ",".join(f"{b}:{n}" for b, n in sorted(r.hist.items()) if n) or "-"
             fields = [r.comm, r.op, r.calls, r.bytes, r.time_sum_ns, r.time_min_ns, r.rank_min,
@@ -104,7 +105,7 @@ def test_the_printed_output_the_c_test_compares():
     text = CASES.read_text(encoding="utf-8").splitlines()
     assert printed == wanted == [line.lstrip("=") for line in text
                                  if line.startswith(("case\t", "=op\t", "=comm\t"))]
-    assert len(read_cases()) == 10
+    assert len(read_cases()) == 11
 
 
 def test_the_reader_merges_with_these_rules():

@@ -94,6 +94,10 @@ def set_line(path: Path, kind: str, *fields) -> int:
      "'comm' line: member 7 is not a world rank of 3"),
     ("comm", ("W", 3, 0, 1, "-", "-", 0, "0-x", "-", 1, 1024, 1, 1024),
      "'comm' line: field 9: malformed rank list '0-x' at '0-x'"),
+    ("comm", ("W", 3, 0, 1, "-", "-", 0, "0-2", "-", 1, 1024, 1, 1024, 0, 0, 0, 0, 3, 2),
+     "'comm' line: 3 folded communicators in 2 memberships cannot be"),
+    ("comm", ("W", 3, 0, 1, "-", "-", 0, "0-2", "-", 1, 1024, 1, 1024, 0, 0, 0, 0, 1, "x"),
+     "'comm' line: field 20 'x' is not an integer"),
 ])
 def test_malformed_field_makes_the_rank_unreadable(tmp_path, kind, fields, message):
     d = write_sample(tmp_path / "prof", with_profile=False)

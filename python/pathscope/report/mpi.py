@@ -112,13 +112,19 @@ def _comm_heading(index: int, name: str, comm: Optional[Comm], profile: Profile,
     size = f"size {comm.size}"
     if comm.is_inter:
         size += f" + remote {comm.remote_size} (intercommunicator)"
+    if comm.is_folded:   # docs/user-guide.md, "Folded communicators"
+        size = (f"folded: {plural(comm.folded, 'freed communicator')} "
+                f"({plural(comm.memberships, 'membership')}) of size {comm.size} or less")
+        if comm.is_inter:
+            size += f" + remote {comm.remote_size} or less (intercommunicators)"
+        members += " together"
     created = "predefined" if comm.creator == "-" else f"created by {comm.creator}"
     if comm.parent != "-":
         created += f" from {comm.parent}"
     details = [created]
     if comm.topology != "-":
         details.append(f"topology {comm.topology}")
-    if comm.freed:
+    if comm.freed and not comm.is_folded:
         details.append("freed")
     return [f"{INDENT}{index}. {name}  {size}, members {members}, "
             f"hosts {_hosts(profile, comm.members_list)}",

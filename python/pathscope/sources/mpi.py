@@ -59,10 +59,19 @@ class Comm:
     # (2.3) requests of the application that ended with an error (a truncated receive, ...):
     # no message counted for them
     failed_requests: int = 0
+    # (2.8) a folded row (name with '*'): freed communicators of one parent and kind added up.
+    # folded: the communicators it stands for (profile: each once; a rank file: those whose
+    # lowest world rank is that rank); memberships: of all ranks (a rank file: its own)
+    folded: int = 0
+    memberships: int = 0
 
     @property
     def is_inter(self) -> bool:
         return self.remote_size > 0
+
+    @property
+    def is_folded(self) -> bool:
+        return self.memberships > 0
 
 
 @dataclass
@@ -113,6 +122,19 @@ def _cut(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+def folded_fields(record: Record, first: int) -> tuple[int, int]:
+    """The (2.8) trailing fields of a `comm` line: the communicators a folded row stands
+    for, and its memberships; 0 0 for a communicator's own line and in older files.  A row
+    has memberships, and never fewer than the communicators it counts."""
+    if len(record.fields) < first + 2:
+        return 0, 0
+    folded, memberships = record.number(first), record.number(first + 1)
+    if folded > memberships:
+        raise ProfileError(f"{record.where}: 'comm' line: {folded} folded communicators in "
+                           f"{memberships} memberships cannot be")
+    return folded, memberships
+
+
 def freed_fields(record: Record, first: int) -> tuple[int, ...]:
     """The (2.3) trailing fields of a `comm` line: freed sends, freed receives, their posted
     capacity, failed requests; all 0 in files written before 2.3."""
@@ -150,7 +172,7 @@ class MpiParser:
         self.comms.append(RankComm(
             Comm(name_, size_, remote, c(4), c(5), record.number(6, 1), c(7), [], c(8),
                  record.number(9), record.number(10), record.number(11), record.number(12),
-                 *freed_fields(record, 13)),
+                 *freed_fields(record, 13), *folded_fields(record, 17)),
             record.number(3, MAX_WORLD_SIZE)))
 
     def _op(self, record: Record) -> None:
@@ -193,7 +215,8 @@ TIME_COLUMNS = ["time_min_s", "time_mean_s", "time_max_s", "rank_min", "rank_max
 COMM_OPS_COLUMNS = ["comm", "size", "op", "calls", "bytes"] + TIME_COLUMNS
 OPS_COLUMNS = ["op", "calls", "bytes"] + TIME_COLUMNS
 COMMS_COLUMNS = ["name", "size", "remote_size", "parent", "creator", "freed", "members", "hosts",
-                 "topology", "sent_msgs", "sent_bytes", "recv_msgs", "recv_bytes"]
+                 "topology", "sent_msgs", "sent_bytes", "recv_msgs", "recv_bytes", "folded",
+                 "memberships"]
 RANKS_COLUMNS = ["rank", "host", "status", "wall_s", "mpi_s", "mpi_fraction", "pid"]
 
 
@@ -239,7 +262,8 @@ def comms_table(profile: "Profile") -> Table:
                      "hosts": ranges.compress_hosts(h for h in hosts if h),
                      "topology": comm.topology, "sent_msgs": comm.sent_msgs,
                      "sent_bytes": comm.sent_bytes, "recv_msgs": comm.recv_msgs,
-                     "recv_bytes": comm.recv_bytes})
+                     "recv_bytes": comm.recv_bytes, "folded": comm.folded,
+                     "memberships": comm.memberships})
     return Table(COMMS_COLUMNS, rows)
 
 

@@ -28,7 +28,8 @@ static int rank;
  *   W's point-to-point counters: sent r + 1 messages of 100 (r + 1) bytes, received 2
  *     messages of 5 bytes, r freed sends, 1 freed receive of capacity 8, a failed request on
  *     rank 2; freed on ranks 0 and 1 only
- *   W_d1 (the dup: M = 1, as every rank counts only W): freed on every rank */
+ *   W_d1 (the dup: M = 1, as every rank counts only W): freed on every rank
+ *   W_c*.0: two MPI_Comm_create of W folded (format 2.8): members 0,1 and 0,2 */
 static void fill(void)
 {
     static const uint64_t send_ticks[3][3] = {{300}, {50, 50}, {40, 30, 30}};
@@ -40,6 +41,25 @@ static void fill(void)
     ps_on_comm_create(PS_OP_MPI_Comm_dup, 0, MPI_COMM_WORLD, dup, 'd', 0, 1, NULL);
     ps_comm_forget(dup);
     PMPI_Comm_free(&dup);
+    /* two MPI_Comm_create of W, groups {0, 1} then {0, 2}, freed and folded into one row
+     * W_c*.0: rank 0 was in both, ranks 1 and 2 in one each */
+    ps_comm_keep = 0;
+    MPI_Group world, pair;
+    PMPI_Comm_group(MPI_COMM_WORLD, &world);
+    for (int other = 1; other <= 2; other++) {
+        int members[2] = {0, other};
+        PMPI_Group_incl(world, 2, members, &pair);
+        MPI_Comm cc;
+        PMPI_Comm_create(MPI_COMM_WORLD, pair, &cc);
+        ps_on_comm_create(PS_OP_MPI_Comm_create, 0, MPI_COMM_WORLD, cc, 'c', 1, 1, NULL);
+        if (cc != MPI_COMM_NULL) {
+            ps_comm_forget(cc);
+            PMPI_Comm_free(&cc);
+        }
+        PMPI_Group_free(&pair);
+    }
+    PMPI_Group_free(&world);
+    ps_comm_keep = 256;
     ps_comm_t *w = ps_comms[1];
     w->sent_msgs = (uint64_t)rank + 1;
     w->sent_bytes = 100 * ((uint64_t)rank + 1);
@@ -58,22 +78,28 @@ static void fill(void)
  * `*`/MPI_Barrier: per-rank totals 7, 14, 21 -> sum 42, min 7 (rank 0), max 21 (rank 2).
  * W/MPI_Comm_dup: 0 everywhere: min and max both on rank 0 (the lowest of the tie).
  * comm W: 6 messages, 600 bytes sent; 6 received, 15 bytes; 0 + 1 + 2 = 3 freed sends, 3
- *   freed receives of capacity 24, 1 failed request; freed_all = 1 AND 1 AND 0 = 0. */
+ *   freed receives of capacity 24, 1 failed request; freed_all = 1 AND 1 AND 0 = 0.
+ * comm W_c*.0: the union of the ranks' unions {0,1,2}, {0,1}, {0,2}: 0-2, size 3; 2
+ *   communicators (both led by rank 0), 4 memberships; W/MPI_Comm_create: 2 calls x 3 ranks.
+ * Every comm line ends with folded and memberships (0 0 but for the row). */
 static const char *const want[] = {
-    "comm\t-\t0\t0\t-\t-\t0\t-\t-\t0\t0\t0\t0\t0\t0\t0\t0",
-    "comm\tS.0\t1\t0\t-\t-\t0\t0\t-\t0\t0\t0\t0\t0\t0\t0\t0",
-    "comm\tS.1\t1\t0\t-\t-\t0\t1\t-\t0\t0\t0\t0\t0\t0\t0\t0",
-    "comm\tS.2\t1\t0\t-\t-\t0\t2\t-\t0\t0\t0\t0\t0\t0\t0\t0",
-    "comm\tW\t3\t0\t-\t-\t0\t0-2\t-\t6\t600\t6\t15\t3\t3\t24\t1",
-    "comm\tW_d1\t3\t0\tW\tMPI_Comm_dup\t1\t0-2\t-\t0\t0\t0\t0\t0\t0\t0\t0",
+    "comm\t-\t0\t0\t-\t-\t0\t-\t-\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0",
+    "comm\tS.0\t1\t0\t-\t-\t0\t0\t-\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0",
+    "comm\tS.1\t1\t0\t-\t-\t0\t1\t-\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0",
+    "comm\tS.2\t1\t0\t-\t-\t0\t2\t-\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0",
+    "comm\tW\t3\t0\t-\t-\t0\t0-2\t-\t6\t600\t6\t15\t3\t3\t24\t1\t0\t0",
+    "comm\tW_c*.0\t3\t0\tW\tMPI_Comm_create\t1\t0-2\t-\t0\t0\t0\t0\t0\t0\t0\t0\t2\t4",
+    "comm\tW_d1\t3\t0\tW\tMPI_Comm_dup\t1\t0-2\t-\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0",
     "op\t*\tMPI_Barrier\t3\t0\t42\t7\t0\t21\t2\t3\t-",
     "op\t*\tMPI_Bcast\t1\t4096\t1000\t1000\t2\t1000\t2\t1\t13:1",
+    "op\t*\tMPI_Comm_create\t6\t0\t0\t0\t0\t0\t0\t3\t-",
     "op\t*\tMPI_Comm_dup\t3\t0\t0\t0\t0\t0\t0\t3\t-",
     "op\t*\tMPI_Send\t6\t60\t500\t100\t1\t300\t0\t3\t4:6",
     "op\tS.0\tMPI_Barrier\t1\t0\t7\t7\t0\t7\t0\t1\t-",
     "op\tS.1\tMPI_Barrier\t1\t0\t14\t14\t1\t14\t1\t1\t-",
     "op\tS.2\tMPI_Barrier\t1\t0\t21\t21\t2\t21\t2\t1\t-",
     "op\tW\tMPI_Bcast\t1\t4096\t1000\t1000\t2\t1000\t2\t1\t13:1",
+    "op\tW\tMPI_Comm_create\t6\t0\t0\t0\t0\t0\t0\t3\t-",
     "op\tW\tMPI_Comm_dup\t3\t0\t0\t0\t0\t0\t0\t3\t-",
     "op\tW\tMPI_Send\t6\t60\t500\t100\t1\t300\t0\t3\t4:6",
 };

@@ -7,6 +7,7 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "mpi_internal.h"
@@ -38,21 +39,30 @@ static void test_init_and_lookup(void)
     CHECK_INT(ps_comms[2]->size, 1);
     CHECK(ps_comms[2]->members && ps_comms[2]->members[0] == rank);
 
-    /* a communicator made behind our back: registered at its first use as "?<rank>.<id>",
-     * counted once; the same id on the next lookup */
+    /* a communicator made behind our back: registered at its first use as "?<rank>.<k>" (k:
+     * the rank's unknown communicators so far), counted once; the same id on the next lookup */
     MPI_Comm hidden;
     PMPI_Comm_dup(MPI_COMM_WORLD, &hidden);
     char want[16];
-    snprintf(want, sizeof want, "?%d.3", rank);
+    snprintf(want, sizeof want, "?%d.0", rank);
     CHECK_INT(ps_comm_lookup(hidden), 3);
     CHECK_INT(ps_comm_lookup(hidden), 3);
     CHECK_STR(ps_comms[3]->name, want);
     CHECK_INT(ps_counters.unknown_comms, 1);
     CHECK_INT(ps_comm_counter, 1); /* (not one it saw created: not counted) */
-    /* freed: the record stays (freed = 1), the handle is forgotten */
+    /* freed: it folds (fold.c) into the row "?<rank>.*", made in a new slot (4), and its own
+     * slot is free for the next communicator; rank 0, its lowest member, counts it */
     ps_comm_forget(hidden);
-    CHECK_INT(ps_comms[3]->freed, 1);
-    CHECK_INT(ps_ncomms, 4);
+    CHECK_INT(ps_ncomms, 5);
+    CHECK_INT(ps_comms[3]->state, PS_SLOT_FREE);
+    ps_comm_t *row = ps_comms[4];
+    snprintf(want, sizeof want, "?%d.*", rank);
+    CHECK_STR(row->name, want);
+    CHECK_INT(row->state, PS_SLOT_ROW);
+    CHECK_INT(row->freed, 1);
+    CHECK_INT(row->memberships, 1);
+    CHECK_INT(row->folded, rank == 0);
+    CHECK_INT(row->size, 3);
     PMPI_Comm_free(&hidden);
 }
 
@@ -65,6 +75,7 @@ static void test_names(void)
     PMPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
     ps_on_comm_create(PS_OP_MPI_Comm_split, 0, MPI_COMM_WORLD, half, 's', 1, 1, NULL);
     CHECK_STR(name_of(half), rank % 2 ? "W_s1.1" : "W_s1.0");
+    CHECK_INT(ps_comm_lookup(half), 3); /* the slot the unknown one left */
     CHECK_INT(ps_comm_counter, 2);
     ps_comm_t *h = ps_comms[ps_comm_lookup(half)];
     CHECK_INT(h->parent_id, 1);
@@ -236,6 +247,70 @@ static void test_record(void)
     CHECK_INT(s ? s->calls : 0, 3);
 }
 
+static int find(const char *name)
+{
+    for (int i = 0; i < ps_ncomms; i++)
+        if (ps_comms[i]->state != PS_SLOT_FREE && strcmp(ps_comms[i]->name, name) == 0) return i;
+    return -1;
+}
+
+/* A dup of W and a split of it by rank / 2 ({0, 1} and {2}), freed in both orders (fold.c,
+ * with every freed communicator folding): the same two rows either way, the split's below
+ * the dup's, named after it (round 1: the child's row "W_d<M>_s*.L" is renamed and merged
+ * when its parent folds); a record a request still names folds only once the request is
+ * gone (round 2); calls move with the records. */
+static void test_fold(void)
+{
+    ps_comm_keep = 0;
+    const char *sub_row = rank < 2 ? "W_d*_s*.0" : "W_d*_s*.2";
+    for (int round = 0; round < 3; round++) {
+        MPI_Comm dup, sub;
+        PMPI_Comm_dup(MPI_COMM_WORLD, &dup);
+        ps_on_comm_create(PS_OP_MPI_Comm_dup, 0, MPI_COMM_WORLD, dup, 'd', 0, 1, NULL);
+        PMPI_Comm_split(dup, rank / 2, rank, &sub);
+        ps_on_comm_create(PS_OP_MPI_Comm_split, 0, dup, sub, 's', 1, 1, NULL);
+        ps_record(ps_comm_lookup(sub), PS_OP_MPI_Barrier, 10, 0, 0);
+        if (round == 0) { /* the parent first: the child moves below its row */
+            ps_comm_forget(dup);
+            CHECK_INT(ps_comms[ps_comm_lookup(sub)]->parent_id, find("W_d*"));
+            ps_comm_forget(sub);
+        } else if (round == 1) { /* the child first: its row follows the parent's */
+            ps_comm_forget(sub);
+            char live_row[PS_NAME_MAX];
+            snprintf(live_row, sizeof live_row, "%s_s*.%d", name_of(dup), rank < 2 ? 0 : 2);
+            CHECK(find(live_row) >= 0);
+            ps_comm_forget(dup);
+            CHECK(find(live_row) < 0);
+        } else {
+            ps_req_add(FAKE_REQ(0x777), ps_comm_lookup(sub), PS_OP_MPI_Ibarrier, PS_REQ_COLL,
+                       0, NULL);
+            int id = ps_comm_lookup(sub);
+            ps_comm_forget(sub);
+            CHECK_INT(ps_comms[id]->state, PS_SLOT_COMM); /* the request names it */
+            ps_lock();
+            ps_req_remove(FAKE_REQ(0x777));
+            ps_unlock();
+            ps_comm_forget(dup); /* a registration or MPI_Finalize folds the child */
+            ps_fold_all();
+            CHECK_INT(ps_comms[id]->state, PS_SLOT_FREE);
+        }
+        PMPI_Comm_free(&sub);
+        PMPI_Comm_free(&dup);
+    }
+    int d = find("W_d*"), s = find(sub_row);
+    CHECK(d >= 0 && s >= 0);
+    if (d < 0 || s < 0) return;
+    CHECK_INT(ps_comms[d]->memberships, 3);
+    CHECK_INT(ps_comms[d]->folded, rank == 0 ? 3 : 0);
+    CHECK_INT(ps_comms[s]->memberships, 3);
+    CHECK_INT(ps_comms[s]->folded, rank == 0 || rank == 2 ? 3 : 0);
+    CHECK_INT(ps_comms[s]->parent_id, d);
+    CHECK_INT(ps_comms[s]->size, rank < 2 ? 2 : 1);
+    CHECK(ps_comms[s]->ops[PS_OP_MPI_Barrier] && ps_comms[s]->ops[PS_OP_MPI_Barrier]->calls == 3);
+    CHECK(find("W_d*_s*.0") < 0 || find("W_d*_s*.2") < 0); /* one row of the two per rank */
+    ps_comm_keep = 256;
+}
+
 int main(int argc, char **argv)
 {
     PMPI_Init(&argc, &argv);
@@ -254,6 +329,7 @@ int main(int argc, char **argv)
     test_handle_maps();
     test_requests();
     test_record();
+    test_fold();
     int all = 0;
     PMPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (failures) fprintf(stderr, "test_mpi_registry: rank %d: %d failures\n", rank, failures);
