@@ -1,4 +1,6 @@
-#!/bin/sh
+#!/bin/bash
+# (bash, not sh: dash can leave this script's descriptor open in the program it execs; see
+# bin/pathscope)
 # The pathscope CLI of an installed prefix (`cmake --install build/<mpi> --prefix P` installs
 # this as P/bin/pathscope): runs P/share/pathscope/python with Python 3.11 or later (python3 on
 # PATH, else /usr/bin/python3).  P is found from this script's own path (links resolved), so the
