@@ -193,8 +193,10 @@ int ps_unwind_walk(unwind_thread_t *u, uintptr_t pc, uintptr_t sp, uintptr_t rbp
             break;
         case RULE_END: *complete = 1; goto end;
         case RULE_RETURNED:
-            /* the frame's slot is just below sp: the call wrote it, the red zone keeps it */
-            if (n != 1 || sp - 8 < u->stack_lo || sp >= hi) goto end;
+            /* the frame's slot is just below sp: the call wrote it, the red zone keeps it.
+             * Only an interrupted frame can be inside a thunk: the first one, or the one a
+             * signal frame interrupted (exact) */
+            if ((n != 1 && !exact) || sp - 8 < u->stack_lo || sp >= hi) goto end;
             cfa = sp;
             break;
         default: goto end;
