@@ -127,6 +127,23 @@ def test_mpi_job_probed_between_phases(mpi, tmp_path):
 STORM = 1000
 
 
+def storm_pairs(target, request, function, pairs):
+    """pairs of `probe add` (request) and `probe remove` of what it added: (the ids added, the
+    replies refusing as unsafe-threads); any other answer fails."""
+    adds, refused = [], []
+    for _ in range(pairs):
+        reply = send_request(target, request)
+        if reply[0].startswith("refused\t") and reply[0].split("\t")[3] == "unsafe-threads":
+            refused.append(reply)
+            continue
+        assert len(reply) == 1 and reply[0].startswith("ok\tadded\t"), reply
+        probe_id = reply[0].split("\t")[2]
+        adds.append(probe_id)
+        assert send_request(target, [f"probe remove\t{probe_id}"]) == \
+            [f"ok\tremoved\t{probe_id}\t{function}"]
+    return adds, refused
+
+
 @pytest.mark.parametrize("function", ["stormed", "stormed_short"])
 def test_storm_of_adds_and_removes_with_eight_threads(openmpi, tmp_path, function):
     """Eight threads call the function in a loop while its probe is added and removed 1,000
@@ -140,7 +157,6 @@ def test_storm_of_adds_and_removes_with_eight_threads(openmpi, tmp_path, functio
     short = str(int(function == "stormed_short"))
     job = subprocess.Popen(PATHSCOPE + ["run", "-o", str(out), "--", str(prog), "8", short],
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=PY_ENV)
-    refused, adds = [], []
     try:
         lines = Lines(job.stdout)
         pid = int(re.search(r"pid=(\d+)", lines.wait(lambda l: "pid=" in l, "start")).group(1))
@@ -150,16 +166,7 @@ def test_storm_of_adds_and_removes_with_eight_threads(openmpi, tmp_path, functio
         request = ["probe add"] + resolver_input(modules, [function]) + \
             run_resolver(modules, function)
         started = time.monotonic()
-        for _ in range(STORM):
-            reply = send_request(target, request)
-            if reply[0].startswith("refused\t") and reply[0].split("\t")[3] == "unsafe-threads":
-                refused.append(reply)
-                continue
-            assert len(reply) == 1 and reply[0].startswith("ok\tadded\t"), reply
-            probe_id = reply[0].split("\t")[2]
-            adds.append(probe_id)
-            assert send_request(target, [f"probe remove\t{probe_id}"]) == \
-                [f"ok\tremoved\t{probe_id}\t{function}"]
+        adds, refused = storm_pairs(target, request, function, STORM)
         elapsed = time.monotonic() - started
         assert _read_code(pid, prog, function) == original
         job.stdin.write("stop\n")
@@ -218,23 +225,12 @@ def test_application_sigtrap_handler_installed_during_a_storm(openmpi, tmp_path)
         modules = mapped_modules(pid)
         request = ["probe add"] + resolver_input(modules, [function]) + \
             run_resolver(modules, function)
-
-        def storm(pairs):
-            for _ in range(pairs):
-                reply = send_request(target, request)
-                if reply[0].startswith("refused\t"):
-                    assert reply[0].split("\t")[3] == "unsafe-threads", reply
-                    continue
-                probe_id = reply[0].split("\t")[2]
-                assert send_request(target, [f"probe remove\t{probe_id}"]) == \
-                    [f"ok\tremoved\t{probe_id}\t{function}"]
-
-        storm(50)                  # the patcher's handler is installed by the first add
+        storm_pairs(target, request, function, 50)                  # the patcher's handler is installed by the first add
         job.stdin.write("trap\n")
         job.stdin.flush()
         trap = lines.wait(lambda l: l.startswith("probe_storm trap "), "the trap check")
         assert "handled=2 view=1" in trap, trap
-        storm(300)
+        storm_pairs(target, request, function, 300)
         job.stdin.write("stop\n")
         job.stdin.close()
         assert job.wait(timeout=120) == 0, "".join(lines.seen)
