@@ -158,7 +158,10 @@ static void run_end(ps_end_how how, const char *status, int crash)
             break;
         }
         case STATE_FINISHED: ps_state = PS_RUN_FINISHED; break;
-        case WRITE: ps_write_rank_file(status); break;
+        case WRITE:
+            if (how == PS_END_FINALIZE) ps_write_rank_file_final(status);
+            else ps_write_rank_file(status);
+            break;
         case MARK_FINAL: rank_file_written_final = 1; break;
         case MARK_FATAL: fatal_written = 1; break;
         case MARK_PEER: peer_written = 1; break;

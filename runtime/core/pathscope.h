@@ -94,6 +94,7 @@ const char *ps_program_name(void);
  * "exit-without-finalize", "ended-by-rank R".  Callers hold the final writer.
  * [signal-safe] */
 void ps_write_rank_file(const char *status);
+void ps_write_rank_file_final(const char *status); /* at MPI_Finalize (rankfile.c) */
 /* One writer of a final rank file at a time (MPI_Finalize, MPI_Abort, fatal signals, a peer's
  * request, the destructor): claim (waiting at most 3 s if wait) and release. [signal-safe] */
 int ps_final_writer_claim(int wait);
@@ -216,7 +217,7 @@ const char *ps_outdir_path(void); /* the directory's absolute path, as opened */
  * name (O_EXCL|O_NOFOLLOW), renamed into place when complete, removed on failure (the
  * previous version of the file stays).  Failures are recorded per file and printed by
  * ps_outfile_report() at the end of the run.  [signal-safe] */
-enum { PS_FILE_RANK, PS_FILE_PROFILE, PS_FILE_COUNT };
+enum { PS_FILE_RANK, PS_FILE_PROFILE, PS_FILE_TREE, PS_FILE_COUNT };
 typedef struct {
     int file;           /* PS_FILE_* */
     int dirfd, fd;
@@ -232,5 +233,24 @@ const char *ps_error_text(int error); /* strerror, and pathscope's own reasons [
 /* The end-of-run notice, unless quiet (not signal-safe): has_profile when the run writes a
  * profile.tsv, profile_error its error; failed: the ranks whose rank file was not written. */
 void ps_outdir_notice(int has_profile, int profile_error, const int *failed, int nfailed, int nranks);
+
+/* ---- the call trees reduced over the ranks (output/treemerge.c, mpi/treereduce.c) ------ */
+/* A block: the records of world ranks [lo, hi) as one encoded tree (treemerge.c says how). */
+typedef struct { uint8_t *data; size_t len; uint32_t lo, hi; } ps_tblock_t;
+/* One rank's block from its rank-file text; 0, or -1 (out of memory, a line that breaks the
+ * format).  Not signal-safe (allocates). */
+int ps_tree_encode(const char *text, size_t len, int rank, ps_tblock_t *out);
+/* a and b of adjacent ranges (a->hi == b->lo) merged into out (a new allocation); 0 or -1. */
+int ps_tree_merge(const ps_tblock_t *a, const ps_tblock_t *b, ps_tblock_t *out);
+/* tree.tsv's lines for the block of all ranks, [0, P). */
+void ps_tree_write(ps_fmt_t *f, const ps_tblock_t *all);
+/* The rank file's text as written at MPI_Finalize (rankfile.c keeps it in a memory file for
+ * the reduction): its bytes (NULL if none) and length. */
+const char *ps_rank_text(size_t *len);
+/* The reduction is over (reduced: tree.tsv was written): the text goes to ranks/ unless it
+ * was reduced and --per-rank is none (then no later ending writes a rank file either), and
+ * is released.  0 or the errno of the rank file's write. */
+int ps_rank_text_done(int reduced);
+int ps_per_rank_all(void);           /* --per-rank all: every rank keeps its own file */
 
 #endif

@@ -135,6 +135,7 @@ uint64_t ps_rank_mpi_ticks(void); /* mpi_out.c: the rank's time in MPI calls [si
 /* After MPI_Finalize's rank file (mpi's end hook): merges the ranks' records over
  * MPI_COMM_WORLD's duplicate and rank 0 writes profile.tsv (reduce.c). */
 void ps_reduce_and_write(void);
+int ps_tree_reduce(MPI_Comm comm); /* treereduce.c: 1 when tree.tsv was written */
 
 /* The one recording primitive: one call of op on the communicator, dt ticks, bytes moved. */
 static inline void ps_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_bytes)

@@ -449,6 +449,9 @@ void ps_reduce_and_write(void)
     MPI_Comm comm;
     if (PMPI_Comm_dup(MPI_COMM_WORLD, &comm) != MPI_SUCCESS) return;
     PMPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    /* the call trees first: a rank whose text was not reduced writes its file now, and
+     * profile.tsv below says whether that worked */
+    ps_rank_text_done(ps_tree_reduce(comm));
     set_t s = collect_local();
     int rank = ps_world_rank, size = ps_world_size;
     for (int mask = 1; mask < size; mask <<= 1) {

@@ -8,13 +8,28 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/memfd.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <stdio.h>
 #include <unistd.h>
 
 #include "../core/pathscope.h"
 #include "../core/source.h"
+
+/* ---- the text kept for the reduction of the call trees (mpi/treereduce.c) -----------------
+ * At MPI_Finalize the rank file is written into a memory file first: the reduction reads it,
+ * and it reaches ranks/ only with --per-rank all, or when the reduction could not be done.
+ * Every other ending (crash, abort, exit without finalize) writes ranks/ directly, as ever. */
+static struct {
+    ps_ownfd_t own;       /* the memory file (moved out of the application's way) */
+    char *map;
+    size_t len;
+    int on_disk;          /* ranks/rank-NNNNNN.tsv written from it (or directly) */
+    int superseded;       /* reduced into tree.tsv, --per-rank none: no rank file at all */
+} text = {{-1, 0, 0, 0}, NULL, 0, 0, 0};
 
 static char rank_buf[1 << 16];
 static char host_name[256];
@@ -88,7 +103,8 @@ void ps_write_rank_file(const char *status)
 {
     static char name[32];
     static ps_outfile_t out;
-    if (!ps_outdir[0]) return;
+    /* (the heap's rewrite at exit, a signal after MPI_Finalize: the run's data is in tree.tsv) */
+    if (!ps_outdir[0] || text.superseded) return;
     rank_file_name(name, sizeof name, ps_world_rank);
     /* Before the file exists (kernel: the collector's tables, whose problems are warnings
      * of this file; our own writes to it are not the application's system calls). */
@@ -99,6 +115,82 @@ void ps_write_rank_file(const char *status)
     ps_write_rank_body(&f, status);
     ps_fmt_flush(&f);
     ps_outfile_end(&out, f.failed);
+}
+
+int ps_per_rank_all(void) { return strcmp(ps_options.per_rank, "none") != 0; }
+
+const char *ps_rank_text(size_t *len)
+{
+    *len = text.len;
+    return text.map;
+}
+
+static int text_to_file(void)
+{
+    static char name[32];
+    static ps_outfile_t out;
+    if (text.on_disk || !text.map || !ps_outdir[0]) return 0;
+    rank_file_name(name, sizeof name, ps_world_rank);
+    int fd = ps_outfile_begin(&out, PS_FILE_RANK, name);
+    if (fd < 0) return ps_outfile_error(PS_FILE_RANK);
+    int error = 0;
+    for (size_t off = 0; off < text.len && !error;) {
+        ssize_t n = write(fd, text.map + off, text.len - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) error = n < 0 ? errno : EIO;
+        else off += (size_t)n;
+    }
+    text.on_disk = 1;
+    return ps_outfile_end(&out, error);
+}
+
+static void text_release(void)
+{
+    if (text.map) munmap(text.map, text.len);
+    text.map = NULL;
+    text.len = 0;
+    if (ps_fd_owned(&text.own)) ps_sys_close(text.own.fd);
+    text.own.fd = -1;
+}
+
+int ps_rank_text_done(int reduced)
+{
+    int error = 0;
+    if (!reduced || ps_per_rank_all()) error = text_to_file();
+    else text.superseded = 1;
+    text_release();
+    return error;
+}
+
+/* The final rank file at MPI_Finalize: into a memory file, then (--per-rank all) to ranks/.
+ * Without a memory file, straight to ranks/ (the reduction then has nothing to merge, and
+ * every rank keeps its file). */
+void ps_write_rank_file_final(const char *status)
+{
+    if (!ps_outdir[0]) return;
+    int fd = (int)syscall(SYS_memfd_create, "pathscope-rank", MFD_CLOEXEC);
+    if (fd >= 0) fd = ps_fd_adopt(fd, &text.own);
+    if (fd < 0) {
+        ps_write_rank_file(status);
+        text.on_disk = 1;
+        return;
+    }
+    ps_sources_write(NULL, PS_SEC_PREPARE, NULL);
+    ps_fmt_t f = {rank_buf, 0, sizeof rank_buf, fd, 0};
+    ps_write_rank_body(&f, status);
+    ps_fmt_flush(&f);
+    off_t len = lseek(fd, 0, SEEK_END);
+    void *map = f.failed || len <= 0 ? MAP_FAILED
+                                     : mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+        text_release();
+        ps_write_rank_file(status);
+        text.on_disk = 1;
+        return;
+    }
+    text.map = map;
+    text.len = (size_t)len;
+    if (ps_per_rank_all()) text_to_file();
 }
 
 /* Whether world rank `rank` has written its file since this run started (output/peers.c

@@ -1,0 +1,101 @@
+/* The call trees reduced inside the job (docs/format.md, "tree.tsv"): at MPI_Finalize every
+ * rank encodes its rank file's text as a block (output/treemerge.c), the blocks travel up a
+ * binomial tree over the private duplicate of MPI_COMM_WORLD (ceil(log2 p) rounds; in round k
+ * rank r receives the block of ranks [r + 2^k, min(r + 2^(k+1), p)) from r + 2^k and merges
+ * it after its own), and rank 0 writes tree.tsv.  What a rank holds at once: its own block,
+ * the one received and the merged one, each the size of the distinct records of its ranks.
+ *
+ * Every message starts with a header {status, length}; a rank whose encoding failed, or that
+ * received a failed header or hit an MPI error, sends status 0 and no data, so rank 0 learns
+ * that the reduction is incomplete; it then writes no tree.tsv, and says so to all ranks,
+ * which keep their own files (ps_rank_text_done).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpi_internal.h"
+
+#define CHUNK (64u << 20) /* bytes per message: far below INT_MAX */
+
+static int send_block(const ps_tblock_t *b, int ok, int to, MPI_Comm comm)
+{
+    uint64_t head[2] = {(uint64_t)ok, ok ? b->len : 0};
+    if (PMPI_Send(head, 2, MPI_UINT64_T, to, 0, comm) != MPI_SUCCESS) return -1;
+    for (size_t off = 0; ok && off < b->len; off += CHUNK) {
+        size_t n = b->len - off < CHUNK ? b->len - off : CHUNK;
+        if (PMPI_Send(b->data + off, (int)n, MPI_BYTE, to, 1, comm) != MPI_SUCCESS) return -1;
+    }
+    return 0;
+}
+
+/* Receives the block of [lo, hi) from rank `from`; 0 when it arrived whole and valid. */
+static int recv_block(ps_tblock_t *b, int from, uint32_t lo, uint32_t hi, MPI_Comm comm)
+{
+    uint64_t head[2];
+    memset(b, 0, sizeof *b);
+    if (PMPI_Recv(head, 2, MPI_UINT64_T, from, 0, comm, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
+        !head[0])
+        return -1;
+    b->data = malloc(head[1] ? head[1] : 1);
+    if (!b->data) {
+        /* (the data is still sent: take each chunk into nothing -- a truncated receive
+         * consumes its message -- to stay in step) */
+        char sink;
+        for (uint64_t off = 0; off < head[1]; off += CHUNK)
+            PMPI_Recv(&sink, 0, MPI_BYTE, from, 1, comm, MPI_STATUS_IGNORE);
+        return -1;
+    }
+    b->len = head[1];
+    b->lo = lo;
+    b->hi = hi;
+    for (size_t off = 0; off < b->len; off += CHUNK) {
+        size_t n = b->len - off < CHUNK ? b->len - off : CHUNK;
+        if (PMPI_Recv(b->data + off, (int)n, MPI_BYTE, from, 1, comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return -1;
+    }
+    return 0;
+}
+
+static int write_tree(const ps_tblock_t *all)
+{
+    static char buf[1 << 16];
+    ps_outfile_t out;
+    int fd = ps_outfile_begin(&out, PS_FILE_TREE, "tree.tsv");
+    if (fd < 0) return ps_outfile_error(PS_FILE_TREE);
+    ps_fmt_t f = {buf, 0, sizeof buf, fd, 0};
+    ps_tree_write(&f, all);
+    ps_fmt_flush(&f);
+    return ps_outfile_end(&out, f.failed);
+}
+
+/* 1 when tree.tsv was written (every rank learns it). */
+int ps_tree_reduce(MPI_Comm comm)
+{
+    int rank = ps_world_rank, size = ps_world_size;
+    size_t len = 0;
+    const char *txt = ps_rank_text(&len);
+    ps_tblock_t mine = {0};
+    int ok = txt && ps_tree_encode(txt, len, rank, &mine) == 0;
+    for (int mask = 1; mask < size; mask <<= 1) {
+        if (rank & mask) {
+            send_block(&mine, ok, rank - mask, comm);
+            break;
+        }
+        if (rank + mask >= size) continue;
+        uint32_t hi = (uint32_t)(rank + 2 * mask < size ? rank + 2 * mask : size);
+        ps_tblock_t theirs, merged;
+        int got = recv_block(&theirs, rank + mask, (uint32_t)(rank + mask), hi, comm) == 0;
+        if (ok && got && ps_tree_merge(&mine, &theirs, &merged) == 0) {
+            free(mine.data);
+            mine = merged;
+        } else {
+            ok = 0;
+        }
+        free(theirs.data);
+    }
+    int written = 0;
+    if (rank == 0 && ok) written = write_tree(&mine) == 0;
+    free(mine.data);
+    PMPI_Bcast(&written, 1, MPI_INT, 0, comm);
+    return written;
+}
