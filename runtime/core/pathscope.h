@@ -242,8 +242,11 @@ typedef struct { uint8_t *data; size_t len; uint32_t lo, hi; } ps_tblock_t;
 int ps_tree_encode(const char *text, size_t len, int rank, ps_tblock_t *out);
 /* a and b of adjacent ranges (a->hi == b->lo) merged into out (a new allocation); 0 or -1. */
 int ps_tree_merge(const ps_tblock_t *a, const ps_tblock_t *b, ps_tblock_t *out);
-/* tree.tsv's lines for the block of all ranks, [0, P). */
-void ps_tree_write(ps_fmt_t *f, const ps_tblock_t *all);
+/* What the reduction cost rank 0 (tree.tsv's `reduction` line): ns from its start to the
+ * last merge, rounds, the most bytes of blocks it held at once. */
+typedef struct { uint64_t ns, rounds, peak_bytes; } ps_treecost_t;
+/* tree.tsv's lines for the block of all ranks, [0, P); cost NULL: no `reduction` line. */
+void ps_tree_write(ps_fmt_t *f, const ps_tblock_t *all, const ps_treecost_t *cost);
 /* The rank file's text as written at MPI_Finalize (rankfile.c keeps it in a memory file for
  * the reduction): its bytes (NULL if none) and length. */
 const char *ps_rank_text(size_t *len);

@@ -12,18 +12,49 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mpi_internal.h"
 
 #define CHUNK (64u << 20) /* bytes per message: far below INT_MAX */
 
+/* Waits for a request by testing it with sleeps in between (50 us growing to 1 ms) rather than
+ * in the MPI library's blocking wait: with more ranks than cores, a library that busy-polls
+ * (MPICH) has every waiting rank spin, and each hop of the tree then waits for the sender to
+ * get a CPU among them (measured: 3.8 s at 128 ranks on 2 cores; bench/reduce.py). */
+static int wait_sleeping(MPI_Request *req)
+{
+    struct timespec pause = {0, 50000};
+    for (;;) {
+        int done = 0;
+        if (PMPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return -1;
+        if (done) return 0;
+        nanosleep(&pause, NULL);
+        if (pause.tv_nsec < 1000000) pause.tv_nsec *= 2;
+    }
+}
+
+static int send_sleeping(const void *buf, int n, MPI_Datatype type, int to, int tag, MPI_Comm comm)
+{
+    MPI_Request req;
+    if (PMPI_Isend(buf, n, type, to, tag, comm, &req) != MPI_SUCCESS) return -1;
+    return wait_sleeping(&req);
+}
+
+static int recv_sleeping(void *buf, int n, MPI_Datatype type, int from, int tag, MPI_Comm comm)
+{
+    MPI_Request req;
+    if (PMPI_Irecv(buf, n, type, from, tag, comm, &req) != MPI_SUCCESS) return -1;
+    return wait_sleeping(&req);
+}
+
 static int send_block(const ps_tblock_t *b, int ok, int to, MPI_Comm comm)
 {
     uint64_t head[2] = {(uint64_t)ok, ok ? b->len : 0};
-    if (PMPI_Send(head, 2, MPI_UINT64_T, to, 0, comm) != MPI_SUCCESS) return -1;
+    if (send_sleeping(head, 2, MPI_UINT64_T, to, 0, comm) != 0) return -1;
     for (size_t off = 0; ok && off < b->len; off += CHUNK) {
         size_t n = b->len - off < CHUNK ? b->len - off : CHUNK;
-        if (PMPI_Send(b->data + off, (int)n, MPI_BYTE, to, 1, comm) != MPI_SUCCESS) return -1;
+        if (send_sleeping(b->data + off, (int)n, MPI_BYTE, to, 1, comm) != 0) return -1;
     }
     return 0;
 }
@@ -33,8 +64,7 @@ static int recv_block(ps_tblock_t *b, int from, uint32_t lo, uint32_t hi, MPI_Co
 {
     uint64_t head[2];
     memset(b, 0, sizeof *b);
-    if (PMPI_Recv(head, 2, MPI_UINT64_T, from, 0, comm, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
-        !head[0])
+    if (recv_sleeping(head, 2, MPI_UINT64_T, from, 0, comm) != 0 || !head[0])
         return -1;
     b->data = malloc(head[1] ? head[1] : 1);
     if (!b->data) {
@@ -50,20 +80,19 @@ static int recv_block(ps_tblock_t *b, int from, uint32_t lo, uint32_t hi, MPI_Co
     b->hi = hi;
     for (size_t off = 0; off < b->len; off += CHUNK) {
         size_t n = b->len - off < CHUNK ? b->len - off : CHUNK;
-        if (PMPI_Recv(b->data + off, (int)n, MPI_BYTE, from, 1, comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-            return -1;
+        if (recv_sleeping(b->data + off, (int)n, MPI_BYTE, from, 1, comm) != 0) return -1;
     }
     return 0;
 }
 
-static int write_tree(const ps_tblock_t *all)
+static int write_tree(const ps_tblock_t *all, const ps_treecost_t *cost)
 {
     static char buf[1 << 16];
     ps_outfile_t out;
     int fd = ps_outfile_begin(&out, PS_FILE_TREE, "tree.tsv");
     if (fd < 0) return ps_outfile_error(PS_FILE_TREE);
     ps_fmt_t f = {buf, 0, sizeof buf, fd, 0};
-    ps_tree_write(&f, all);
+    ps_tree_write(&f, all, cost);
     ps_fmt_flush(&f);
     return ps_outfile_end(&out, f.failed);
 }
@@ -72,6 +101,12 @@ static int write_tree(const ps_tblock_t *all)
 int ps_tree_reduce(MPI_Comm comm)
 {
     int rank = ps_world_rank, size = ps_world_size;
+    /* (so that the cost measured is the reduction's, not the wait for the last rank to reach
+     * MPI_Finalize) */
+    MPI_Request req;
+    if (PMPI_Ibarrier(comm, &req) == MPI_SUCCESS) wait_sleeping(&req);
+    uint64_t t0 = ps_clock_monotonic_ns();
+    ps_treecost_t cost = {0, 0, 0};
     size_t len = 0;
     const char *txt = ps_rank_text(&len);
     ps_tblock_t mine = {0};
@@ -85,7 +120,10 @@ int ps_tree_reduce(MPI_Comm comm)
         uint32_t hi = (uint32_t)(rank + 2 * mask < size ? rank + 2 * mask : size);
         ps_tblock_t theirs, merged;
         int got = recv_block(&theirs, rank + mask, (uint32_t)(rank + mask), hi, comm) == 0;
+        cost.rounds++;
         if (ok && got && ps_tree_merge(&mine, &theirs, &merged) == 0) {
+            uint64_t held = mine.len + theirs.len + merged.len;
+            if (held > cost.peak_bytes) cost.peak_bytes = held;
             free(mine.data);
             mine = merged;
         } else {
@@ -94,8 +132,10 @@ int ps_tree_reduce(MPI_Comm comm)
         free(theirs.data);
     }
     int written = 0;
-    if (rank == 0 && ok) written = write_tree(&mine) == 0;
+    cost.ns = ps_clock_monotonic_ns() - t0;
+    if (rank == 0 && ok) written = write_tree(&mine, &cost) == 0;
     free(mine.data);
-    PMPI_Bcast(&written, 1, MPI_INT, 0, comm);
+    if (PMPI_Ibcast(&written, 1, MPI_INT, 0, comm, &req) != MPI_SUCCESS || wait_sleeping(&req) != 0)
+        written = 0;
     return written;
 }

@@ -399,7 +399,7 @@ static int is_rank_name(const char *s, const char *suffix)
     return nd > 0 && strncmp(d + nd, ".tsv", 4) == 0 && strcmp(d + nd + 4, suffix) == 0;
 }
 
-typedef struct { int profile, symbols, rank_files; } found_t;
+typedef struct { int profile, tree, symbols, rank_files; } found_t;
 
 /* Every entry of dir, one at a time (getdents64 into a static buffer). */
 struct linux_dirent64_s {
@@ -434,17 +434,18 @@ static void scan_dir(int dirfd, int is_ranks, int force, found_t *found)
                 } else if (force && is_rank_name(name, ".tmp")) { /* format 2.2's temporaries */
                     sys_unlinkat(dirfd, name);
                 }
-            } else if (strcmp(name, "profile.tsv") == 0) {
+            } else if (strcmp(name, "profile.tsv") == 0 || strcmp(name, "tree.tsv") == 0) {
                 int run = file_run(dirfd, name);
                 if (run == FILE_OTHER_RUN || run == FILE_NO_RUN) {
                     if (force) remove_other_run_file(dirfd, name);
-                    else found->profile = 1;
+                    else if (name[0] == 'p') found->profile = 1;
+                    else found->tree = 1;
                 }
             } else if (strcmp(name, "symbols.tsv") == 0) {
                 /* written by `pathscope report` after a run: never this run's at its start */
                 if (force) sys_unlinkat(dirfd, name);
                 else found->symbols = 1;
-            } else if (force && has_prefix(name, ".profile.tsv.")) {
+            } else if (force && (has_prefix(name, ".profile.tsv.") || has_prefix(name, ".tree.tsv."))) {
                 remove_other_run_temp(dirfd, name);
             } else if (force && (strcmp(name, "profile.tsv.tmp") == 0 || has_prefix(name, ".symbols.tsv.") ||
                                  (has_prefix(name, "symbols.tsv.") && has_suffix(name, ".tmp")))) {
@@ -458,15 +459,16 @@ static void scan_dir(int dirfd, int is_ranks, int force, found_t *found)
 /* 0, or ERR_OTHER_RUN with the message. */
 static int check_other_runs(int topfd, int ranksfd, int force, const char *shown, ps_fmt_t *e)
 {
-    found_t found = {0, 0, 0};
+    found_t found = {0, 0, 0, 0};
     scan_dir(topfd, 0, force, &found);
     if (ranksfd >= 0) scan_dir(ranksfd, 1, force, &found);
-    if (!found.profile && !found.symbols && !found.rank_files) return 0;
+    if (!found.profile && !found.tree && !found.symbols && !found.rank_files) return 0;
     ps_fmt_str(e, "output directory '");
     ps_fmt_str(e, shown);
     ps_fmt_str(e, "' holds another run's profile (");
     const char *sep = "";
     if (found.profile) { ps_fmt_str(e, "profile.tsv"); sep = ", "; }
+    if (found.tree) { ps_fmt_str(e, sep); ps_fmt_str(e, "tree.tsv"); sep = ", "; }
     if (found.symbols) { ps_fmt_str(e, sep); ps_fmt_str(e, "symbols.tsv"); sep = ", "; }
     if (found.rank_files) {
         ps_fmt_str(e, sep);
@@ -699,13 +701,18 @@ void ps_outfile_report(int rank)
 void ps_outdir_notice(int has_profile, int profile_error, const int *failed, int nfailed, int nranks)
 {
     if (ps_option_on(ps_options.quiet) || !ps_outdir[0]) return;
-    if (!(has_profile && profile_error) && nfailed == 0) {
+    int tree_error = files[PS_FILE_TREE].error;
+    if (!(has_profile && profile_error) && !tree_error && nfailed == 0) {
         fprintf(stderr, "pathscope: profile written to %s (view: pathscope report %s)\n", ps_outdir, ps_outdir);
         return;
     }
     static char list[8192];
     ps_fmt_t f = {list, 0, sizeof list - 4, -1, 0};
     if (has_profile && profile_error) ps_fmt_str(&f, "profile.tsv");
+    if (tree_error) {
+        if (f.len) ps_fmt_str(&f, ", ");
+        ps_fmt_str(&f, "tree.tsv");
+    }
     if (nfailed) {
         if (f.len) ps_fmt_str(&f, ", ");
         if (nfailed == 1) {
@@ -722,7 +729,8 @@ void ps_outdir_notice(int has_profile, int profile_error, const int *failed, int
     }
     if (f.failed) ps_fmt_str(&f, "...");
     list[f.len] = 0;
-    int nothing = nfailed == nranks && (!has_profile || profile_error);
+    int nothing = nfailed == nranks && (!has_profile || profile_error) &&
+                  !files[PS_FILE_TREE].written;
     if (nothing)
         fprintf(stderr, "pathscope: no profile written to %s: not written: %s\n", ps_outdir, list);
     else

@@ -448,7 +448,7 @@ static int read_line(reading_t *r, const line_t *l)
     str_t type = l->f[0];
     ltree_t *t = &r->t;
     if (l->n == 2 && (is(type, "wall_ns") || is(type, "mpi_ns") || is(type, "thread_multiple") ||
-                      is(type, "start_unix_ns") || starts(type, "counter_"))) {
+                      starts(type, "counter_"))) {
         flat(t, LIT("scalar"), NONE, type, C_VALUE, num(l->f[1]));
     } else if (l->n == 2 && (is(type, "status") || is(type, "program") || is(type, "command") ||
                              is(type, "mpi_library") || is(type, "tool_version") ||
@@ -945,7 +945,7 @@ static void write_nodes(ps_fmt_t *f, const uint8_t *p, int64_t parent, out_t *o,
     for (uint32_t i = 0; i < v.nchildren; i++, x += rd64(x)) write_nodes(f, x, id, o, nranks);
 }
 
-void ps_tree_write(ps_fmt_t *f, const ps_tblock_t *all)
+void ps_tree_write(ps_fmt_t *f, const ps_tblock_t *all, const ps_treecost_t *cost)
 {
     uint32_t nranks = all->hi - all->lo;
     view_t top = view(all->data);
@@ -960,6 +960,12 @@ void ps_tree_write(ps_fmt_t *f, const ps_tblock_t *all)
     ps_fmt_str(f, ps_run_id);
     ps_fmt_str(f, "\nranks\t");
     ps_fmt_u64(f, nranks);
+    if (cost) {
+        uint64_t v[4] = {cost->ns, cost->rounds, all->len, cost->peak_bytes};
+        ps_fmt_char(f, '\n');
+        ps_fmt_line_u64(f, "reduction", v, 4);
+        f->len--;                          /* (its newline: the next line starts with one) */
+    }
     ps_fmt_str(f, "\ncolumns");
     for (int c = 0; c < C_NODE_COLUMNS; c++)
         if (o.used & (1u << c)) { ps_fmt_char(f, '\t'); ps_fmt_str(f, col_names[c]); }

@@ -115,7 +115,8 @@ def test_links_at_every_name_of_a_shared_directory(attacker, shared_scratch, ope
     (prof / "ranks").mkdir(parents=True)
     os.chmod(prof, 0o1777)
     os.chmod(prof / "ranks", 0o1777)
-    names = ["profile.tsv", "profile.tsv.tmp", ".profile.tsv.tmp", "symbols.tsv",
+    names = ["profile.tsv", "profile.tsv.tmp", ".profile.tsv.tmp", "symbols.tsv", "tree.tsv",
+             ".tree.tsv.0123456789abcdef",
              "ranks/rank-000000.tsv", "ranks/rank-000001.tsv", "ranks/rank-000000.tsv.tmp",
              "ranks/rank-000001.tsv.tmp", "ranks/.rank-000000.tsv.0123456789abcdef"]
     as_attacker(attacker, f"""
@@ -123,7 +124,7 @@ import os
 for name in {names!r}:
     os.symlink({str(secret.file)!r}, os.path.join({str(prof)!r}, name))
 """)
-    what = "profile.tsv, symbols.tsv, 2 rank files"
+    what = "profile.tsv, tree.tsv, symbols.tsv, 2 rank files"
     refused_everywhere(openmpi, prof, f"output directory '{prof}' " + OTHER_RUN.format(what=what),
                        tmp_path)
     assert secret.untouched()
@@ -132,12 +133,13 @@ for name in {names!r}:
         f"pathscope: profile written to {prof} (view: pathscope report {prof})"]
     assert secret.untouched()
     rid = run_id(prof / "profile.tsv")
-    for name in ("profile.tsv", "ranks/rank-000000.tsv", "ranks/rank-000001.tsv"):
+    for name in ("profile.tsv", "tree.tsv", "ranks/rank-000000.tsv", "ranks/rank-000001.tsv"):
         assert not (prof / name).is_symlink() and (prof / name).is_file()
         assert run_id(prof / name) == rid
     # every one of the attacker's links is gone (pathscope's temporaries are regular files)
     left = sorted(str(p.relative_to(prof)) for p in prof.rglob("*"))
-    assert left == ["profile.tsv", "ranks", "ranks/rank-000000.tsv", "ranks/rank-000001.tsv"]
+    assert left == ["profile.tsv", "ranks", "ranks/rank-000000.tsv", "ranks/rank-000001.tsv",
+                    "tree.tsv"]
 
 
 @pytest.fixture
@@ -174,8 +176,9 @@ def test_full_disk(mpi, full_tmpfs):
         f"pathscope: rank 0: profile not written: ranks/rank-000000.tsv: {enospc}",
         f"pathscope: rank 1: profile not written: ranks/rank-000001.tsv: {enospc}",
         f"pathscope: rank 0: profile not written: profile.tsv: {enospc}",
-        f"pathscope: no profile written to {prof}: not written: profile.tsv, the rank files "
-        f"of all 2 ranks"])
+        f"pathscope: rank 0: profile not written: tree.tsv: {enospc}",
+        f"pathscope: no profile written to {prof}: not written: profile.tsv, tree.tsv, the "
+        f"rank files of all 2 ranks"])
     assert sorted(os.listdir(full_tmpfs)) == ["filler", "prof"]
     assert os.listdir(prof) == ["ranks"] and os.listdir(prof / "ranks") == []  # no temporaries
     if mpi.name == "openmpi":  # a program without MPI: the same line, its own exit status
@@ -196,8 +199,9 @@ def test_directory_removed_during_the_run(mpi, tmp_path):
         f"pathscope: rank 0: profile not written: ranks/rank-000000.tsv: {gone}",
         f"pathscope: rank 1: profile not written: ranks/rank-000001.tsv: {gone}",
         f"pathscope: rank 0: profile not written: profile.tsv: {gone}",
-        f"pathscope: no profile written to {prof}: not written: profile.tsv, the rank files "
-        f"of all 2 ranks"])
+        f"pathscope: rank 0: profile not written: tree.tsv: {gone}",
+        f"pathscope: no profile written to {prof}: not written: profile.tsv, tree.tsv, the "
+        f"rank files of all 2 ranks"])
     assert not prof.exists()  # nothing was created again behind the user's back
     if mpi.name == "openmpi":  # only ranks/ removed: profile.tsv is written, the notice says what is not
         p = mpi.run(2, [mpi.prog("outdir"), "remove", prof / "ranks"], prof)
@@ -206,7 +210,7 @@ def test_directory_removed_during_the_run(mpi, tmp_path):
             f"pathscope: rank 1: profile not written: ranks/rank-000001.tsv: {gone}",
             f"pathscope: profile written to {prof} incompletely: not written: the rank files of "
             f"all 2 ranks (view: pathscope report {prof})"])
-        assert os.listdir(prof) == ["profile.tsv"]
+        assert sorted(os.listdir(prof)) == ["profile.tsv", "tree.tsv"]
         failed = [l for l in (prof / "profile.tsv").read_text().splitlines()
                   if l.startswith("write_failed\t")]
         assert failed == [f"write_failed\t{r}\tranks/rank-00000{r}.tsv\t{gone}" for r in (0, 1)]
@@ -240,12 +244,12 @@ def test_rerun_into_a_previous_run(mpi, tmp_path):
     old_id = run_id(prof / "profile.tsv")
     old = {str(p.relative_to(prof)): p.read_bytes() for p in prof.rglob("*.tsv")}
     assert sorted(old) == ["profile.tsv", "ranks/rank-000000.tsv", "ranks/rank-000001.tsv",
-                           "ranks/rank-000002.tsv"]
+                           "ranks/rank-000002.tsv", "tree.tsv"]
     assert {run_id(prof / name) for name in old} == {old_id}
     p = mpi.run(3, [mpi.prog("lifecycle"), "segv"], prof, check=False)
     assert p.returncode != 0
     refusal = f"pathscope: output directory '{prof}' " + OTHER_RUN.format(
-        what="profile.tsv, 3 rank files")
+        what="profile.tsv, tree.tsv, 3 rank files")
     assert set(pathscope_lines(p.stderr)) == {refusal}
     assert {str(p.relative_to(prof)): p.read_bytes() for p in prof.rglob("*.tsv")} == old
     (prof / "notes.txt").write_text("mine")
