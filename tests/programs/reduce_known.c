@@ -3,21 +3,24 @@
  * several communicators, from two call sites, and one helper thread allocates known blocks.
  *
  * Per world rank r of p:
- *   row = split of MPI_COMM_WORLD by r % 2, col = split by r % 4, dup = a dup of world (a
+ *   row = split of MPI_COMM_WORLD by r % 2, col = split by r % 4, dupw = a dup of world (a
  *     fixed number of communicators, whatever p: the distinct paths do not grow with p);
  *   in row_phase: r % 2 + 1 MPI_Allreduce of one int on row (the same on all its ranks);
  *   in col_phase: 2 MPI_Bcast of r % 4 + 1 ints from col's rank 0 (the same count on every
  *     rank of col);
  *   in ring: one MPI_Sendrecv on world to r + 1, from r - 1, of 8 (r + 1) bytes sent;
- *   one MPI_Barrier on dup from main, and one more from ring;
+ *   one MPI_Barrier on dupw from main, and one more from ring;
  *   the helper thread (helper_thread > alloc_blocks): r + 1 malloc of 1000 bytes, all freed
  *     before MPI_Finalize.
+ * Argument (optional): seconds to sleep before MPI_Finalize (the tests change the profile
+ * directory meanwhile).
  */
 #include <mpi.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
-static MPI_Comm row, col, dup;
+static MPI_Comm row, col, dupw;
 static int rank, size;
 
 __attribute__((noinline)) static void row_phase(void)
@@ -41,7 +44,7 @@ __attribute__((noinline)) static void ring(void)
     int in_bytes = 8 * (left + 1);
     MPI_Sendrecv(out, bytes, MPI_BYTE, right, 7, in, in_bytes, MPI_BYTE, left, 7, MPI_COMM_WORLD,
                  MPI_STATUS_IGNORE);
-    MPI_Barrier(dup);
+    MPI_Barrier(dupw);
 }
 
 static void *blocks[1024];
@@ -64,16 +67,17 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &row);
     MPI_Comm_split(MPI_COMM_WORLD, rank % 4, rank, &col);
-    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    MPI_Comm_dup(MPI_COMM_WORLD, &dupw);
     pthread_t t;
     pthread_create(&t, NULL, helper_thread, NULL);
     pthread_join(t, NULL);
     row_phase();
     col_phase();
     ring();
-    MPI_Barrier(dup);
+    MPI_Barrier(dupw);
     for (int i = 0; i < rank + 1; i++) free(blocks[i]);
-    MPI_Comm_free(&dup);
+    if (argc > 1) sleep((unsigned)atoi(argv[1]));
+    MPI_Comm_free(&dupw);
     MPI_Comm_free(&col);
     MPI_Comm_free(&row);
     MPI_Finalize();
