@@ -7,7 +7,7 @@ Runs BUILD_DIR/PROGRAM on NP ranks with mpirun (PS_MPIRUN, from the environment 
 with BUILD_DIR/libpathscope.so -- built with -fsanitize=address,undefined -- preloaded behind
 the compiler's libasan (AddressSanitizer must be the first library loaded), a fresh profile
 directory, and passes when the program exited 0, no sanitizer reported anything, and every
-rank file ended "complete".  Leak checking is off: the MPI libraries keep their memory to the
+rank file ended "complete" and tree.tsv is whole.  Leak checking is off: the MPI libraries keep their memory to the
 end.  Exit 77 (skipped) when libasan cannot be found.
 """
 import os
@@ -66,13 +66,17 @@ def main():
         status = re.search(r"^status\t(.*)$", f.read_text(), re.M)
         if not status or status.group(1) != "complete":
             problems.append(f"{f.name}: status {status.group(1) if status else 'missing'}")
+    # (every run that reaches MPI_Finalize reduces its call trees: the merge ran sanitized)
+    tree = out / "tree.tsv"
+    if not tree.is_file() or not tree.read_text().endswith("\nend\n"):
+        problems.append("tree.tsv missing or cut short")
     if problems:
         print(" ".join(shlex.quote(c) for c in cmd))
         print(p.stdout[-5000:])
         print(p.stderr[-20000:], file=sys.stderr)
         print("FAIL: " + "; ".join(problems))
         sys.exit(1)
-    print(f"{prog} on {np} ranks: clean, {len(files)} rank files complete")
+    print(f"{prog} on {np} ranks: clean, {len(files)} rank files and tree.tsv complete")
 
 
 if __name__ == "__main__":
