@@ -64,7 +64,10 @@ static void default_outdir(int agree_over_world)
             snprintf(chosen.dir, sizeof chosen.dir, "pathscope-%s-%s", ps_program_name(), job);
         }
     }
-    if (agree_over_world) PMPI_Bcast(&chosen, (int)sizeof chosen, MPI_BYTE, 0, MPI_COMM_WORLD);
+    MPI_Request req;
+    if (agree_over_world &&
+        PMPI_Ibcast(&chosen, (int)sizeof chosen, MPI_BYTE, 0, MPI_COMM_WORLD, &req) == MPI_SUCCESS)
+        ps_wait_idle(&req);
     use_outdir(chosen.dir, chosen.error);
 }
 
@@ -76,7 +79,8 @@ static void spawned_outdir(void)
     PMPI_Comm_get_parent(&parent);
     if (parent == MPI_COMM_NULL) return;
     long id = (long)getpid();
-    PMPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    MPI_Request req;
+    if (PMPI_Ibcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD, &req) == MPI_SUCCESS) ps_wait_idle(&req);
     char dir[PS_PATH_MAX + 32];
     /* (the path the parent's directory was opened by: the program may have changed its
      * working directory since) */
@@ -102,10 +106,14 @@ static void peers_exchange(void)
     ps_peers_mine(mine);
     uint64_t *all = malloc(sizeof(uint64_t) * PS_PEER_WORDS * (size_t)ps_world_size);
     int ok = all != NULL, all_ok = 0;
-    PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Request req;
+    if (PMPI_Iallreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req) != MPI_SUCCESS ||
+        ps_wait_idle(&req) != 0)
+        all_ok = 0;
     if (all_ok) {
-        PMPI_Allgather(mine, PS_PEER_WORDS, MPI_UINT64_T, all, PS_PEER_WORDS, MPI_UINT64_T,
-                       MPI_COMM_WORLD);
+        if (PMPI_Iallgather(mine, PS_PEER_WORDS, MPI_UINT64_T, all, PS_PEER_WORDS, MPI_UINT64_T,
+                            MPI_COMM_WORLD, &req) == MPI_SUCCESS)
+            ps_wait_idle(&req);
         if (!ps_peers_adopt(all, ps_world_size, ps_world_rank)) all_ok = 0;
     }
     if (!all_ok) atomic_fetch_add(&ps_counters.alloc_failures, 1);

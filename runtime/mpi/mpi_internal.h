@@ -136,6 +136,11 @@ uint64_t ps_rank_mpi_ticks(void); /* mpi_out.c: the rank's time in MPI calls [si
  * MPI_COMM_WORLD's duplicate and rank 0 writes profile.tsv (reduce.c). */
 void ps_reduce_and_write(void);
 int ps_tree_reduce(MPI_Comm comm); /* treereduce.c: 1 when tree.tsv was written */
+/* idle.c: pathscope's own communication, waiting by tests and sleeps (not spinning); 0 or -1
+ * (an MPI error) */
+int ps_wait_idle(MPI_Request *req);
+int ps_send_idle(const void *buf, int n, MPI_Datatype type, int to, int tag, MPI_Comm comm);
+int ps_recv_idle(void *buf, int n, MPI_Datatype type, int from, int tag, MPI_Comm comm);
 
 /* The one recording primitive: one call of op on the communicator, dt ticks, bytes moved. */
 static inline void ps_record(int comm_id, int op, uint64_t dt, uint64_t bytes, int count_bytes)

@@ -308,20 +308,19 @@ static set_t collect_local(void)
 static void send_set(const set_t *s, int to, MPI_Comm comm)
 {
     int n[2] = {s->nops, s->ncomms};
-    PMPI_Send(n, 2, MPI_INT, to, 1, comm);
-    PMPI_Send(s->ops, (int)(sizeof *s->ops) * s->nops, MPI_BYTE, to, 2, comm);
-    PMPI_Send(s->comms, (int)(sizeof *s->comms) * s->ncomms, MPI_BYTE, to, 3, comm);
+    ps_send_idle(n, 2, MPI_INT, to, 1, comm);
+    ps_send_idle(s->ops, (int)(sizeof *s->ops) * s->nops, MPI_BYTE, to, 2, comm);
+    ps_send_idle(s->comms, (int)(sizeof *s->comms) * s->ncomms, MPI_BYTE, to, 3, comm);
 }
 
 static void recv_merge(set_t *s, int from, MPI_Comm comm)
 {
     int n[2];
-    PMPI_Recv(n, 2, MPI_INT, from, 1, comm, MPI_STATUS_IGNORE);
+    ps_recv_idle(n, 2, MPI_INT, from, 1, comm);
     s->ops = realloc(s->ops, sizeof *s->ops * (size_t)(s->nops + n[0] + 1));
     s->comms = realloc(s->comms, sizeof *s->comms * (size_t)(s->ncomms + n[1] + 1));
-    PMPI_Recv(s->ops + s->nops, (int)(sizeof *s->ops) * n[0], MPI_BYTE, from, 2, comm, MPI_STATUS_IGNORE);
-    PMPI_Recv(s->comms + s->ncomms, (int)(sizeof *s->comms) * n[1], MPI_BYTE, from, 3, comm,
-              MPI_STATUS_IGNORE);
+    ps_recv_idle(s->ops + s->nops, (int)(sizeof *s->ops) * n[0], MPI_BYTE, from, 2, comm);
+    ps_recv_idle(s->comms + s->ncomms, (int)(sizeof *s->comms) * n[1], MPI_BYTE, from, 3, comm);
     s->nops += n[0];
     s->ncomms += n[1];
     normalise(s);
@@ -447,7 +446,9 @@ static int write_profile(const set_t *s, const char *hosts, const uint64_t *per_
 void ps_reduce_and_write(void)
 {
     MPI_Comm comm;
-    if (PMPI_Comm_dup(MPI_COMM_WORLD, &comm) != MPI_SUCCESS) return;
+    MPI_Request req;
+    if (PMPI_Comm_idup(MPI_COMM_WORLD, &comm, &req) != MPI_SUCCESS || ps_wait_idle(&req) != 0)
+        return;
     PMPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     /* the call trees first: a rank whose text was not reduced writes its file now, and
      * profile.tsv below says whether that worked */
@@ -468,8 +469,12 @@ void ps_reduce_and_write(void)
     uint64_t mine[3] = {ps_wall_ns(), 0, (uint64_t)(int64_t)ps_outfile_error(PS_FILE_RANK)};
     mine[1] = ps_ticks_to_ns(ps_rank_mpi_ticks());
     uint64_t *per_rank = rank == 0 ? calloc((size_t)size * 3, sizeof(uint64_t)) : NULL;
-    PMPI_Gather(host, HOST_MAX, MPI_CHAR, hosts, HOST_MAX, MPI_CHAR, 0, comm);
-    PMPI_Gather(mine, 3, MPI_UINT64_T, per_rank, 3, MPI_UINT64_T, 0, comm);
+    if (PMPI_Igather(host, HOST_MAX, MPI_CHAR, hosts, HOST_MAX, MPI_CHAR, 0, comm, &req) ==
+        MPI_SUCCESS)
+        ps_wait_idle(&req);
+    if (PMPI_Igather(mine, 3, MPI_UINT64_T, per_rank, 3, MPI_UINT64_T, 0, comm, &req) ==
+        MPI_SUCCESS)
+        ps_wait_idle(&req);
     ps_outfile_report(rank); /* this rank's own failures, before the notice */
     if (rank == 0 && hosts && per_rank) {
         int profile_error = write_profile(&s, hosts, per_rank, size);

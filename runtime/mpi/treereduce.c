@@ -12,49 +12,18 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "mpi_internal.h"
 
 #define CHUNK (64u << 20) /* bytes per message: far below INT_MAX */
 
-/* Waits for a request by testing it with sleeps in between (50 us growing to 1 ms) rather than
- * in the MPI library's blocking wait: with more ranks than cores, a library that busy-polls
- * (MPICH) has every waiting rank spin, and each hop of the tree then waits for the sender to
- * get a CPU among them (measured: 3.8 s at 128 ranks on 2 cores; bench/reduce.py). */
-static int wait_sleeping(MPI_Request *req)
-{
-    struct timespec pause = {0, 50000};
-    for (;;) {
-        int done = 0;
-        if (PMPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return -1;
-        if (done) return 0;
-        nanosleep(&pause, NULL);
-        if (pause.tv_nsec < 1000000) pause.tv_nsec *= 2;
-    }
-}
-
-static int send_sleeping(const void *buf, int n, MPI_Datatype type, int to, int tag, MPI_Comm comm)
-{
-    MPI_Request req;
-    if (PMPI_Isend(buf, n, type, to, tag, comm, &req) != MPI_SUCCESS) return -1;
-    return wait_sleeping(&req);
-}
-
-static int recv_sleeping(void *buf, int n, MPI_Datatype type, int from, int tag, MPI_Comm comm)
-{
-    MPI_Request req;
-    if (PMPI_Irecv(buf, n, type, from, tag, comm, &req) != MPI_SUCCESS) return -1;
-    return wait_sleeping(&req);
-}
-
 static int send_block(const ps_tblock_t *b, int ok, int to, MPI_Comm comm)
 {
     uint64_t head[2] = {(uint64_t)ok, ok ? b->len : 0};
-    if (send_sleeping(head, 2, MPI_UINT64_T, to, 0, comm) != 0) return -1;
+    if (ps_send_idle(head, 2, MPI_UINT64_T, to, 0, comm) != 0) return -1;
     for (size_t off = 0; ok && off < b->len; off += CHUNK) {
         size_t n = b->len - off < CHUNK ? b->len - off : CHUNK;
-        if (send_sleeping(b->data + off, (int)n, MPI_BYTE, to, 1, comm) != 0) return -1;
+        if (ps_send_idle(b->data + off, (int)n, MPI_BYTE, to, 1, comm) != 0) return -1;
     }
     return 0;
 }
@@ -64,7 +33,7 @@ static int recv_block(ps_tblock_t *b, int from, uint32_t lo, uint32_t hi, MPI_Co
 {
     uint64_t head[2];
     memset(b, 0, sizeof *b);
-    if (recv_sleeping(head, 2, MPI_UINT64_T, from, 0, comm) != 0 || !head[0])
+    if (ps_recv_idle(head, 2, MPI_UINT64_T, from, 0, comm) != 0 || !head[0])
         return -1;
     b->data = malloc(head[1] ? head[1] : 1);
     if (!b->data) {
@@ -80,7 +49,7 @@ static int recv_block(ps_tblock_t *b, int from, uint32_t lo, uint32_t hi, MPI_Co
     b->hi = hi;
     for (size_t off = 0; off < b->len; off += CHUNK) {
         size_t n = b->len - off < CHUNK ? b->len - off : CHUNK;
-        if (recv_sleeping(b->data + off, (int)n, MPI_BYTE, from, 1, comm) != 0) return -1;
+        if (ps_recv_idle(b->data + off, (int)n, MPI_BYTE, from, 1, comm) != 0) return -1;
     }
     return 0;
 }
@@ -104,7 +73,7 @@ int ps_tree_reduce(MPI_Comm comm)
     /* (so that the cost measured is the reduction's, not the wait for the last rank to reach
      * MPI_Finalize) */
     MPI_Request req;
-    if (PMPI_Ibarrier(comm, &req) == MPI_SUCCESS) wait_sleeping(&req);
+    if (PMPI_Ibarrier(comm, &req) == MPI_SUCCESS) ps_wait_idle(&req);
     uint64_t t0 = ps_clock_monotonic_ns();
     ps_treecost_t cost = {0, 0, 0};
     size_t len = 0;
@@ -135,7 +104,7 @@ int ps_tree_reduce(MPI_Comm comm)
     cost.ns = ps_clock_monotonic_ns() - t0;
     if (rank == 0 && ok) written = write_tree(&mine, &cost) == 0;
     free(mine.data);
-    if (PMPI_Ibcast(&written, 1, MPI_INT, 0, comm, &req) != MPI_SUCCESS || wait_sleeping(&req) != 0)
+    if (PMPI_Ibcast(&written, 1, MPI_INT, 0, comm, &req) != MPI_SUCCESS || ps_wait_idle(&req) != 0)
         written = 0;
     return written;
 }

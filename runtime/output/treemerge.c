@@ -124,6 +124,7 @@ static void *buf_room(buf_t *b, size_t n)
 
 static void buf_put(buf_t *b, const void *src, size_t n)
 {
+    if (!n) return;                        /* (src may be NULL then: an empty payload) */
     void *at = buf_room(b, n);
     if (at) memcpy(at, src, n);
 }
@@ -164,7 +165,7 @@ static uint64_t key_hash(uint32_t parent, str_t kind, str_t mod, uint64_t addr, 
     return (h ^ addr) * 1099511628211ull;
 }
 
-static int str_eq(str_t a, str_t b) { return a.n == b.n && memcmp(a.p, b.p, a.n) == 0; }
+static int str_eq(str_t a, str_t b) { return a.n == b.n && (!a.n || memcmp(a.p, b.p, a.n) == 0); }
 
 static int rehash(ltree_t *t)
 {
@@ -242,9 +243,9 @@ static str_t joined(ltree_t *t, str_t a, const char *sep, str_t b)
         t->arena = c;
     }
     char *at = t->arena->data + t->arena->used;
-    memcpy(at, a.p, a.n);
+    if (a.n) memcpy(at, a.p, a.n);
     memcpy(at + a.n, sep, ns);
-    memcpy(at + a.n + ns, b.p, b.n);
+    if (b.n) memcpy(at + a.n + ns, b.p, b.n);
     t->arena->used += n;
     return (str_t){at, (uint32_t)n};
 }
@@ -636,7 +637,7 @@ static void hdr_finish(buf_t *b, size_t at, uint8_t ncols, uint32_t nchildren)
 
 static int str_cmp(str_t a, str_t b)
 {
-    int c = memcmp(a.p, b.p, a.n < b.n ? a.n : b.n);
+    int c = a.n && b.n ? memcmp(a.p, b.p, a.n < b.n ? a.n : b.n) : 0;
     return c ? c : (a.n > b.n) - (a.n < b.n);
 }
 
