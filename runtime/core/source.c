@@ -15,7 +15,7 @@ void *ps_thread_states[PS_NSOURCES][PS_MAX_THREADS];
 
 /* The options.def fields that belong to no source. */
 const char *const ps_core_options[] = {"output", "force", "signals", "paths", "quiet", "pid",
-                                       "command", NULL};
+                                       "command", "per_rank", NULL};
 
 const char *ps_sources_configure(const ps_start_t *st)
 {
