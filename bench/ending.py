@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""The end of the run at scale (issue 14): the wall time from the moment every rank has
+reached MPI_Finalize (rank 0 leaves the barrier before it and prints the clock:
+`launch_hello stamp`) to the launcher's exit, with no pathscope and with `pathscope run`
+(bench/launch.py's command lines).  With pathscope that time holds each rank's rank file, the
+in-job reduction of the communicator tables and profile.tsv.
+
+    python3 bench/ending.py [--mpi openmpi,mpich] [--ranks 64] [--reps 3] [--json FILE]
+
+Variants are interleaved within each repetition; every pathscope run must write its profile.
+Prints, per MPI and rank count, the median end-of-run time (min..max) of each variant and the
+time pathscope adds (difference of the medians)."""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import time
+
+import benchlib as bl
+import launch
+
+VARIANTS = ("none", "run")
+STAMP = "launch_hello: finalize at "
+
+
+def end_of_run(mpi: str, nranks: int, variant: str, program) -> float:
+    """Seconds from rank 0's stamp to the launcher's exit, for one run."""
+    outdir = bl.WORK / mpi / f"ending-{variant}"
+    shutil.rmtree(outdir, ignore_errors=True)
+    cmd, env = launch.command(variant, mpi, nranks, program, outdir)
+    _, _, out = bl.run_status(cmd + ["stamp"], env=env)
+    exited = time.time_ns()
+    stamps = [int(line[len(STAMP):]) for line in out.splitlines() if line.startswith(STAMP)]
+    if len(stamps) != 1:
+        raise bl.BenchError(f"expected one '{STAMP}...' line:\n{out[-2000:]}")
+    if variant != "none":
+        bl.profile_summary(outdir)
+    shutil.rmtree(outdir, ignore_errors=True)
+    return (exited - stamps[0]) / 1e9
+
+
+def measure(mpi: str, nranks: int, reps: int) -> dict[str, list[float]]:
+    program = launch.build_program(mpi)
+    times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    for rep in range(reps):
+        for variant in bl.interleaved(rep, VARIANTS):
+            times[variant].append(end_of_run(mpi, nranks, variant, program))
+    return times
+
+
+def report(mpi: str, nranks: int, times: dict[str, list[float]]) -> str:
+    med = {v: statistics.median(t) for v, t in times.items()}
+    lines = [f"{mpi}, {nranks} ranks ({len(times['none'])} runs each): seconds from "
+             f"MPI_Finalize to the launcher's exit, median (min..max)"]
+    for v in VARIANTS:
+        lines.append(f"  {v:<5} {bl.cell(times[v], '.2f')}")
+    lines.append(f"  added by pathscope: {med['run'] - med['none']:+.2f} s")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mpi", default="openmpi,mpich")
+    parser.add_argument("--ranks", default="64")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--json", help="also write the raw times here")
+    args = parser.parse_args()
+    results = {"machine": bl.machine(), "runs": []}
+    for mpi in args.mpi.split(","):
+        for nranks in map(int, args.ranks.split(",")):
+            times = measure(mpi, nranks, args.reps)
+            print(report(mpi, nranks, times), flush=True)
+            results["runs"].append({"mpi": mpi, "ranks": nranks,
+                                    **{v: bl.stats(t) | {"raw": t} for v, t in times.items()}})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
