@@ -3,9 +3,13 @@
 reached MPI_Finalize (rank 0 leaves the barrier before it and prints the clock:
 `launch_hello stamp`) to the launcher's exit, with no pathscope and with `pathscope run`
 (bench/launch.py's command lines).  With pathscope that time holds each rank's rank file, the
-in-job reduction of the communicator tables and profile.tsv.
+in-job reduction of the communicator tables and profile.tsv.  With --failures, the time from
+a failure to the launcher's exit instead, for the failures of tests/e2e/test_scale_failures.py
+(build/<mpi>/lifecycle victim/culprit: a rank SIGKILLed, SIGTERMed, or calling MPI_Abort while
+the others wait in MPI_Barrier).
 
-    python3 bench/ending.py [--mpi openmpi,mpich] [--ranks 64] [--reps 3] [--json FILE]
+    python3 bench/ending.py [--mpi openmpi,mpich] [--ranks 64] [--reps 3] [--failures]
+                            [--json FILE]
 
 Variants are interleaved within each repetition; every pathscope run must write its profile.
 Prints, per MPI and rank count, the median end-of-run time (min..max) of each variant and the
@@ -14,8 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import time
 
@@ -42,19 +49,61 @@ def end_of_run(mpi: str, nranks: int, variant: str, program) -> float:
     return (exited - stamps[0]) / 1e9
 
 
-def measure(mpi: str, nranks: int, reps: int) -> dict[str, list[float]]:
+FAILURES = {"SIGKILL": ("victim", signal.SIGKILL), "SIGTERM": ("victim", signal.SIGTERM),
+            "MPI_Abort": ("culprit", None)}
+
+
+def after_failure(mpi: str, nranks: int, variant: str, failure: str) -> float:
+    """Seconds from a failure to the launcher's exit, for one run: the chosen rank (the
+    middle one) is killed by its pid once every rank wrote its pid, or calls MPI_Abort once
+    the file PREFIX.go exists (tests/programs/lifecycle.c)."""
+    mode, sig = FAILURES[failure]
+    base = bl.WORK / mpi / f"failure-{variant}"
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    chosen, prefix = nranks // 2, base / "pid"
+    program = bl.REPO / "build" / mpi / "lifecycle"
+    if not program.exists():
+        raise bl.BenchError(f"{program} missing: make build MPI={mpi}")
+    cmd, env = launch.command(variant, mpi, nranks, program, base / "prof")
+    proc = subprocess.Popen(cmd + [mode, str(chosen), str(prefix)],
+                            env={**bl.clean_environment(), **env},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        files = [base / f"pid.{r}" for r in range(nranks)]
+        while not all(f.exists() for f in files):
+            if proc.poll() is not None:
+                raise bl.BenchError(f"exit status {proc.returncode} before the failure: {cmd}")
+            time.sleep(0.05)
+        if sig is None:
+            (base / "pid.go").touch()
+        else:
+            os.kill(int(files[chosen].read_text()), sig)
+        failed = time.monotonic()
+        proc.wait(timeout=bl.RUN_TIMEOUT)
+        return time.monotonic() - failed
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def measure(mpi: str, nranks: int, reps: int, failure: str = "") -> dict[str, list[float]]:
     program = launch.build_program(mpi)
     times: dict[str, list[float]] = {v: [] for v in VARIANTS}
     for rep in range(reps):
         for variant in bl.interleaved(rep, VARIANTS):
-            times[variant].append(end_of_run(mpi, nranks, variant, program))
+            times[variant].append(after_failure(mpi, nranks, variant, failure) if failure
+                                  else end_of_run(mpi, nranks, variant, program))
     return times
 
 
-def report(mpi: str, nranks: int, times: dict[str, list[float]]) -> str:
+def report(mpi: str, nranks: int, times: dict[str, list[float]], failure: str = "") -> str:
     med = {v: statistics.median(t) for v, t in times.items()}
+    since = f"a rank's {failure}" if failure else "MPI_Finalize"
     lines = [f"{mpi}, {nranks} ranks ({len(times['none'])} runs each): seconds from "
-             f"MPI_Finalize to the launcher's exit, median (min..max)"]
+             f"{since} to the launcher's exit, median (min..max)"]
     for v in VARIANTS:
         lines.append(f"  {v:<5} {bl.cell(times[v], '.2f')}")
     lines.append(f"  added by pathscope: {med['run'] - med['none']:+.2f} s")
@@ -66,15 +115,19 @@ def main() -> int:
     parser.add_argument("--mpi", default="openmpi,mpich")
     parser.add_argument("--ranks", default="64")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--failures", action="store_true",
+                        help="time the failures of tests/e2e/test_scale_failures.py instead")
     parser.add_argument("--json", help="also write the raw times here")
     args = parser.parse_args()
     results = {"machine": bl.machine(), "runs": []}
     for mpi in args.mpi.split(","):
         for nranks in map(int, args.ranks.split(",")):
-            times = measure(mpi, nranks, args.reps)
-            print(report(mpi, nranks, times), flush=True)
-            results["runs"].append({"mpi": mpi, "ranks": nranks,
-                                    **{v: bl.stats(t) | {"raw": t} for v, t in times.items()}})
+            for failure in FAILURES if args.failures else [""]:
+                times = measure(mpi, nranks, args.reps, failure)
+                print(report(mpi, nranks, times, failure), flush=True)
+                results["runs"].append({"mpi": mpi, "ranks": nranks, "failure": failure,
+                                        **{v: bl.stats(t) | {"raw": t}
+                                           for v, t in times.items()}})
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
