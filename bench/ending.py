@@ -25,11 +25,13 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import benchlib as bl
 import launch
 
 VARIANTS = ("none", "run")
+LIVE_DIR = Path(f"/dev/shm/pathscope-{os.getuid()}")
 STAMP = "launch_hello: finalize at "
 
 
@@ -66,6 +68,7 @@ def after_failure(mpi: str, nranks: int, variant: str, failure: str) -> float:
     if not program.exists():
         raise bl.BenchError(f"{program} missing: make build MPI={mpi}")
     cmd, env = launch.command(variant, mpi, nranks, program, base / "prof")
+    live: list[str] = []
     proc = subprocess.Popen(cmd + [mode, str(chosen), str(prefix)],
                             env={**bl.clean_environment(), **env},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -75,10 +78,12 @@ def after_failure(mpi: str, nranks: int, variant: str, failure: str) -> float:
             if proc.poll() is not None:
                 raise bl.BenchError(f"exit status {proc.returncode} before the failure: {cmd}")
             time.sleep(0.05)
+        pids = [int(f.read_text()) for f in files]
+        live = [f"{pid}-{start_time(pid)}" for pid in pids] if variant == "run" else []
         if sig is None:
             (base / "pid.go").touch()
         else:
-            os.kill(int(files[chosen].read_text()), sig)
+            os.kill(pids[chosen], sig)
         failed = time.monotonic()
         proc.wait(timeout=bl.RUN_TIMEOUT)
         return time.monotonic() - failed
@@ -87,6 +92,15 @@ def after_failure(mpi: str, nranks: int, variant: str, failure: str) -> float:
             proc.kill()
             proc.wait()
         shutil.rmtree(base, ignore_errors=True)
+        # a SIGKILLed rank leaves its live segment and control socket behind
+        for name in live:
+            for suffix in (".live", ".sock"):
+                (LIVE_DIR / (name + suffix)).unlink(missing_ok=True)
+
+
+def start_time(pid: int) -> str:
+    """/proc/PID/stat field 22: with the pid, the name of the process's live files."""
+    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[19]
 
 
 def measure(mpi: str, nranks: int, reps: int, failure: str = "") -> dict[str, list[float]]:

@@ -64,6 +64,7 @@ def run_until_failure(mpi, tmp_path, mode, chosen, sig=None):
     its exit, its stderr, and the pids by rank."""
     out, prefix = tmp_path / "prof", tmp_path / "pid"
     p = mpi.popen(NP, [mpi.prog("lifecycle"), mode, chosen, prefix], out)
+    live_files = []
     try:
         deadline = time.monotonic() + START_S
         files = [Path(f"{prefix}.{r}") for r in range(NP)]
@@ -71,6 +72,7 @@ def run_until_failure(mpi, tmp_path, mode, chosen, sig=None):
             assert p.poll() is None and time.monotonic() < deadline, p.communicate(timeout=30)
             time.sleep(0.05)
         pids = [int(f.read_text()) for f in files]
+        live_files = [f"{pid}-{start_time(pid)}" for pid in pids]
         cmdline = Path(f"/proc/{pids[chosen]}/cmdline").read_bytes().split(b"\0")
         assert cmdline[:3] == [str(mpi.prog("lifecycle")).encode(), mode.encode(),
                                str(chosen).encode()], cmdline
@@ -89,6 +91,23 @@ def run_until_failure(mpi, tmp_path, mode, chosen, sig=None):
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.communicate()
+        remove_live_files(live_files)
+
+
+def start_time(pid):
+    """The start time of process pid (/proc/PID/stat field 22), which names its live files."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+
+
+def remove_live_files(names):
+    """A SIGKILLed rank cannot remove its live segment and control socket
+    (/dev/shm/pathscope-<uid>/<pid>-<start>.live, .sock; a pid and start time name one
+    process): removed here, so that other tests do not find them.  (`pathscope top --clean`
+    would remove other jobs' files too.)"""
+    shm = Path(f"/dev/shm/pathscope-{os.getuid()}")
+    for name in names:
+        for suffix in (".live", ".sock"):
+            (shm / (name + suffix)).unlink(missing_ok=True)
 
 
 def statuses(out):
@@ -139,6 +158,8 @@ def test_rank_killed(mpi, tmp_path, sig):
     others = [r for r in range(NP) if r != VICTIM]
     if sig == signal.SIGKILL and mpi.name == "mpich":
         # hydra SIGKILLs every other rank at once: nothing is written, and the report says so
+        # (a known gap, docs/architecture.md "Not yet": keeping these files needs them written
+        # during the run)
         assert list((out / "ranks").iterdir()) == []
         with pytest.raises(ProfileError):
             load_profile(out)
