@@ -272,7 +272,7 @@ void ps_notify_peers(int ask)
     /* wait (at most 3 s) until every one has written its file during this run, or is gone:
      * our death makes some launchers SIGKILL the others.  The bounds are read on the clock,
      * not counted in sleeps: on a node oversubscribed by ranks spinning in MPI a sleep of 2 ms
-     * lasts far longer (1500 of them took 19-24 s with 64 MPICH ranks in a barrier on 2
+     * lasts far longer (1500 of them took 17-24 s with 64 MPICH ranks in a barrier on 2
      * cores, tests/e2e/test_scale_failures.py), and the launcher's own ending waits for it. */
     const uint64_t PEER_WAIT_NS = 3000000000ull, PEER_LATE_NS = 1000000000ull;
     const struct timespec sleep_step = {0, 2000000}; /* 2 ms */

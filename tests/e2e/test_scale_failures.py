@@ -12,9 +12,9 @@ What happens at 64 ranks (measured on both MPIs, 2026-11-28):
   files, so no rank has one and the report finds no profile (user guide, *When a run does not
   finish*).
 - SIGTERM sent to one rank by anyone but its launcher: it writes `signal 15` and asks the
-  ranks of its node for theirs (`ended-by-rank R`), as a crash does, before it dies.  (Until
+  ranks of its node for theirs (`ended-by-rank R`), as a crash does, before it dies.  (Before,
   then it only waited 3 s for files nobody had asked for, and hydra then SIGKILLed every
-  other rank; that wait, counted in 2 ms sleeps, took 19-24 s on 2 busy cores.)
+  other rank; that wait, counted in 2 ms sleeps, took 17-24 s on 2 busy cores.)
 - MPI_Abort: the culprit asks the ranks of its node, they all write `ended-by-rank R`.
 
 The rank programs wait in a busy MPI_Barrier (MPI progress spins): MPICH takes about 10 s
@@ -37,7 +37,7 @@ VICTIM, CULPRIT = 21, 37
 # waits at most 3 s for the ranks it asked (output/peers.c, read on the clock); the launchers
 # then end the job in at most 2.1 s (measured: Open MPI's SIGTERM to the others comes ~1 s
 # after a rank dies).  10 s leaves room for a busy machine and still fails a wait that grows
-# with the load (19-24 s before the waits were read on the clock).
+# with the load (17-24 s before the waits were read on the clock).
 BOUND_S = 10
 START_S = 90  # for 64 ranks to start and reach the wait (MPICH: about 10 s here)
 
