@@ -13,7 +13,7 @@ What happens at 64 ranks (measured on both MPIs, 2026-11-28):
   finish*).
 - SIGTERM sent to one rank by anyone but its launcher: it writes `signal 15` and asks the
   ranks of its node for theirs (`ended-by-rank R`), as a crash does, before it dies.  (Before,
-  then it only waited 3 s for files nobody had asked for, and hydra then SIGKILLed every
+  it only waited 3 s for files nobody had asked for, and hydra then SIGKILLed every
   other rank; that wait, counted in 2 ms sleeps, took 17-24 s on 2 busy cores.)
 - MPI_Abort: the culprit asks the ranks of its node, they all write `ended-by-rank R`.
 
