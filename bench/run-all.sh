@@ -4,7 +4,7 @@
 #                              runtime for Open MPI and MPICH, runs bench/percall.py,
 #                              bench/clockfence.c, bench/unwind.py, bench/perfcompare.py,
 #                              bench/apps.py, bench/heap.py, bench/kernel.py and
-#                              bench/launch.py, prints
+#                              bench/launch.py and bench/ending.py, prints
 #                              their tables and keeps them with the raw measurements (JSON)
 #                              in build/bench/results-<date>/.
 #   bench/run-all.sh --quick   the same with few repetitions and small sizes: checks that
@@ -47,6 +47,7 @@ if [ $quick = 1 ]; then
   heap_args=(--reps 1 --scale 200 --iterations 200000)
   kernel_args=(--reps 1 --quick)
   launch_args=(--reps 1 --ranks 16 --starts 5)
+  ending_args=(--reps 1 --ranks 16)
 else
   percall_args=()
   apps_args=(--variants base,pathscope,pathscope-preload,pathscope-100hz,pathscope-nopaths,perf)
@@ -55,6 +56,7 @@ else
   heap_args=()
   kernel_args=()
   launch_args=()
+  ending_args=()
 fi
 echo "== per-call cost (bench/percall.py) =="
 python3 bench/percall.py "${percall_args[@]}" --json "$out/percall.json" | tee "$out/percall.txt"
@@ -80,5 +82,9 @@ python3 bench/kernel.py "${kernel_args[@]}" --json "$out/kernel.json" | tee "$ou
 echo
 echo "== start-up at scale: mpirun -np 16 and 64, pathscope run against the env form (bench/launch.py) =="
 python3 bench/launch.py "${launch_args[@]}" --json "$out/launch.json" | tee "$out/launch.txt"
+echo
+echo "== the end of the run at 64 ranks: MPI_Finalize, and a rank's failure, to the launcher's exit (bench/ending.py) =="
+python3 bench/ending.py "${ending_args[@]}" --json "$out/ending.json" | tee "$out/ending.txt"
+python3 bench/ending.py "${ending_args[@]}" --failures --json "$out/failures.json" | tee "$out/failures.txt"
 echo
 echo "bench: tables and raw measurements in $out"

@@ -30,10 +30,11 @@ class Mpi:
     def prog(self, name: str) -> Path:
         return self.build / name
 
-    def run(self, np, argv, outdir=None, mode="cli", env=None, timeout=120, check=True,
-            pathscope_args=(), launcher_args=()):
-        """Runs argv on np ranks under pathscope.  mode: 'cli' (bin/pathscope run per rank),
-        'env' (LD_PRELOAD + PATHSCOPE_* variables), or 'none' (no pathscope)."""
+    def command(self, np, argv, outdir=None, mode="cli", env=None, pathscope_args=(),
+                launcher_args=()):
+        """The launcher's command line and environment for argv on np ranks under pathscope.
+        mode: 'cli' (bin/pathscope run per rank), 'env' (LD_PRELOAD + PATHSCOPE_* variables),
+        or 'none' (no pathscope)."""
         e = dict(os.environ)
         e.update(MPI_ENV[self.name])
         e.update(env or {})
@@ -56,10 +57,23 @@ class Mpi:
             cmd += argv
         else:
             cmd += argv
+        return cmd, e
+
+    def run(self, np, argv, outdir=None, mode="cli", env=None, timeout=120, check=True,
+            pathscope_args=(), launcher_args=()):
+        """Runs the command() of argv on np ranks and waits for it."""
+        cmd, e = self.command(np, argv, outdir, mode, env, pathscope_args, launcher_args)
         p = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=timeout)
         if check and p.returncode != 0:
             raise AssertionError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
         return p
+
+    def popen(self, np, argv, outdir=None, **kw):
+        """Starts the command() of argv on np ranks (a job the test stops or kills);
+        stdout and stderr are pipes of text."""
+        cmd, e = self.command(np, argv, outdir, **kw)
+        return subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
 
 
 def _mpi(name):

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "pathscope.h"
 #include "ending.h"
@@ -191,11 +192,25 @@ static void run_end(ps_end_how how, const char *status, int crash)
 
 void ps_run_end(ps_end_how how, const char *status) { run_end(how, status, 1); }
 
-void ps_run_end_signal(int sig)
+/* Whether a stop signal (TERM, INT, QUIT) is the launcher stopping the whole job, which stops
+ * the other ranks too (each writes its own file): sent by the kernel (a terminal's ^C reaches
+ * the process group) or by our parent, the launcher's process that started this rank (mpirun,
+ * orted, hydra_pmi_proxy, slurmstepd: `pathscope run` execs the program).  From anyone else
+ * (`kill PID`, a watchdog) it ends this rank alone, and the launcher then kills the others at
+ * once -- MPICH's hydra with SIGKILL, which lost every other rank's file at 64 ranks
+ * (tests/e2e/test_scale_failures.py) -- so this rank asks them first, as a crash does.
+ * [signal-safe] */
+static int stop_from_launcher(const siginfo_t *info)
+{
+    return !info || info->si_code > 0 || info->si_pid == getppid();
+}
+
+void ps_run_end_signal(int sig, const siginfo_t *info)
 {
     char status[32] = "signal ";
     ps_fmt_t f = {status + 7, 0, sizeof status - 8, -1, 0};
     ps_fmt_u64(&f, (uint64_t)sig);
     status[7 + f.len] = 0;
-    run_end(PS_END_SIGNAL, status, sig != SIGTERM && sig != SIGINT && sig != SIGQUIT);
+    int stop = sig == SIGTERM || sig == SIGINT || sig == SIGQUIT;
+    run_end(PS_END_SIGNAL, status, !stop || !stop_from_launcher(info));
 }

@@ -11,10 +11,11 @@
  * heap's rewrite is due); the script checks that nothing was written yet where that matters.
  * [signal-safe] for PS_END_PEER. */
 void ps_run_end(ps_end_how how, const char *status);
-/* PS_END_SIGNAL from the fatal-signal handler: status "signal N" (" before-init" when MPI_Init
- * had not returned); a crash (not a launcher's TERM, INT or QUIT) asks the other ranks of this
- * node to write theirs now.  [signal-safe] */
-void ps_run_end_signal(int sig);
+/* PS_END_SIGNAL from the fatal-signal handler (info: the handler's): status "signal N"
+ * (" before-init" when MPI_Init had not returned); a crash, or a TERM, INT or QUIT that is not
+ * the launcher stopping the job, asks the other ranks of this node to write theirs now.
+ * [signal-safe] */
+void ps_run_end_signal(int sig, const siginfo_t *info);
 void ps_mark_final_written(void);           /* a fork child never writes [signal-safe] */
 void ps_block_async_signals(sigset_t *saved); /* the launch signals and the peers' request */
 

@@ -227,7 +227,7 @@ void ps_write_for_peer(int from_rank)
 static void on_fatal_signal(int sig, siginfo_t *info, void *context)
 {
     static volatile sig_atomic_t passes[65];
-    ps_run_end_signal(sig); /* the rank file, once; a second signal waits for it */
+    ps_run_end_signal(sig, info); /* the rank file, once; a second signal waits for it */
     /* Hand the signal on to the handler that was there before us (the application's or the
      * MPI library's).  If it returns we return too (a graceful-shutdown handler), except for
      * a fault that comes back: then the default action. */

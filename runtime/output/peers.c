@@ -261,7 +261,7 @@ void ps_notify_peers(int ask)
          * when its own ending comes.  A peer that cannot be asked yet may still be between
          * the table's allgather and its handler (the tail of MPI_Init: on a loaded node this
          * rank can send, abort and ask before it gets there): asked again below for up to
-         * PEER_LATE_ITERS; one that never installs the handler (it exec'd, or ignores the
+         * PEER_LATE_NS; one that never installs the handler (it exec'd, or ignores the
          * signal) is then given up, since it would never write. */
         if (ask && !peer_ask(r)) {
             later[nlater++] = r;
@@ -270,13 +270,17 @@ void ps_notify_peers(int ask)
         waiting[n++] = r;
     }
     /* wait (at most 3 s) until every one has written its file during this run, or is gone:
-     * our death makes some launchers SIGKILL the others */
-    enum { PEER_WAIT_ITERS = 1500, PEER_LATE_ITERS = 500 }; /* of 2 ms: 3 s, and 1 s */
-    struct timespec ms = {0, 2000000};
-    for (int iter = 0; iter < PEER_WAIT_ITERS && n + nlater > 0; iter++) {
+     * our death makes some launchers SIGKILL the others.  The bounds are read on the clock,
+     * not counted in sleeps: on a node oversubscribed by ranks spinning in MPI a sleep of 2 ms
+     * lasts far longer (1500 of them took 17-24 s with 64 MPICH ranks in a barrier on 2
+     * cores, tests/e2e/test_scale_failures.py), and the launcher's own ending waits for it. */
+    const uint64_t PEER_WAIT_NS = 3000000000ull, PEER_LATE_NS = 1000000000ull;
+    const struct timespec sleep_step = {0, 2000000}; /* 2 ms */
+    uint64_t start = ps_clock_monotonic_ns(), waited = 0;
+    while (waited < PEER_WAIT_NS && n + nlater > 0) {
         for (int i = 0; i < nlater;) {
             int r = later[i];
-            int done = iter >= PEER_LATE_ITERS || ps_proc_start_time(peers[r].pid) != peers[r].start;
+            int done = waited >= PEER_LATE_NS || ps_proc_start_time(peers[r].pid) != peers[r].start;
             if (!done && peer_ask(r)) {
                 waiting[n++] = r;
                 done = 1;
@@ -293,7 +297,8 @@ void ps_notify_peers(int ask)
             else
                 i++;
         }
-        if (n + nlater) nanosleep(&ms, NULL);
+        if (n + nlater) nanosleep(&sleep_step, NULL);
+        waited = ps_clock_monotonic_ns() - start;
     }
     errno = saved_errno;
 }

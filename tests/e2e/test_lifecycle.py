@@ -1,14 +1,13 @@
 """How runs start and end (tests/programs/lifecycle.c): every rank's data survives finalize
 orderings, MPI_Abort, crashes and signals from the launcher, and the report says which
 ranks did not complete."""
-import os
 import signal
 import subprocess
 import time
 
 import pytest
 
-from conftest import MPI_ENV, ROOT
+from conftest import ROOT
 from pathscope.reader import load_profile
 
 
@@ -146,10 +145,7 @@ def test_abort_keeps_application_request_signal_handler(mpi, tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_to_launcher(mpi, tmp_path, sig):
     out = tmp_path / "prof"
-    env = dict(os.environ, **MPI_ENV[mpi.name])
-    cmd = mpi.launcher + ["-np", "4", str(ROOT / "bin" / "pathscope"), "run", "-o", str(out), "--",
-                          str(mpi.prog("lifecycle")), "hang"]
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = mpi.popen(4, [mpi.prog("lifecycle"), "hang"], out)
     try:
         assert p.stdout.readline().strip() == "lifecycle: hanging"
         time.sleep(0.5)

@@ -22,6 +22,14 @@
  *   stray_rtsig   rank 0 sends itself SIGRTMAX-3 with kill() (default action: it dies)
  *   ignored_rtsig every rank ignores SIGRTMAX-3 before MPI_Init and sends it to itself after
  *                 the barrier ("lifecycle: rank R ignored it"), then as abort
+ * Two modes for many ranks (tests/e2e/test_scale_failures.py) add known traffic after the
+ * Bcast and Barrier: MPI_Comm_split of W by rank parity (W_s1.0: even ranks, W_s1.1: odd),
+ * 3 Barriers and 2 Allreduces of 1 int on W, then 2 Allreduces of 2 ints and 1 Barrier on the
+ * split.  Then every rank R writes its pid to PREFIX.R, and every rank but V waits in an
+ * MPI_Barrier on W that never completes:
+ *   victim V PREFIX   rank V sleeps (the test kills it by its pid)
+ *   culprit V PREFIX  rank V waits for the file PREFIX.go (the test makes it once every rank
+ *                 wrote its pid), then calls MPI_Abort(MPI_COMM_WORLD, 7)
  */
 #define _GNU_SOURCE
 #include <mpi.h>
@@ -42,6 +50,45 @@ static void app_handler(int sig, siginfo_t *info, void *context)
 }
 
 static void term_handler(int sig) { (void)sig; }
+
+/* The scale modes' known traffic. */
+static void scale_traffic(int rank)
+{
+    MPI_Comm half;
+    int one = 1, sum = 0, two[2] = {1, rank}, sums[2];
+    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+    for (int i = 0; i < 3; i++) MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 0; i < 2; i++) MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    for (int i = 0; i < 2; i++) MPI_Allreduce(two, sums, 2, MPI_INT, MPI_SUM, half);
+    MPI_Barrier(half);
+}
+
+/* After the traffic every rank writes its pid to PREFIX.R (whole, then renamed: the test never
+ * reads half a pid): once all are there, every rank has made all its calls of the traffic.
+ * Rank `chosen` then sleeps (victim) or, once the test creates PREFIX.go, calls MPI_Abort
+ * (culprit); the others wait in a barrier that never completes. */
+static void scale_end(const char *mode, int rank, int chosen, const char *prefix)
+{
+    char name[4096], tmp[4100];
+    snprintf(name, sizeof name, "%s.%d", prefix, rank);
+    snprintf(tmp, sizeof tmp, "%s.tmp", name);
+    FILE *f = fopen(tmp, "w");
+    if (f) {
+        fprintf(f, "%d\n", (int)getpid());
+        fclose(f);
+        rename(tmp, name);
+    }
+    if (rank != chosen) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        return;
+    }
+    if (strcmp(mode, "culprit") == 0) {
+        snprintf(name, sizeof name, "%s.go", prefix);
+        while (access(name, F_OK) != 0) usleep(10000);
+        MPI_Abort(MPI_COMM_WORLD, 7);
+    }
+    for (;;) sleep(1);
+}
 
 static void late_finalize(void)
 {
@@ -115,6 +162,10 @@ int main(int argc, char **argv)
             *p = 1;
         }
         MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Finalize();
+    } else if ((strcmp(mode, "victim") == 0 || strcmp(mode, "culprit") == 0) && argc > 3) {
+        scale_traffic(rank);
+        scale_end(mode, rank, atoi(argv[2]), argv[3]);
         MPI_Finalize();
     } else if (strcmp(mode, "hang") == 0 || strcmp(mode, "hang_term") == 0) {
         if (strcmp(mode, "hang_term") == 0 && rank == 3) signal(SIGTERM, SIG_IGN);

@@ -1,0 +1,201 @@
+"""Failures at 64 ranks (issue 14), oversubscribed on 2 cores: one rank killed by its pid
+(SIGKILL, SIGTERM) while the others wait in MPI_Barrier, and one rank calling MPI_Abort
+while they wait there (tests/programs/lifecycle.c, modes victim and culprit: known traffic on
+W and on a split communicator, then the wait).  The job ends within BOUND_S of the failure,
+every rank file that exists holds exactly the calls made before it, and `pathscope report`
+names the ranks that are missing or did not complete.
+
+What happens at 64 ranks (measured on both MPIs, 2026-11-28):
+- SIGKILL, Open MPI: mpirun sends the others SIGTERM about 1 s later; each writes its file
+  (`signal 15`); only the killed rank's file is missing.
+- SIGKILL, MPICH: hydra SIGKILLs the others within 0.1 s; nobody could ask them for their
+  files, so no rank has one and the report finds no profile (user guide, *When a run does not
+  finish*).
+- SIGTERM sent to one rank by anyone but its launcher: it writes `signal 15` and asks the
+  ranks of its node for theirs (`ended-by-rank R`), as a crash does, before it dies.  (Before,
+  it only waited 3 s for files nobody had asked for, and hydra then SIGKILLed every
+  other rank; that wait, counted in 2 ms sleeps, took 17-24 s on 2 busy cores.)
+- MPI_Abort: the culprit asks the ranks of its node, they all write `ended-by-rank R`.
+
+The rank programs wait in a busy MPI_Barrier (MPI progress spins): MPICH takes about 10 s
+to start 64 ranks here, Open MPI about 2 s; a test runs 5-15 s."""
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from pathscope.reader import ProfileError, load_profile
+from test_lifecycle import rank_lines
+
+NP = 64
+VICTIM, CULPRIT = 21, 37
+# From the failure (the kill, or the file that lets the culprit abort) to the launcher's exit.  pathscope
+# waits at most 3 s for the ranks it asked (output/peers.c, read on the clock); the launchers
+# then end the job in at most 2.1 s (measured: Open MPI's SIGTERM to the others comes ~1 s
+# after a rank dies).  10 s leaves room for a busy machine and still fails a wait that grows
+# with the load (17-24 s before the waits were read on the clock).
+BOUND_S = 10
+START_S = 90  # for 64 ranks to start and reach the wait (MPICH: about 10 s here)
+
+# The launcher's exit status (measured without pathscope too: pathscope does not change it)
+EXIT_STATUS = {("openmpi", "SIGKILL"): 137, ("openmpi", "SIGTERM"): 143, ("openmpi", "abort"): 7,
+               ("mpich", "SIGKILL"): 9, ("mpich", "SIGTERM"): 15, ("mpich", "abort"): 7}
+
+
+def expected_ops(rank):
+    """(comm, operation) -> (calls, bytes) of every rank before the failure: the calls that
+    returned (the barrier a rank waits in is counted when it returns, so never)."""
+    half = f"W_s1.{rank % 2}"
+    return {("-", "MPI_Init"): (1, 0), ("W", "MPI_Bcast"): (1, 0 if rank == 0 else 16),
+            ("W", "MPI_Barrier"): (4, 0), ("W", "MPI_Allreduce"): (2, 8),
+            ("W", "MPI_Comm_rank"): (1, 0), ("W", "MPI_Comm_split"): (1, 0),
+            (half, "MPI_Allreduce"): (2, 16), (half, "MPI_Barrier"): (1, 0)}
+
+
+def run_until_failure(mpi, tmp_path, mode, chosen, sig=None):
+    """Starts the job and waits until every rank has written its pid (so every rank has made
+    all its calls before the wait); then kills rank `chosen` with sig (by its pid, after
+    checking that it is our program), or lets it call MPI_Abort (the file PREFIX.go), and waits
+    for the job to end.  Returns the launcher's exit status, the seconds from the failure to
+    its exit, its stderr, and the pids by rank."""
+    out, prefix = tmp_path / "prof", tmp_path / "pid"
+    p = mpi.popen(NP, [mpi.prog("lifecycle"), mode, chosen, prefix], out)
+    live_files = []
+    try:
+        deadline = time.monotonic() + START_S
+        files = [Path(f"{prefix}.{r}") for r in range(NP)]
+        while not all(f.exists() for f in files):
+            assert p.poll() is None and time.monotonic() < deadline, p.communicate(timeout=30)
+            time.sleep(0.05)
+        pids = [int(f.read_text()) for f in files]
+        live_files = [f"{pid}-{start_time(pid)}" for pid in pids]
+        cmdline = Path(f"/proc/{pids[chosen]}/cmdline").read_bytes().split(b"\0")
+        assert cmdline[:3] == [str(mpi.prog("lifecycle")).encode(), mode.encode(),
+                               str(chosen).encode()], cmdline
+        if sig is not None:
+            os.kill(pids[chosen], sig)
+        else:
+            Path(f"{prefix}.go").touch()
+        failed = time.monotonic()
+        _, stderr = p.communicate(timeout=60)
+        return p.returncode, time.monotonic() - failed, stderr, pids
+    finally:
+        if p.poll() is None:  # (a failed assertion: our launcher, by its pid)
+            p.terminate()
+            try:
+                p.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.communicate()
+        remove_live_files(live_files)
+
+
+def start_time(pid):
+    """The start time of process pid (/proc/PID/stat field 22), which names its live files."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+
+
+def remove_live_files(names):
+    """A SIGKILLed rank cannot remove its live segment and control socket
+    (/dev/shm/pathscope-<uid>/<pid>-<start>.live, .sock; a pid and start time name one
+    process): removed here, so that other tests do not find them.  (`pathscope top --clean`
+    would remove other jobs' files too.)"""
+    shm = Path(f"/dev/shm/pathscope-{os.getuid()}")
+    for name in names:
+        for suffix in (".live", ".sock"):
+            (shm / (name + suffix)).unlink(missing_ok=True)
+
+
+def statuses(out):
+    """rank -> status of every rank file there is."""
+    ranks = sorted(int(f.name[5:11]) for f in (out / "ranks").glob("rank-*.tsv"))
+    return {r: rank_lines(out, r, "status")[0][0] for r in ranks}
+
+
+def check_files(out, want_statuses, pids):
+    """The rank files are exactly those of want_statuses, with those statuses, each written by
+    its rank's process and holding exactly the calls made before the failure; the reader
+    merges them to the same sums and names the missing and incomplete ranks."""
+    assert statuses(out) == want_statuses
+    for r in want_statuses:
+        assert rank_lines(out, r, "pid") == [[str(pids[r])]]
+        ops = {(c, op): (int(calls), int(nbytes))
+               for c, op, calls, nbytes, *_ in rank_lines(out, r, "op")}
+        assert ops == expected_ops(r), r
+    prof = load_profile(out)
+    assert prof.source == "ranks"
+    assert prof.missing_ranks == sorted(set(range(NP)) - set(want_statuses))
+    assert dict(prof.incomplete_ranks) == want_statuses
+    present = list(want_statuses)
+    assert prof.ops[("W", "MPI_Barrier")].calls == 4 * len(present)
+    assert prof.ops[("W", "MPI_Bcast")].bytes == 16 * len([r for r in present if r])
+    for parity in (0, 1):
+        members = [r for r in present if r % 2 == parity]
+        assert prof.ops[(f"W_s1.{parity}", "MPI_Allreduce")].calls == 2 * len(members)
+
+
+def report_ranks_section(out):
+    """`pathscope report DIR`: exit status 0 (a partial profile is reported), and its Ranks
+    section's lines."""
+    p = subprocess.run([str(ROOT / "bin" / "pathscope"), "report", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    start = lines.index("Ranks")
+    return lines[start + 1:lines.index("", start)]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_rank_killed(mpi, tmp_path, sig):
+    out = tmp_path / "prof"
+    rc, seconds, stderr, pids = run_until_failure(mpi, tmp_path, "victim", VICTIM, sig)
+    assert rc == EXIT_STATUS[(mpi.name, sig.name)], stderr
+    assert seconds < BOUND_S, (seconds, stderr)
+    others = [r for r in range(NP) if r != VICTIM]
+    if sig == signal.SIGKILL and mpi.name == "mpich":
+        # hydra SIGKILLs every other rank at once: nothing is written, and the report says so
+        # (a known gap, docs/architecture.md "Not yet": keeping these files needs them written
+        # during the run)
+        assert list((out / "ranks").iterdir()) == []
+        with pytest.raises(ProfileError):
+            load_profile(out)
+        p = subprocess.run([str(ROOT / "bin" / "pathscope"), "report", str(out)],
+                           capture_output=True, text=True, timeout=60)
+        assert (p.returncode, p.stdout) == (2, "")
+        assert p.stderr == (f"pathscope: not a pathscope profile directory: {out} "
+                            "(no profile.tsv and no ranks/rank-*.tsv)\n")
+        return
+    if sig == signal.SIGKILL:  # Open MPI: mpirun SIGTERMs the others
+        check_files(out, {r: "signal 15" for r in others}, pids)
+        assert report_ranks_section(out) == [
+            f"  WARNING: {NP} of {NP} ranks did not complete; their data is partial or absent:",
+            "    ranks 0-20,22-63: killed by signal 15 (SIGTERM)",
+            "    rank 21: missing: no rank file (never initialised MPI under pathscope, or "
+            "killed by SIGKILL)"]
+        return
+    # SIGTERM from the test, not the launcher: the victim asked the others for their files
+    check_files(out, {r: "signal 15" if r == VICTIM else f"ended-by-rank {VICTIM}"
+                      for r in range(NP)}, pids)
+    assert report_ranks_section(out) == [
+        f"  WARNING: {NP} of {NP} ranks did not complete; their data is partial or absent:",
+        "    ranks 0-20,22-63: stopped when rank 21 ended the job (its data up to then was "
+        "written)",
+        "    rank 21: killed by signal 15 (SIGTERM)"]
+
+
+def test_abort(mpi, tmp_path):
+    out = tmp_path / "prof"
+    rc, seconds, stderr, pids = run_until_failure(mpi, tmp_path, "culprit", CULPRIT)
+    assert rc == EXIT_STATUS[(mpi.name, "abort")], stderr
+    assert seconds < BOUND_S, (seconds, stderr)
+    check_files(out, {r: "abort 7" if r == CULPRIT else f"ended-by-rank {CULPRIT}"
+                      for r in range(NP)}, pids)
+    assert report_ranks_section(out) == [
+        f"  WARNING: {NP} of {NP} ranks did not complete; their data is partial or absent:",
+        "    ranks 0-36,38-63: stopped when rank 37 ended the job (its data up to then was "
+        "written)",
+        "    rank 37: called MPI_Abort (error code 7)"]
