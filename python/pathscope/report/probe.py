@@ -90,7 +90,8 @@ def _function(function: ProbedFunction, tree: Optional[CallTree], symbols: Symbo
     if len(outermost) > 1:
         ratio = (f"the largest takes {outermost[0] / outermost[-1]:.1f}× the inclusive time "
                  f"of the smallest; " if outermost[-1] else "")
-        low, mean, high = stats_cells(tree.stats(function.per_rank(INCL)))
+        low, mean, high = stats_cells(tree.sum_stat([p.node for p in function.outermost()],
+                                                    INCL))
         lines.append(f"{INDENT * 2}{len(outermost)} call paths: {ratio}all of them per rank: "
                      f"min {low}, mean {mean}, max {high}")
     counts = [(sum(p.node.total(COLUMNS[m]) for p in paths), what) for m, what in PROBLEMS]
@@ -114,7 +115,7 @@ def _path_row(path: ProbePath, tree: CallTree, symbols: SymbolTable, function_in
     node = path.node
     incl = node.total(INCL)
     share = ("-" if path.nested or not function_incl else format_percent(incl / function_incl))
-    stats = tree.stats({r: values[INCL] for r, values in node.by_rank.items()})
+    stats = tree.stat(node, INCL)
     return [f"{node.total(CALLS):,}", format_time(incl), share, format_time(node.total(EXCL)),
             _time_or_dash(node.total(CPU), cpu), *stats_cells(stats), _label(path, symbols)]
 

@@ -263,14 +263,6 @@ class ProbedFunction:
         chosen = self.outermost() if outermost_only else self.paths
         return sum(p.node.total(column) for p in chosen)
 
-    def per_rank(self, column: int) -> dict[int, int]:
-        """The outermost calls' values per rank (the function's own, once)."""
-        values: dict[int, int] = {}
-        for p in self.outermost():
-            for rank, row in p.node.by_rank.items():
-                values[rank] = values.get(rank, 0) + row[column]
-        return values
-
 
 def _function_key(frame: Frame) -> FunctionKey:
     return (frame.module, frame.build_id, frame.address)
@@ -356,7 +348,7 @@ def probes_table(profile: Profile) -> Table:
                 c["probe_time"]))):
             node = path.node
             assert tree is not None and symbols is not None
-            stats = tree.stats({r: v[c["probe_time"]] for r, v in node.by_rank.items()})
+            stats = tree.stat(node, c["probe_time"])
             site = call_site(node, symbols)
             names = [name for frame in node.path()[:-1] for name in symbols.names(frame)]
             rows.append({
