@@ -34,14 +34,15 @@ from operator import attrgetter
 from typing import Callable, Iterator, Mapping, Optional, Sequence, Union
 
 from pathscope import ranges
-from pathscope.cct import CODE_KINDS, FAILED, MPI, NOT_UNWOUND, OFFCPU_FORMAT, ROOT, Node
+from pathscope.cct import (CODE_KINDS, FAILED, MPI, NOT_UNWOUND, OFFCPU_FORMAT, ROOT, Module,
+                           Node, Thread)
 from pathscope.errors import ProfileError
 from pathscope.metrics import COLUMN_COUNT, COLUMNS, METRICS, STORED
 from pathscope.reader import Profile
 from pathscope.sources import SOURCES
 from pathscope.stats import Stats
 from pathscope.symbols import ROOT_FRAME, Frame, frame_of
-from pathscope.treefile import APP_ROOT, INCLUSIVE, PCOMM, ReducedTree, TreeNode
+from pathscope.treefile import APP_ROOT, INCLUSIVE, PCOMM, RUNTIME_ROOT, ReducedTree, TreeNode
 from pathscope.tsv import version_at_least
 
 # the stored metrics' columns in MergedNode.by_rank, by name (pathscope.metrics)
@@ -318,16 +319,32 @@ def build_tree(profile: Profile, rank: Optional[int] = None,
     if profile.reduced_only():
         assert profile.tree is not None
         return reduced_tree(profile.tree, runtime_threads)
-    root = MergedNode(ROOT_FRAME, None)
-    tree = CallTree(root, ranks, [], {r: 0 for r in ranks}, {r: 0 for r in ranks})
-    tree.knows_offcpu = all(profile.callpaths[r].knows_offcpu() for r in ranks)
+    tree = merge_rank_threads(profile, ranks, thread,
+                              lambda cct, modules: runtime_threads or
+                              not cct.runtime_thread(modules))
     tree.with_runtime = runtime_threads
+    for r in ranks:
+        for source in SOURCES:
+            if source.tree_hook is not None:
+                source.tree_hook(tree.root, r, profile.callpaths[r], thread)
+    _add_inclusive(tree.root)
+    return tree
+
+
+def merge_rank_threads(profile: Profile, ranks: Sequence[int], thread: Optional[int],
+                       chosen: Callable[[Thread, dict[int, Module]], bool]) -> CallTree:
+    """The CCTs of the threads of ranks (of index thread, if not None) that chosen accepts,
+    merged; the others are counted in runtime_threads and runtime_elapsed.  No source hooks,
+    no inclusive values yet."""
+    root = MergedNode(ROOT_FRAME, None)
+    tree = CallTree(root, list(ranks), [], {r: 0 for r in ranks}, {r: 0 for r in ranks})
+    tree.knows_offcpu = all(profile.callpaths[r].knows_offcpu() for r in ranks)
     for r in ranks:
         paths = profile.callpaths[r]
         for index, cct in paths.threads.items():
             if thread is not None and index != thread:
                 continue
-            if not runtime_threads and cct.runtime_thread(paths.modules):
+            if not chosen(cct, paths.modules):
                 tree.runtime_threads += 1
                 tree.runtime_elapsed += cct.elapsed_ns
                 continue
@@ -340,24 +357,39 @@ def build_tree(profile: Profile, rank: Optional[int] = None,
                     frame_of(node, paths.modules))
                 target.add(r, node)
                 merged.append(target)
-        for source in SOURCES:
-            if source.tree_hook is not None:
-                source.tree_hook(root, r, paths, thread)
-    _add_inclusive(root)
     return tree
 
 
 def reduced_tree(data: ReducedTree, runtime_threads: bool = True) -> CallTree:
     """The tree of tree.tsv (see the module's rules on runtime_threads)."""
+    tree = merge_reduced_roots(data, (APP_ROOT, RUNTIME_ROOT) if runtime_threads
+                               else (APP_ROOT,))
+    tree.with_runtime = runtime_threads
+    if not runtime_threads:
+        tree.runtime_threads = tree.scalar("runtime.count").sum
+        tree.runtime_elapsed = tree.scalar("runtime.elapsed_ns").sum
+    for source in SOURCES:
+        if source.reduced_hook is not None:
+            source.reduced_hook(tree.root, data)
+    for merged in reversed(list(tree.root.walk())):   # children before parents
+        merged.incl_samples += merged.total(SAMPLES)
+        if merged.parent is not None:
+            merged.parent.incl_samples += merged.incl_samples
+    return tree
+
+
+def merge_reduced_roots(data: ReducedTree, roots: Sequence[str]) -> CallTree:
+    """The subtrees of tree.tsv's roots of those names merged into one root; no source
+    hooks, no incl_samples yet."""
     ranks = data.ranks
-    root = ReducedNode(ROOT_FRAME, None, dict(data.nodes[0].stats))
+    root = ReducedNode(ROOT_FRAME, None)
     tree = CallTree(root, list(range(ranks)), [], {}, {}, reduced=data,
                     knows_offcpu=version_at_least(data.version, *OFFCPU_FORMAT))
     placed: list[Optional[ReducedNode]] = []     # by file node id; None: left out
     for node in data.nodes:
         if node.parent is None:
-            keep = node.name == APP_ROOT or runtime_threads
-            if keep and node.id:
+            keep = node.name in roots
+            if keep:
                 root.merge(node.stats, ranks)
             placed.append(root if keep else None)
             continue
@@ -375,17 +407,6 @@ def reduced_tree(data: ReducedTree, runtime_threads: bool = True) -> CallTree:
             assert isinstance(child, ReducedNode)
             child.merge(node.stats, ranks)
         placed.append(child)
-    tree.with_runtime = runtime_threads
-    if not runtime_threads:
-        tree.runtime_threads = tree.scalar("runtime.count").sum
-        tree.runtime_elapsed = tree.scalar("runtime.elapsed_ns").sum
-    for source in SOURCES:
-        if source.reduced_hook is not None:
-            source.reduced_hook(root, data)
-    for merged in reversed(list(root.walk())):   # children before parents
-        merged.incl_samples += merged.total(SAMPLES)
-        if merged.parent is not None:
-            merged.parent.incl_samples += merged.incl_samples
     return tree
 
 
