@@ -197,7 +197,7 @@ def profile_lines(ranks: int, wall: list[int], mpi: list[int]):
 
 # ---- tree.tsv from the model (no rank files) ---------------------------------------------------
 
-def model_tree_lines(nodes: list[Node], ranks: int):
+def model_tree_lines(nodes: list[Node], ranks: int, extra: int = 0):
     incl: dict[int, list[int]] = {}
     for node in reversed(nodes):
         own = leaf_values(node, node.scale)
@@ -206,7 +206,7 @@ def model_tree_lines(nodes: list[Node], ranks: int):
         for child in node.children:
             values = [a + b for a, b in zip(values, incl[child.id])]
         incl[node.id] = values
-    yield from _tree_head(ranks)
+    yield from _tree_head(ranks, extra)
     root_time = incl[0][0]
     scalars = {"wall_ns": root_time + 50_000_000, "mpi_ns": incl[0][1],
                "thread.elapsed_ns": root_time, "thread.cpu_ns": root_time - incl[0][2],
@@ -225,6 +225,8 @@ def model_tree_lines(nodes: list[Node], ranks: int):
                   for c, v in leaf_values(node, node.scale).items() if v]
         fields += [f"{c}={model_stats(node, ranks, v).text()}"
                    for c, v in zip(INCL, incl[node.id]) if v]
+        fields += [f"x{i}={model_stats(node, ranks, incl[node.id][0] + i).text()}"
+                   for i in range(extra)]
         yield _node_line(node, fields)
         for part in node.comms:
             values = leaf_values(node, node.scale // len(node.comms))
@@ -245,12 +247,13 @@ def _pcomm_line(part: Node, fields: list[str]) -> str:
                       f"{part.name}"] + fields)
 
 
-def _tree_head(ranks: int):
+def _tree_head(ranks: int, extra: int = 0):
     from pathscope.metrics import STORED
     yield f"pathscope-tree\t{VERSION}"
     yield f"run\t{RUN}"
     yield f"ranks\t{ranks}"
-    yield "columns\t" + "\t".join([m.name for m in STORED] + list(INCL))
+    yield "columns\t" + "\t".join([m.name for m in STORED] + list(INCL) +
+                                   [f"x{i}" for i in range(extra)])
     for i, (path, build_id) in enumerate(MODULES):
         yield f"module\t{i}\t{path}\t{build_id}"
     for key, value in (("program", "solver"), ("mpi_library", "Open MPI v4.1.4"),
@@ -395,16 +398,20 @@ def main() -> int:
     parser.add_argument("--ranks", type=int, default=10_000)
     parser.add_argument("--paths", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=14)
+    parser.add_argument("--extra-columns", type=int, default=0,
+                        help="columns this reader does not know (a newer minor format's), on "
+                             "every node: parsed and checked, not used")
     parser.add_argument("--rank-files", action="store_true",
                         help="also write every rank's file (tree.tsv their exact reduction)")
     args = parser.parse_args()
-    args.directory.mkdir(parents=True, exist_ok=False)
-    write(args.directory, args.ranks, args.paths, args.seed, args.rank_files)
+    write_dir(args.directory, args.ranks, args.paths, args.seed, args.rank_files,
+              args.extra_columns)
     return 0
 
 
-def write(directory: Path, ranks: int, paths: int, seed: int = 14,
-          rank_files: bool = False) -> None:
+def write_dir(directory: Path, ranks: int, paths: int, seed: int = 14,
+              rank_files: bool = False, extra_columns: int = 0) -> None:
+    directory.mkdir(parents=True, exist_ok=False)
     nodes = make_tree(paths, seed, sources=not rank_files)
     assign_line_ids(nodes)
     if rank_files:
@@ -417,7 +424,7 @@ def write(directory: Path, ranks: int, paths: int, seed: int = 14,
         mpi = [v[0]["incl_mpi"] for v in per_rank]
         write_file(directory / "tree.tsv", reduced_tree_lines(nodes, ranks, per_rank))
     else:
-        write_file(directory / "tree.tsv", model_tree_lines(nodes, ranks))
+        write_file(directory / "tree.tsv", model_tree_lines(nodes, ranks, extra_columns))
         wall = [2_000_000_000] * ranks
         mpi = [500_000_000] * ranks
     write_file(directory / "profile.tsv", profile_lines(ranks, wall, mpi))

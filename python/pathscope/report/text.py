@@ -194,7 +194,25 @@ def _ranks(profile: Profile) -> str:
     for name, hits in sorted(counters.items()):
         lines.append(f"{INDENT}WARNING: counter {name} = {sum(v for _, v in hits)} "
                      f"(ranks {ranges.compress(sorted(r for r, _ in hits))})")
+    if profile.tree is not None and not profile.callpaths:
+        lines += _reduced_warnings(profile)
     return "\n".join(lines)
+
+
+def _reduced_warnings(profile: Profile) -> list[str]:
+    """The warnings and counters of tree.tsv (a profile without rank files): how many ranks
+    had each, not which."""
+    assert profile.tree is not None
+    lines = []
+    for _key, ranks, count, text in profile.tree.warnings:
+        times = f", {count} times" if count > ranks else ""
+        lines.append(f"{INDENT}warning: {text} ({plural(ranks, 'rank')}{times})")
+    for name, stats in sorted(profile.tree.scalars.items()):
+        if name.startswith("counter_") and stats.sum:
+            lines.append(f"{INDENT}WARNING: counter {name[len('counter_'):]} = {stats.sum} "
+                         f"({plural(stats.nonzero or 0, 'rank')}; max {stats.max} on rank "
+                         f"{stats.max_rank})")
+    return lines
 
 
 # ---- the report's sections, in order: the core's and the measurement sources' ----------------
