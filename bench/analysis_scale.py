@@ -36,8 +36,9 @@ COMMANDS = {
 }
 
 
-def measure(args: list[str], directory: Path) -> tuple[float, int]:
-    """Wall seconds and peak RSS (KiB) of `pathscope ARGS DIR`."""
+def measure(args: list[str], directory: Path) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds (user + system: what a shared machine's load does not
+    inflate) and peak RSS (KiB) of `pathscope ARGS DIR`."""
     cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "pathscope", *args[:1], str(directory),
            *args[1:]]
     env = {"PYTHONPATH": str(REPO / "python"), "PATH": "/usr/bin:/bin"}
@@ -47,9 +48,11 @@ def measure(args: list[str], directory: Path) -> tuple[float, int]:
     wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)",
                      result.stderr)
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", result.stderr)
-    assert wall and rss, result.stderr[-2000:]
+    cpu = [re.search(rf"{kind} time \(seconds\): ([\d.]+)", result.stderr)
+           for kind in ("User", "System")]
+    assert wall and rss and all(cpu), result.stderr[-2000:]
     seconds = int(wall.group(1) or 0) * 3600 + int(wall.group(2)) * 60 + float(wall.group(3))
-    return seconds, int(rss.group(1))
+    return seconds, sum(float(c.group(1)) for c in cpu if c), int(rss.group(1))
 
 
 def generated(name: str, ranks: int, paths: int, rank_files: bool,
@@ -79,10 +82,10 @@ def run(name: str, ranks: int, paths: int, rank_files: bool, commands: dict,
           f"{tree.stat().st_size / 2**20:.1f} MiB ({len(nodes)} node lines, {fields:.1f} "
           f"statistics each), directory {size_of(directory) / 2**20:.1f} MiB (generated in "
           f"{made:.1f} s)")
-    print(f"  {'command':36s} {'wall s':>8s} {'peak RSS MiB':>13s}")
+    print(f"  {'command':36s} {'wall s':>8s} {'CPU s':>8s} {'peak RSS MiB':>13s}")
     for label, args in commands.items():
-        seconds, rss = measure(args, directory)
-        print(f"  {label:36s} {seconds:8.2f} {rss / 1024:13.0f}")
+        seconds, cpu, rss = measure(args, directory)
+        print(f"  {label:36s} {seconds:8.2f} {cpu:8.2f} {rss / 1024:13.0f}")
 
 
 def main() -> int:

@@ -280,9 +280,18 @@ def _inside(frame: Frame, info: ProbeInfo) -> bool:
 
 def probed_functions(profile: Profile, tree: Optional[CallTree]) -> list[ProbedFunction]:
     """Every function probed on a rank of the tree (every rank with probes when tree is None),
-    with its call paths in the tree (none for a function never called)."""
-    chosen = tree.ranks if tree is not None else sorted(profile.callpaths)
+    with its call paths in the tree (none for a function never called).  A tree merged in
+    the job names its functions in tree.tsv's `probe` lines, without their sizes: a nested
+    call is told apart only when an outer frame is the function's entry itself."""
     functions: dict[FunctionKey, ProbedFunction] = {}
+    reduced = tree.reduced if tree is not None else None
+    for probe in reduced.probes.values() if reduced is not None else ():
+        module = reduced.modules[probe.module]
+        info = ProbeInfo(probe.id, probe.module, probe.address, 0, "active", 0, None, "",
+                         probe.name, probe.file, probe.line, module.path, module.build_id)
+        functions.setdefault(info.key, ProbedFunction(info, list(tree.ranks)))
+    chosen = [] if reduced is not None else tree.ranks if tree is not None else sorted(
+        profile.callpaths)
     for rank in chosen:
         summary = profile.callpaths[rank].probes
         for info in summary.probes.values() if summary is not None else ():
