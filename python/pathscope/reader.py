@@ -186,7 +186,7 @@ class Profile:
     def reduced_only(self) -> bool:
         """True when the call paths come from tree.tsv alone: no rank file has a thread
         (`--per-rank none`), so nothing can be shown of one rank or thread."""
-        return (self.tree is not None and len(self.tree.nodes) > len(self.tree.roots())
+        return (self.tree is not None and any(n.parent is not None for n in self.tree.nodes)
                 and not any(paths.threads for paths in self.callpaths.values()))
 
     def host_of(self, rank: int) -> Optional[str]:
