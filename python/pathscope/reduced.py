@@ -18,7 +18,7 @@ Nothing here prints or exits.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Union
+from typing import Iterable, Optional, Union
 
 from pathscope.calltree import (INCLUSIVE, CallTree, MergedNode, ReducedNode, _add_inclusive,
                                 merge_rank_threads, merge_reduced_roots)
@@ -27,15 +27,18 @@ from pathscope.metrics import STORED
 from pathscope.reader import Profile, load_profile
 from pathscope.stats import Stats
 from pathscope.symbols import Frame, frame_of
-from pathscope.treefile import APP_ROOT, RUNTIME_ROOT
+from pathscope.treefile import APP_ROOT, PCOMM, RUNTIME_ROOT
 
 COMM_COLUMNS = ("visits", "mpi_ns", "bytes")
 MAX_REPORTED = 200            # differences listed; the rest are counted
 
 
-def differences(profile_dir: Union[str, Path]) -> list[str]:
+def differences(profile_dir: Union[str, Path],
+                columns: Optional[Iterable[str]] = None) -> list[str]:
     """Every way tree.tsv differs from the rank files of the same directory, one line each
-    ([] when equal).  ProfileError when the directory lacks either."""
+    ([] when equal).  columns: compare only these (stored metrics, incl_*, `pcomm`; the
+    frames always), e.g. for a heap run whose rank files were written again at exit.
+    ProfileError when the directory lacks either."""
     profile = load_profile(profile_dir)
     if profile.tree is None:
         raise ProfileError(f"{profile_dir}: no usable tree.tsv"
@@ -54,7 +57,8 @@ def differences(profile_dir: Union[str, Path]) -> list[str]:
         _add_inclusive(truth.root)
         truth.ranks = list(range(profile.tree.ranks))
         reduced = merge_reduced_roots(profile.tree, (name,))
-        _compare(name, truth, reduced, _rank_comms(profile, runtime), out)
+        _compare(name, truth, reduced, _rank_comms(profile, runtime), out,
+                 set(columns) if columns is not None else None)
     if len(out) > MAX_REPORTED:
         out[MAX_REPORTED:] = [f"... and {len(out) - MAX_REPORTED} more differences"]
     return out
@@ -62,19 +66,22 @@ def differences(profile_dir: Union[str, Path]) -> list[str]:
 
 def _compare(root_name: str, truth: CallTree, reduced: CallTree,
              comms: dict[tuple[tuple[Frame, ...], str], dict[int, list[int]]],
-             out: list[str]) -> None:
+             out: list[str], columns: Optional[set[str]]) -> None:
+    def chosen(name: str) -> bool:
+        return columns is None or name in columns
+
     stack: list[tuple[MergedNode, MergedNode, tuple[Frame, ...]]] = [
         (truth.root, reduced.root, ())]
     while stack:
         mine, theirs, path = stack.pop()
         where = f"{root_name}:{_path_text(path)}"
         assert isinstance(theirs, ReducedNode)
-        for m in STORED:
+        for m in (m for m in STORED if chosen(m.name)):
             _compare_stats(where, m.name, truth.stat(mine, m.column or 0),
                            reduced.stat(theirs, m.column or 0), out)
-        for key in INCLUSIVE:
+        for key in (k for k in INCLUSIVE if chosen(k)):
             _compare_stats(where, key, truth.stat(mine, key), reduced.stat(theirs, key), out)
-        for comm in sorted(set(mine.comms) | set(theirs.comms)):
+        for comm in sorted(set(mine.comms) | set(theirs.comms)) if chosen(PCOMM) else ():
             per_rank = comms.get((path, comm), {})
             for i, column in enumerate(COMM_COLUMNS):
                 expected = Stats.of_ranks({r: v[i] for r, v in per_rank.items() if v[i]},

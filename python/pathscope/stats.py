@@ -91,9 +91,12 @@ class Stats:
 
     def minus(self, other: "Stats") -> "Stats":
         """self - other per rank, where other is part of self on every rank: exact when other
-        is 0 everywhere, else the difference of the sums alone."""
+        is 0 everywhere, or when the sums are equal (then every rank's difference is 0), else
+        the difference of the sums alone."""
         if not other.sum:
             return self
+        if self.sum == other.sum:
+            return Stats.zero(self.ranks)
         return Stats(self.sum - other.sum, self.ranks)
 
     def text(self) -> str:

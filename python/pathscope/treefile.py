@@ -250,7 +250,8 @@ class _Parser:
             if module not in self.tree.modules:
                 raise _bad(record, 3, f"names module {module}, which has no 'module' line")
         address = None if record.fields[4] == "-" else record.hex_number(4)
-        name = _dash(record.text(5))
+        # a communicator's name may be `-` (operations bound to none): a pcomm keeps it
+        name = record.text(5) if kind == PCOMM else _dash(record.text(5))
         stats: dict[str, Stats] = {}
         for i in range(6, len(record.fields)):
             column, sep, text = record.fields[i].partition("=")

@@ -307,3 +307,11 @@ def test_the_synthetic_reduced_profile_reports_and_exports(tmp_path, capsys):
     total_us = (sum(n.time_ns for n in tree.root.walk()) + 500) // 1000
     assert abs(sum(speedscope["profiles"][0]["weights"]) - total_us) <= len(
         speedscope["profiles"][0]["weights"])
+
+
+def test_a_pcomm_node_keeps_the_communicator_named_dash(tmp_path):
+    rows, _ = replaced(("node", 4), ("node", 4, 3, "pcomm", "-", "-", "-",
+                                     "visits=40,10,0,10,0,4,4:4"))
+    tree = build_tree(load_profile(write_reduced(tmp_path / "prof", rows)))
+    allreduce = tree.root.children[MAIN].children[Frame("mpi", name="MPI_Allreduce")]
+    assert allreduce.comms == {"-": [40, 0, 0]}
