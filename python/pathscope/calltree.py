@@ -317,8 +317,12 @@ def build_tree(profile: Profile, rank: Optional[int] = None,
     tree.tsv when no rank file has call paths (profile.reduced_only())."""
     ranks = check_selection(profile, rank, thread)
     if profile.reduced_only():
-        assert profile.tree is not None
-        return reduced_tree(profile.tree, runtime_threads)
+        # built once per profile: every report section asks, and nothing changes a tree
+        built = profile.__dict__.setdefault("_reduced_trees", {})
+        if runtime_threads not in built:
+            assert profile.tree is not None
+            built[runtime_threads] = reduced_tree(profile.tree, runtime_threads)
+        return built[runtime_threads]
     tree = merge_rank_threads(profile, ranks, thread,
                               lambda cct, modules: runtime_threads or
                               not cct.runtime_thread(modules))

@@ -1,7 +1,7 @@
 """One value over the P ranks of a run: the statistics both kinds of call tree give.
 
     Stats.of_ranks({0: 5, 2: 5}, range(4))   # from per-rank values (the rank files' trees)
-    Stats.parse("10,0,1,5,0,2,3:2", 4)       # from tree.tsv (the tree reduced in the job)
+    treefile.parse_stats(...)                  # from tree.tsv (the tree reduced in the job)
     stats.mean                                # sum / P
 
 Rules kept here (docs/format.md, "tree.tsv (format 2.9)" and "Merge rules"):

@@ -118,25 +118,37 @@ def parse_stats(record: Record, index: int, what: str, text: str, ranks: int) ->
         raise _bad(record, index, f"({what}): statistics '{_shown(text)}' have {len(parts)} "
                                   f"fields, expected 7 ({STATS_FIELDS})")
     total, low, low_rank, high, high_rank, nonzero = (
+        int(p) if p.isdigit() and p.isascii() and len(p) < 20 else
         _count(record, index, what, p) for p in parts[:6])
     sketch = _sketch(record, index, what, parts[6])
-
-    def rule(ok: bool, why: str) -> None:
-        if not ok:
-            raise _bad(record, index, f"({what}): {why}")
-
-    rule(low <= high, f"MIN {low} is larger than MAX {high}")
-    rule(high <= total, f"MAX {high} is larger than SUM {total}")
-    for name, r in (("MIN_RANK", low_rank), ("MAX_RANK", high_rank)):
-        rule(r < ranks, f"{name} {r} is not one of the {ranks} ranks")
-    rule(nonzero <= ranks, f"NONZERO {nonzero} is more than the {ranks} ranks")
-    counted = sum(n for _, n in sketch)
-    rule(counted == nonzero, f"the sketch counts {counted} ranks, NONZERO is {nonzero}")
-    rule(nonzero == ranks or low == 0, f"MIN {low} while {ranks - nonzero} ranks have 0")
-    rule((high == 0) == (nonzero == 0), f"MAX {high} with NONZERO {nonzero}")
-    rule(not sketch or sketch[-1][0] == high.bit_length(),
-         f"MAX {high} is not in the sketch's highest bin {sketch[-1][0] if sketch else 0}")
+    why = _broken(total, low, low_rank, high, high_rank, nonzero, sketch, ranks)
+    if why:
+        raise _bad(record, index, f"({what}): {why}")
     return Stats(total, ranks, low, low_rank, high, high_rank, nonzero, sketch)
+
+
+def _broken(total: int, low: int, low_rank: int, high: int, high_rank: int, nonzero: int,
+            sketch: tuple[tuple[int, int], ...], ranks: int) -> str:
+    """The first rule a statistic breaks, or ""."""
+    if low > high:
+        return f"MIN {low} is larger than MAX {high}"
+    if high > total:
+        return f"MAX {high} is larger than SUM {total}"
+    for name, r in (("MIN_RANK", low_rank), ("MAX_RANK", high_rank)):
+        if r >= ranks:
+            return f"{name} {r} is not one of the {ranks} ranks"
+    if nonzero > ranks:
+        return f"NONZERO {nonzero} is more than the {ranks} ranks"
+    counted = sum(n for _, n in sketch)
+    if counted != nonzero:
+        return f"the sketch counts {counted} ranks, NONZERO is {nonzero}"
+    if nonzero < ranks and low:
+        return f"MIN {low} while {ranks - nonzero} ranks have 0"
+    if (high == 0) != (nonzero == 0):
+        return f"MAX {high} with NONZERO {nonzero}"
+    if sketch and sketch[-1][0] != high.bit_length():
+        return f"MAX {high} is not in the sketch's highest bin {sketch[-1][0]}"
+    return ""
 
 
 class _Parser:

@@ -206,10 +206,12 @@ def _time_split(profile: Profile, tree: CallTree) -> str:
         lines.append(f"  not shown  {tree.runtime_threads} threads of the MPI library's "
                      f"runtime (progress, PMIx, event loops; {format_time(tree.runtime_elapsed)} "
                      f"elapsed, mostly waiting): export --format folded includes them")
-    shown = [] if tree.reduced is not None else [profile.callpaths[r].sampler
-                                                  for r in tree.ranks]
-    lines += _rank_file_lines(profile, tree, shown) if tree.reduced is None else \
-        _reduced_lines(tree)
+    shown = []                    # the ranks' samplers (a reduced tree keeps none)
+    if tree.reduced is None:
+        shown = [profile.callpaths[r].sampler for r in tree.ranks]
+        lines += _rank_file_lines(profile, tree, shown)
+    else:
+        lines += _reduced_lines(tree)
     for who, (ns, allowed) in split.unaccounted.items():
         if abs(ns) > allowed:
             side = "less" if ns > 0 else "more"
