@@ -14,7 +14,7 @@ import pytest
 from pathscope.calltree import (INCL_OFFCPU, INCL_TIME, KERNEL_NS, MPI_NS, SAMPLE_NS,
                                 SYSCALLS, VISITS, build_tree, time_split)
 from pathscope.cli import main
-from pathscope.errors import FormatVersionError, ProfileError
+from pathscope.errors import FormatVersionError
 from pathscope.export import export_call_paths
 from pathscope.reader import load_profile
 from pathscope.reduced import differences
@@ -315,3 +315,10 @@ def test_a_pcomm_node_keeps_the_communicator_named_dash(tmp_path):
     tree = build_tree(load_profile(write_reduced(tmp_path / "prof", rows)))
     allreduce = tree.root.children[MAIN].children[Frame("mpi", name="MPI_Allreduce")]
     assert allreduce.comms == {"-": [40, 0, 0]}
+
+
+def test_the_addresses_to_symbolize_come_from_tree_tsv(reduced):
+    from pathscope.symbolize import needed_addresses
+    assert needed_addresses(reduced) == {
+        (SOLVER, "a1b2"): {(0x401025, "call"), (0x401100, "fn")},
+        (LIBMPI, ""): {(0x2000, "fn")}}
