@@ -157,6 +157,8 @@ def test_time_split_of_a_reduced_tree(reduced):
 
 def test_report_of_a_reduced_profile(reduced):
     text = render(reduced)
+    assert ("  source       profile.tsv and tree.tsv (reduced inside the job at MPI_Finalize; no "
+            "rank files: per-rank data not kept)") in text.splitlines()
     split = text.split("Time split")[1].split("\n\n")[0].splitlines()
     assert split[0] == " (call paths of 4 threads on 4 ranks; per rank: min, mean, max)"
     assert split[2].split() == ["Time", "2.42", "µs", "100.0%", "305", "ns", "(1)", "605",

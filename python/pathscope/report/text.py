@@ -22,6 +22,7 @@ from pathscope.sources import SOURCES
 from pathscope.sources.base import Section
 from pathscope.symbolize import resolve_symbols
 from pathscope.symbols import SymbolTable
+from pathscope.treefile import TREE_FILE
 
 PARTIAL_FILE = "partial"   # a missing rank whose ranks/rank-N.tsv.tmp exists
 DETAILS_SHOWN = 10          # unreadable ranks and stray files listed one by one
@@ -124,6 +125,9 @@ def _header(profile: Profile) -> str:
 def _source(profile: Profile) -> str:
     """Where the numbers come from, and why there is no profile.tsv (never contradicting the
     Ranks section: a run whose ranks all reached MPI_Finalize is not said to have stopped)."""
+    if profile.source == "profile" and profile.reduced_only():
+        return (f"{PROFILE_FILE} and {TREE_FILE} (reduced inside the job at MPI_Finalize; "
+                f"no rank files: per-rank data not kept)")
     if profile.source == "profile":
         return f"{PROFILE_FILE} (reduced inside the job at MPI_Finalize)"
     if profile.profile_tsv_unused is not None:
