@@ -324,3 +324,12 @@ def test_the_addresses_to_symbolize_come_from_tree_tsv(reduced):
     assert needed_addresses(reduced) == {
         (SOLVER, "a1b2"): {(0x401025, "call"), (0x401100, "fn")},
         (LIBMPI, ""): {(0x2000, "fn")}}
+
+
+def test_a_tree_tsv_of_another_number_of_ranks_is_stray(tmp_path):
+    rows = [("pathscope-tree", "2.9"), ("run", RUN), ("ranks", 5), ("columns", "visits"),
+            ("node", 0, "-", "root", "-", "-", "app"), ("end",)]
+    profile = load_profile(write_reduced(tmp_path / "prof", rows))
+    assert [str(s) for s in profile.stray_files] == [
+        f"{tmp_path / 'prof' / 'tree.tsv'} is of a run of 5 ranks, not of this run's 4"]
+    assert profile.tree is None
