@@ -10,7 +10,8 @@ library's, cct.RUNTIME_MODULES):
   incl_mpi, incl_offcpu): SUM, MIN, MIN_RANK, MAX, MAX_RANK, NONZERO and SKETCH of tree.tsv
   against the same statistics computed from the rank files (pathscope.stats, over ranks
   0 .. P-1, a rank without the node counting as 0);
-- on every `mpi` node, its per-communicator parts (`pcomm`), column by column, alike.
+- on every `mpi` node, its per-communicator parts (`pcomm`), column by column, alike;
+- and the rank files themselves: a missing, incomplete or unreadable one is a difference.
 The source hooks (the kernel's `[kernel: no call path]`) are left out: they are the reader's
 own additions, made from other records, on both sides.
 Nothing here prints or exits.
@@ -46,7 +47,7 @@ def differences(profile_dir: Union[str, Path],
     ranks = sorted(profile.callpaths)
     if not any(paths.threads for paths in profile.callpaths.values()):
         raise ProfileError(f"{profile_dir}: no rank file with call paths")
-    out: list[str] = []
+    out = [f"rank files: {problem}" for problem in profile.problems()]
     if ranks != list(range(profile.tree.ranks)):
         out.append(f"ranks: tree.tsv merged {profile.tree.ranks}, rank files with call paths: "
                    f"{len(ranks)}")

@@ -333,3 +333,12 @@ def test_a_tree_tsv_of_another_number_of_ranks_is_stray(tmp_path):
     assert [str(s) for s in profile.stray_files] == [
         f"{tmp_path / 'prof' / 'tree.tsv'} is of a run of 5 ranks, not of this run's 4"]
     assert profile.tree is None
+
+
+def test_differences_names_a_missing_rank_file(tmp_path):
+    d = tmp_path / "synth"
+    synth_profile.write_dir(d, ranks=3, paths=30, seed=4, rank_files=True)
+    (d / "ranks" / "rank-000002.tsv").unlink()
+    found = differences(d)
+    assert found[:2] == ["rank files: rank 2 missing (no rank file)",
+                         "ranks: tree.tsv merged 3, rank files with call paths: 2"]
