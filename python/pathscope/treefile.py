@@ -299,6 +299,6 @@ def read_tree_tsv(directory_fd: int, name: str) -> ReducedTree:
         raise ProfileError(f"{name} has no run line")
     if not tree.ranks:
         raise ProfileError(f"{name} has no 'ranks' line")
-    if not tree.nodes or tree.nodes[0].name != APP_ROOT:
+    if tree.nodes and tree.nodes[0].name != APP_ROOT:     # none: a run without call paths
         raise ProfileError(f"{name}: node 0 is not the root '{APP_ROOT}'")
     return tree
