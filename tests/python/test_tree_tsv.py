@@ -342,3 +342,13 @@ def test_differences_names_a_missing_rank_file(tmp_path):
     found = differences(d)
     assert found[:2] == ["rank files: rank 2 missing (no rank file)",
                          "ranks: tree.tsv merged 3, rank files with call paths: 2"]
+
+
+def test_a_tree_tsv_without_call_paths(tmp_path):
+    """A run without call paths writes its scalars, strings and warnings only."""
+    rows = [("pathscope-tree", "2.9"), ("run", RUN), ("ranks", 4),
+            ("reduction", 1000, 2, 100, 300), ("columns",),
+            ("scalar", "counter_unknown_comms", "2,0,0,2,1,1,2:1"), ("end",)]
+    profile = load_profile(write_reduced(tmp_path / "prof", rows))
+    assert profile.problems() == [] and not profile.has_call_paths()
+    assert "  WARNING: counter unknown_comms = 2 (1 rank; max 2 on rank 1)" in render(profile)
