@@ -76,10 +76,6 @@ class ReducedTree:
     probes: dict[int, TreeProbe]
     nodes: list[TreeNode]
 
-    def roots(self) -> dict[str, TreeNode]:
-        """The roots by name (`app`, `runtime`)."""
-        return {n.name: n for n in self.nodes if n.parent is None}
-
 
 def _bad(record: Record, index: int, why: str) -> ProfileError:
     return ProfileError(f"{record.where}: '{record.kind}' line: field {index + 2} {why}")
