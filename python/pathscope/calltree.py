@@ -4,33 +4,46 @@ inside Execution).
 
     tree = build_tree(profile)                   # every thread of every rank
     tree = build_tree(profile, rank=1, thread=0)  # one world rank, one thread index
-    node.incl_time[r], tree.stats(node.incl_time)
+    node.total(MPI_NS), node.incl_time_ns         # sums over the ranks
+    tree.stat(node, INCL_TIME), tree.stat(node, MPI_NS)   # pathscope.stats.Stats
 
+Two kinds of tree, one API (total, value, incl_*_ns, incl_samples, comms, tree.stat,
+tree.sum_stat, time_split):
+- from the rank files: the threads' CCTs merged here; a node keeps its exclusive metrics per
+  rank (summed over the rank's threads) and its statistics are computed from them;
+- from tree.tsv (format 2.9, `--per-rank none` or not): the job merged them; a node holds the
+  statistics read from the file (ReducedNode), and nothing of one rank or thread.
 Rules kept here:
 - Threads merge by the sequence of frame identities from the root (pathscope.symbols.Frame),
   never by names: two call sites of one function stay two nodes.
-- A merged node keeps its exclusive metrics per rank (summed over the rank's threads), so
-  every value has a sum and per-rank min/mean/max with the ranks at min and max; a rank
-  without the node counts as 0; on ties the lowest rank is named.
+- Every value has a sum and per-rank min/mean/max with the ranks at min and max, nonzero and
+  the sketch (pathscope.stats); a rank without the node counts as 0; on ties the lowest rank.
 - Time is sample_ns + mpi_ns; inclusive = the node plus its subtree.  Off-CPU time is part
   of sample_ns (format 2.4): on-CPU time = sample_ns - offcpu_ns.
+- The MPI library's own threads (cct.RUNTIME_MODULES) are left out with runtime_threads=False.
+  With runtime_threads=True a rank-file tree merges them into the one root like any thread;
+  a reduced tree does the same with tree.tsv's `runtime` root, so both give the same paths
+  and sums; a node on both roots' paths (`start_thread`, `clone3`) then has an exact sum
+  but no per-rank extremes (pathscope.stats: a sum of two per-rank values).
 Nothing here prints or exits.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import reduce
 from operator import attrgetter
-from typing import Callable, Iterator, Mapping, Optional, Sequence
+from typing import Callable, Iterator, Mapping, Optional, Sequence, Union
 
 from pathscope import ranges
-from pathscope.cct import FAILED, MPI, NOT_UNWOUND, Node
+from pathscope.cct import (CODE_KINDS, FAILED, MPI, NOT_UNWOUND, OFFCPU_FORMAT, ROOT, Module,
+                           Node, Thread)
 from pathscope.errors import ProfileError
-from pathscope.merge import RULES
 from pathscope.metrics import COLUMN_COUNT, COLUMNS, METRICS, STORED
 from pathscope.reader import Profile
 from pathscope.sources import SOURCES
+from pathscope.stats import Stats
 from pathscope.symbols import ROOT_FRAME, Frame, frame_of
+from pathscope.treefile import APP_ROOT, INCLUSIVE, PCOMM, RUNTIME_ROOT, ReducedTree, TreeNode
+from pathscope.tsv import version_at_least
 
 # the stored metrics' columns in MergedNode.by_rank, by name (pathscope.metrics)
 VISITS, SAMPLE_NS, SAMPLES, MPI_NS, BYTES = (COLUMNS[name] for name in (
@@ -40,6 +53,10 @@ ALLOCS, ALLOC_BYTES, FREES, FREED_BYTES, PEAK_BYTES = (COLUMNS[name] for name in
 ENTRIES, SYSCALLS, KERNEL_NS, OFFCPU_NS = (COLUMNS[name] for name in (
     "entries", "syscalls", "kernel_ns", "offcpu_ns"))
 METRIC_COUNT = COLUMN_COUNT
+# the inclusive values per rank, by their tree.tsv column names: keys of tree.stat beside the
+# stored metrics' columns
+INCL_TIME, INCL_MPI, INCL_OFFCPU = INCLUSIVE
+Key = Union[int, str]         # a stored metric's column, or one of INCLUSIVE
 # [(a part of a CCT node, None: the node itself; [(by_rank column, the value's getter)])]
 _Readers = list[tuple[Optional[str], list[tuple[int, Callable[[object], int]]]]]
 
@@ -125,6 +142,17 @@ class MergedNode:
     def incl_offcpu_ns(self) -> int:
         return sum(self.incl_offcpu.values())
 
+    def per_rank(self, key: Key) -> Mapping[int, int]:
+        """A value per rank (the ranks without it absent)."""
+        if isinstance(key, str):
+            return {INCL_TIME: self.incl_time, INCL_MPI: self.incl_mpi,
+                    INCL_OFFCPU: self.incl_offcpu}[key]
+        return {r: values[key] for r, values in self.by_rank.items() if values[key]}
+
+    def stat(self, key: Key, ranks: Sequence[int]) -> Stats:
+        """A value's statistics over the population ranks."""
+        return Stats.of_ranks(self.per_rank(key), ranks)
+
     def walk(self) -> Iterator["MergedNode"]:
         """This node and its subtree, parents before children."""
         stack = [self]
@@ -143,53 +171,124 @@ class MergedNode:
         return frames[::-1]
 
 
-@dataclass
-class RankStats:
-    total: int
-    min: int
-    min_rank: int
-    mean: float
-    max: int
-    max_rank: int
+class ReducedNode(MergedNode):
+    """A node of tree.tsv: its values' statistics over the ranks, as the job merged them
+    (by column name: the stored metrics and INCLUSIVE), and no per-rank values."""
+
+    def __init__(self, frame: Frame, parent: Optional[MergedNode],
+                 stats: Optional[dict[str, Stats]] = None):
+        super().__init__(frame, parent)
+        self.stats: dict[str, Stats] = stats if stats is not None else {}
+        # communicator -> column name -> statistics (the `pcomm` children)
+        self.comm_stats: dict[str, dict[str, Stats]] = {}
+
+    def child(self, frame: Frame) -> "MergedNode":
+        node = self.children.get(frame)
+        if node is None:
+            node = self.children[frame] = ReducedNode(frame, self)
+        return node
+
+    def merge(self, stats: Mapping[str, Stats], ranks: int) -> None:
+        """Adds another node's values (the runtime threads' root merged into the app's)."""
+        for name, value in stats.items():
+            mine = self.stats.get(name)
+            self.stats[name] = value if mine is None else Stats.combine((mine, value), ranks)
+
+    def total(self, metric: int) -> int:
+        value = self.stats.get(STORED[metric].name)
+        return value.sum if value is not None else 0
+
+    @property
+    def incl_time_ns(self) -> int:
+        return self._sum(INCL_TIME)
+
+    @property
+    def incl_mpi_ns(self) -> int:
+        return self._sum(INCL_MPI)
+
+    @property
+    def incl_offcpu_ns(self) -> int:
+        return self._sum(INCL_OFFCPU)
+
+    def _sum(self, name: str) -> int:
+        value = self.stats.get(name)
+        return value.sum if value is not None else 0
+
+    def per_rank(self, key: Key) -> Mapping[int, int]:
+        raise ProfileError("per-rank values are not kept in tree.tsv")
+
+    def stat(self, key: Key, ranks: Sequence[int]) -> Stats:
+        value = self.stats.get(key if isinstance(key, str) else STORED[key].name)
+        return value if value is not None else Stats.zero(len(ranks))
 
 
-def rank_stats(values: Mapping[int, int], ranks: Sequence[int]) -> RankStats:
-    """Sum, min, mean and max over ranks (a rank without a value counts as 0); the lowest
-    rank on ties (pathscope.merge's rules, as profile.tsv's op lines)."""
-    if not ranks:
-        return RankStats(0, 0, 0, 0.0, 0, 0)
-    per_rank = [(values.get(r, 0), r) for r in sorted(ranks)]
-    low = reduce(RULES["min_lowest_rank"], per_rank)
-    high = reduce(RULES["max_lowest_rank"], per_rank)
-    total = sum(v for v, _ in per_rank)
-    return RankStats(total, low[0], low[1], total / len(per_rank), high[0], high[1])
+def rank_stats(values: Mapping[int, int], ranks: Sequence[int]) -> Stats:
+    """Sum, min, mean, max, nonzero and sketch over ranks (a rank without a value counts as
+    0); the lowest rank on ties (pathscope.merge's rules, as profile.tsv's op lines)."""
+    return Stats.of_ranks(values, ranks)
 
 
 @dataclass
 class CallTree:
     root: MergedNode
     ranks: list[int]              # the ranks merged: the population of the per-rank stats
-    threads: list[tuple[int, int]]  # (rank, thread index) merged
+    threads: list[tuple[int, int]]  # (rank, thread index) merged (none for a reduced tree)
     elapsed: dict[int, int]       # rank -> sum of its merged threads' elapsed_ns
     nodes: dict[int, int]         # rank -> number of CCT nodes merged (the 1 ns tolerances)
-    runtime_threads: list[tuple[int, int]] = field(default_factory=list)  # left out
+    runtime_threads: int = 0      # threads of the MPI library's runtime left out
     runtime_elapsed: int = 0      # their summed elapsed time
     knows_offcpu: bool = False    # every rank merged has off-CPU time (format 2.4 and later)
+    reduced: Optional[ReducedTree] = None   # the tree comes from tree.tsv
+    with_runtime: bool = True     # the MPI library's threads are merged in
 
-    def stats(self, values: Mapping[int, int]) -> RankStats:
-        return rank_stats(values, self.ranks)
+    def stat(self, node: MergedNode, key: Key) -> Stats:
+        """A value of node over the tree's ranks (key: a stored metric's column or one of
+        INCLUSIVE)."""
+        return node.stat(key, self.ranks)
+
+    def sum_stat(self, nodes: Sequence[MergedNode], key: Key) -> Stats:
+        """The statistics of the per-rank sum of a value over several nodes (a function's
+        call paths): from the per-rank values when the tree has them, else Stats.combine."""
+        if self.reduced is not None:
+            return Stats.combine((n.stat(key, self.ranks) for n in nodes), len(self.ranks))
+        values: dict[int, int] = {}
+        for node in nodes:
+            for r, v in node.per_rank(key).items():
+                values[r] = values.get(r, 0) + v
+        return Stats.of_ranks(values, self.ranks)
+
+    def thread_count(self) -> int:
+        """The threads merged."""
+        if self.reduced is not None:
+            return self.scalar("thread.count").sum
+        return len(self.threads)
+
+    def scalar(self, name: str) -> Stats:
+        """A per-rank number of tree.tsv (zero when absent)."""
+        assert self.reduced is not None
+        return self.reduced.scalars.get(name) or Stats.zero(len(self.ranks))
 
     def pseudo(self, kind: str) -> Optional[MergedNode]:
         """The root's `[failed unwind]` or `[not unwound]` child, if any."""
         return self.root.children.get(Frame(kind))
 
 
+def per_rank_not_kept_message(profile: Profile) -> str:
+    return (f"a view of one rank or thread needs per-rank call paths, which {profile.path} "
+            f"does not keep (tree.tsv holds the ranks merged: per-rank data not kept); rerun "
+            f"with --per-rank all")
+
+
 def check_selection(profile: Profile, rank: Optional[int] = None,
                     thread: Optional[int] = None) -> list[int]:
     """The ranks to merge for rank / thread (None: all); ProfileError when the profile has no
-    call paths, or rank or thread are not in it."""
+    call paths, or rank or thread are not in it, or it has tree.tsv only and one is given."""
     if not profile.has_call_paths():
         raise ProfileError(no_call_paths_message(profile))
+    if profile.reduced_only():
+        if rank is not None or thread is not None:
+            raise ProfileError(per_rank_not_kept_message(profile))
+        return list(range(profile.tree.ranks)) if profile.tree else []
     with_paths = sorted(r for r, paths in profile.callpaths.items() if paths.threads)
     chosen = with_paths
     if rank is not None:
@@ -214,18 +313,43 @@ def build_tree(profile: Profile, rank: Optional[int] = None,
                thread: Optional[int] = None, runtime_threads: bool = True) -> CallTree:
     """Merges the CCTs of the chosen threads (all by default; without the MPI library's own
     threads when runtime_threads is False -- they are counted in tree.runtime_threads).
-    ProfileError when the profile has no call paths, or rank / thread are not in it."""
+    ProfileError when the profile has no call paths, or rank / thread are not in it.  From
+    tree.tsv when no rank file has call paths (profile.reduced_only())."""
     ranks = check_selection(profile, rank, thread)
+    if profile.reduced_only():
+        # built once per profile: every report section asks, and nothing changes a tree
+        built = profile.__dict__.setdefault("_reduced_trees", {})
+        if runtime_threads not in built:
+            assert profile.tree is not None
+            built[runtime_threads] = reduced_tree(profile.tree, runtime_threads)
+        return built[runtime_threads]
+    tree = merge_rank_threads(profile, ranks, thread,
+                              lambda cct, modules: runtime_threads or
+                              not cct.runtime_thread(modules))
+    tree.with_runtime = runtime_threads
+    for r in ranks:
+        for source in SOURCES:
+            if source.tree_hook is not None:
+                source.tree_hook(tree.root, r, profile.callpaths[r], thread)
+    _add_inclusive(tree.root)
+    return tree
+
+
+def merge_rank_threads(profile: Profile, ranks: Sequence[int], thread: Optional[int],
+                       chosen: Callable[[Thread, dict[int, Module]], bool]) -> CallTree:
+    """The CCTs of the threads of ranks (of index thread, if not None) that chosen accepts,
+    merged; the others are counted in runtime_threads and runtime_elapsed.  No source hooks,
+    no inclusive values yet."""
     root = MergedNode(ROOT_FRAME, None)
-    tree = CallTree(root, ranks, [], {r: 0 for r in ranks}, {r: 0 for r in ranks})
+    tree = CallTree(root, list(ranks), [], {r: 0 for r in ranks}, {r: 0 for r in ranks})
     tree.knows_offcpu = all(profile.callpaths[r].knows_offcpu() for r in ranks)
     for r in ranks:
         paths = profile.callpaths[r]
         for index, cct in paths.threads.items():
             if thread is not None and index != thread:
                 continue
-            if not runtime_threads and cct.runtime_thread(paths.modules):
-                tree.runtime_threads.append((r, index))
+            if not chosen(cct, paths.modules):
+                tree.runtime_threads += 1
                 tree.runtime_elapsed += cct.elapsed_ns
                 continue
             tree.threads.append((r, index))
@@ -237,11 +361,82 @@ def build_tree(profile: Profile, rank: Optional[int] = None,
                     frame_of(node, paths.modules))
                 target.add(r, node)
                 merged.append(target)
-        for source in SOURCES:
-            if source.tree_hook is not None:
-                source.tree_hook(root, r, paths, thread)
-    _add_inclusive(root)
     return tree
+
+
+def reduced_tree(data: ReducedTree, runtime_threads: bool = True) -> CallTree:
+    """The tree of tree.tsv (see the module's rules on runtime_threads)."""
+    tree = merge_reduced_roots(data, (APP_ROOT, RUNTIME_ROOT) if runtime_threads
+                               else (APP_ROOT,))
+    tree.with_runtime = runtime_threads
+    if not runtime_threads:
+        tree.runtime_threads = tree.scalar("runtime.count").sum
+        tree.runtime_elapsed = tree.scalar("runtime.elapsed_ns").sum
+    for source in SOURCES:
+        if source.reduced_hook is not None:
+            source.reduced_hook(tree.root, data)
+    for merged in reversed(list(tree.root.walk())):   # children before parents
+        merged.incl_samples += merged.total(SAMPLES)
+        if merged.parent is not None:
+            merged.parent.incl_samples += merged.incl_samples
+    return tree
+
+
+def merge_reduced_roots(data: ReducedTree, roots: Sequence[str]) -> CallTree:
+    """The subtrees of tree.tsv's roots of those names merged into one root; no source
+    hooks, no incl_samples yet."""
+    ranks = data.ranks
+    root = ReducedNode(ROOT_FRAME, None)
+    tree = CallTree(root, list(range(ranks)), [], {}, {}, reduced=data,
+                    knows_offcpu=version_at_least(data.version, *OFFCPU_FORMAT))
+    placed: list[Optional[ReducedNode]] = []     # by file node id; None: left out
+    for node in data.nodes:
+        if node.parent is None:
+            keep = node.name in roots
+            if keep:
+                root.merge(node.stats, ranks)
+            placed.append(root if keep else None)
+            continue
+        parent = placed[node.parent]
+        if parent is None or node.kind == PCOMM:
+            if parent is not None:
+                _add_comm(parent, node, ranks)
+            placed.append(None)
+            continue
+        frame = _frame_of_tree_node(node, data)
+        child = parent.children.get(frame)
+        if child is None:
+            child = parent.children[frame] = ReducedNode(frame, parent, dict(node.stats))
+        else:                       # the same path in the runtime threads' subtree
+            assert isinstance(child, ReducedNode)
+            child.merge(node.stats, ranks)
+        placed.append(child)
+    return tree
+
+
+def _frame_of_tree_node(node: TreeNode, data: ReducedTree) -> Frame:
+    """The rank files' frame identity (pathscope.symbols.frame_of) of a tree.tsv node."""
+    module = data.modules.get(node.module) if node.module is not None else None
+    path, build_id = (module.path, module.build_id) if module is not None else ("", "")
+    if node.kind in CODE_KINDS:
+        return Frame(node.kind, path, build_id, node.address or 0)
+    if node.kind in (ROOT, FAILED, NOT_UNWOUND):
+        return Frame(node.kind)
+    if node.module is None:
+        return Frame(node.kind, name=node.name)
+    return Frame(node.kind, path, build_id, node.address or 0, node.name)
+
+
+def _add_comm(mpi_node: ReducedNode, part: TreeNode, ranks: int) -> None:
+    """A `pcomm` child: the MPI node's calls, time and bytes on one communicator."""
+    sums = mpi_node.comms.setdefault(part.name, [0, 0, 0])
+    into = mpi_node.comm_stats.setdefault(part.name, {})
+    for i, column in enumerate(("visits", "mpi_ns", "bytes")):
+        value = part.stats.get(column)
+        if value is not None:
+            sums[i] += value.sum
+            mine = into.get(column)
+            into[column] = value if mine is None else Stats.combine((mine, value), ranks)
 
 
 def _add_inclusive(root: MergedNode) -> None:
@@ -263,55 +458,79 @@ def _add_inclusive(root: MergedNode) -> None:
 
 @dataclass
 class TimeSplit:
-    """Table I of the hybrid-profiling paper, per rank (each a dict rank -> ns)."""
-    time: dict[int, int]          # sum of the threads' elapsed_ns
-    failed: dict[int, int]        # the `[failed unwind]` subtree
-    failed_mpi: dict[int, int]
-    not_unwound: dict[int, int]   # the `[not unwound]` subtree
-    not_unwound_mpi: dict[int, int]   # MPI calls of groups that are counted, not unwound
-    execution: dict[int, int]     # everything else in the tree
-    execution_mpi: dict[int, int]
-    unaccounted: dict[int, int]   # time - tree time: within ±nodes ns for a correct run
-    execution_offcpu: dict[int, int] = field(default_factory=dict)  # outside MPI, off the
-                                  # CPU (run queue, blocked); all 0 before format 2.4
-    offcpu: dict[int, int] = field(default_factory=dict)   # the whole tree's off-CPU time
-    mpi: dict[int, int] = field(default_factory=dict)      # the whole tree's MPI time
-
-    def execution_oncpu(self, rank: int) -> int:
-        """The execution's time outside MPI that the thread spent running."""
-        return (self.execution[rank] - self.execution_mpi[rank]
-                - self.execution_offcpu.get(rank, 0))
+    """Table I of the hybrid-profiling paper: each row's statistics over the tree's ranks."""
+    time: Stats                   # the merged threads' elapsed time
+    failed: Stats                 # the `[failed unwind]` subtree
+    failed_mpi: Stats
+    not_unwound: Stats            # the `[not unwound]` subtree
+    not_unwound_mpi: Stats        # MPI calls of groups that are counted, not unwound
+    execution: Stats              # everything else in the tree
+    execution_mpi: Stats
+    execution_oncpu: Stats        # outside MPI, running
+    execution_offcpu: Stats       # outside MPI, off the CPU (run queue, blocked); 0 before 2.4
+    offcpu: Stats                 # the whole tree's off-CPU time
+    mpi: Stats                    # the whole tree's MPI time
+    # elapsed minus the tree's time, and what is allowed (1 ns per node), by who: "rank R"
+    # (a rank-file tree, one per rank) or "all ranks" (a reduced tree: the sums)
+    unaccounted: dict[str, tuple[int, int]]
 
     def offcpu_share(self) -> Optional[float]:
         """Off-CPU time over the time outside MPI, summed over ranks and threads (None when
         there is no time outside MPI)."""
-        outside_mpi = sum(self.time.values()) - sum(self.mpi.values())
-        return sum(self.offcpu.values()) / outside_mpi if outside_mpi > 0 else None
+        outside_mpi = self.time.sum - self.mpi.sum
+        return self.offcpu.sum / outside_mpi if outside_mpi > 0 else None
 
 
 def time_split(tree: CallTree) -> TimeSplit:
-    """Every dict has every rank of the tree (0 where a rank has none of it)."""
-    def subtree(kind: str, mpi: bool) -> dict[int, int]:
-        node = tree.pseudo(kind)
-        values = (node.incl_mpi if mpi else node.incl_time) if node else {}
-        return {r: values.get(r, 0) for r in tree.ranks}
+    if tree.reduced is not None:
+        return _reduced_split(tree)
+    ranks = tree.ranks
 
-    def offcpu_of(node: Optional[MergedNode], rank: int) -> int:
-        return node.incl_offcpu.get(rank, 0) if node is not None else 0
+    def of(node: Optional[MergedNode], key: str) -> dict[int, int]:
+        values = node.per_rank(key) if node is not None else {}
+        return {r: values.get(r, 0) for r in ranks}
 
-    split = TimeSplit(dict(tree.elapsed), subtree(FAILED, False), subtree(FAILED, True),
-                      subtree(NOT_UNWOUND, False), subtree(NOT_UNWOUND, True), {}, {}, {})
-    for r in tree.ranks:
-        tree_time = tree.root.incl_time.get(r, 0)
-        split.execution[r] = tree_time - split.failed[r] - split.not_unwound[r]
-        split.execution_mpi[r] = (tree.root.incl_mpi.get(r, 0) - split.failed_mpi[r]
-                                  - split.not_unwound_mpi[r])
-        split.unaccounted[r] = split.time[r] - tree_time
-        split.offcpu[r] = offcpu_of(tree.root, r)
-        split.mpi[r] = tree.root.incl_mpi.get(r, 0)
-        split.execution_offcpu[r] = (split.offcpu[r] - offcpu_of(tree.pseudo(FAILED), r)
-                                     - offcpu_of(tree.pseudo(NOT_UNWOUND), r))
-    return split
+    failed, not_unwound = tree.pseudo(FAILED), tree.pseudo(NOT_UNWOUND)
+    total, mpi, offcpu = (of(tree.root, k) for k in (INCL_TIME, INCL_MPI, INCL_OFFCPU))
+    parts = {key: [of(failed, key), of(not_unwound, key)]
+             for key in (INCL_TIME, INCL_MPI, INCL_OFFCPU)}
+    execution = {r: total[r] - sum(p[r] for p in parts[INCL_TIME]) for r in ranks}
+    execution_mpi = {r: mpi[r] - sum(p[r] for p in parts[INCL_MPI]) for r in ranks}
+    execution_offcpu = {r: offcpu[r] - sum(p[r] for p in parts[INCL_OFFCPU]) for r in ranks}
+    oncpu = {r: execution[r] - execution_mpi[r] - execution_offcpu[r] for r in ranks}
+    unaccounted = {f"rank {r}": (tree.elapsed[r] - total[r], tree.nodes[r]) for r in ranks}
+
+    def stats(values: Mapping[int, int]) -> Stats:
+        return Stats.of_ranks(values, ranks)
+
+    return TimeSplit(stats(tree.elapsed), stats(parts[INCL_TIME][0]), stats(parts[INCL_MPI][0]),
+                     stats(parts[INCL_TIME][1]), stats(parts[INCL_MPI][1]), stats(execution),
+                     stats(execution_mpi), stats(oncpu), stats(execution_offcpu),
+                     stats(offcpu), stats(mpi), unaccounted)
+
+
+def _reduced_split(tree: CallTree) -> TimeSplit:
+    """The rows from tree.tsv's statistics: exact where a row is one node's value or one
+    scalar, the sum alone where it is a difference of values that are not 0 (Stats.minus)."""
+    def of(node: Optional[MergedNode], key: str) -> Stats:
+        return tree.stat(node, key) if node is not None else Stats.zero(len(tree.ranks))
+
+    failed, not_unwound = tree.pseudo(FAILED), tree.pseudo(NOT_UNWOUND)
+    total, mpi, offcpu = (of(tree.root, k) for k in (INCL_TIME, INCL_MPI, INCL_OFFCPU))
+    execution = total.minus(of(failed, INCL_TIME)).minus(of(not_unwound, INCL_TIME))
+    execution_mpi = mpi.minus(of(failed, INCL_MPI)).minus(of(not_unwound, INCL_MPI))
+    execution_offcpu = offcpu.minus(of(failed, INCL_OFFCPU)).minus(
+        of(not_unwound, INCL_OFFCPU))
+    elapsed = tree.scalar("thread.elapsed_ns")
+    nodes = tree.scalar("thread.nodes").sum
+    if tree.with_runtime:         # the runtime threads' root is merged in
+        elapsed = Stats.combine((elapsed, tree.scalar("runtime.elapsed_ns")), len(tree.ranks))
+        nodes += tree.scalar("runtime.nodes").sum
+    return TimeSplit(elapsed, of(failed, INCL_TIME), of(failed, INCL_MPI),
+                     of(not_unwound, INCL_TIME), of(not_unwound, INCL_MPI), execution,
+                     execution_mpi, execution.minus(execution_mpi).minus(execution_offcpu),
+                     execution_offcpu, offcpu, mpi,
+                     {"all ranks": (elapsed.sum - total.sum, nodes)})
 
 
 def is_mpi(node: MergedNode) -> bool:

@@ -48,6 +48,7 @@ from pathscope.sources.mpi import (NO_COMM, TOTAL_COMM, UNDEFINED_RANK, Comm,  #
                                    freed_fields)
 # parse_hist, unescape, READER_MAJOR, MAX_WORLD_SIZE: importable from here too (they were
 # defined here)
+from pathscope.treefile import TREE_FILE, ReducedTree, read_tree_tsv
 from pathscope.tsv import (MAX_WORLD_SIZE, READER_MAJOR, CutShort, Record,  # noqa: F401
                            RefusedFile, open_directory, open_in_directory, parse_hist,
                            read_records, unescape, version_at_least)
@@ -175,11 +176,18 @@ class Profile:
     profile_tsv_unused: Optional[str] = None  # profile.tsv exists but was not used: why
     directory_identity: Optional[tuple[int, int]] = None  # (st_dev, st_ino) of the directory
     directory_is_link: bool = False   # the path given was a symbolic link to the directory
+    tree: Optional[ReducedTree] = None  # tree.tsv (format 2.9), of the run and readable
 
     def has_call_paths(self) -> bool:
         """True when some rank unwound something (not for 1.x profiles, nor for runs with the
-        sampler off and every MPI group counted)."""
-        return any(paths.has_paths() for paths in self.callpaths.values())
+        sampler off and every MPI group counted), or tree.tsv has a path."""
+        return self.reduced_only() or any(paths.has_paths() for paths in self.callpaths.values())
+
+    def reduced_only(self) -> bool:
+        """True when the call paths come from tree.tsv alone: no rank file has a thread
+        (`--per-rank none`), so nothing can be shown of one rank or thread."""
+        return (self.tree is not None and any(n.parent is not None for n in self.tree.nodes)
+                and not any(paths.threads for paths in self.callpaths.values()))
 
     def host_of(self, rank: int) -> Optional[str]:
         if 0 <= rank < len(self.ranks) and self.ranks[rank].rank == rank:
@@ -829,9 +837,14 @@ def _load(scan: _Scan) -> Profile:
             profile_error = e
             unused = str(e)
             profile_head = None
+    tree = _read_tree(scan, run, stray, notes)
     world = _world_size(profile_head, heads)
     if world is None:
-        world = max(heads, default=-1) + 1
+        world = tree.ranks if tree is not None and not heads else max(heads, default=-1) + 1
+    if tree is not None and tree.ranks != world:
+        stray.append(StrayFile(tree.name, f"is of a run of {tree.ranks} ranks, not of this "
+                                          f"run's {world}"))
+        tree = None
     for rank, head in list(heads.items()):
         if run is None and head.size is not None and head.size != world:
             # no run ids (format 2.2 and older): the size tells runs apart
@@ -872,6 +885,10 @@ def _load(scan: _Scan) -> Profile:
         raise ProfileError(f"nothing of {directory} can be read: {stray[0]}{more}")
     if tsv is None and unused is not None:
         notes.append(f"{PROFILE_FILE} not used: {unused}")
+    # --per-rank none: tree.tsv stands for every rank (it is written only when all of them
+    # reached MPI_Finalize); a rank without a file is then not missing
+    reduced = tree is not None and not heads
+    reduced_library = _reduced_string(tree, "mpi_library") if reduced else None
 
     if tsv is not None:
         source = "profile"
@@ -888,7 +905,9 @@ def _load(scan: _Scan) -> Profile:
                 info.host, info.wall_ns, info.mpi_ns = tsv.ranks[r]
             else:
                 host, wall, mpi = tsv.ranks[r]
-                info = _missing(r, host, wall, mpi)
+                info = (RankInfo(r, host, wall, mpi, STATUS_COMPLETE,
+                                 mpi_library=reduced_library) if reduced
+                        else _missing(r, host, wall, mpi))
             ranks.append(info)
     else:
         source = "ranks"
@@ -924,7 +943,39 @@ def _load(scan: _Scan) -> Profile:
     callpaths = {r: f.callpaths for r, f in rank_files.items() if f.callpaths is not None}
     stray.sort(key=lambda f: f.path)
     return Profile(meta, nranks, source, ranks, comms, ops, missing, incomplete, directory,
-                   partial, callpaths, run, stray, notes, unused, scan.identity, scan.is_link)
+                   partial, callpaths, run, stray, notes, unused, scan.identity, scan.is_link,
+                   tree)
+
+
+def _read_tree(scan: _Scan, run: Optional[str], stray: list[StrayFile],
+               notes: list[str]) -> Optional[ReducedTree]:
+    """tree.tsv when it is there, of the run and readable; else None, with a stray file (a
+    link, not a regular file, another run) or a note (a broken rule) saying why."""
+    name = scan.name(TREE_FILE, in_ranks=False)
+    try:
+        os.stat(TREE_FILE, dir_fd=scan.fd, follow_symlinks=False)
+    except OSError:
+        return None
+    try:
+        tree = read_tree_tsv(scan.fd, name)
+    except FormatVersionError:
+        raise
+    except RefusedFile as e:
+        stray.append(StrayFile(name, str(e)[len(name) + 1:]))
+        return None
+    except ProfileError as e:
+        notes.append(f"{TREE_FILE} not used: {e}")
+        return None
+    if run is not None and tree.run != run:
+        stray.append(StrayFile(name, f"belongs to another run ({tree.run})"))
+        return None
+    return tree
+
+
+def _reduced_string(tree: Optional[ReducedTree], key: str) -> Optional[str]:
+    """A string of tree.tsv that every rank has alike, else None."""
+    values = tree.strings.get(key, []) if tree is not None else []
+    return values[0][1] if len(values) == 1 else None
 
 
 def _missing(rank: int, host: str = "", wall_ns: int = 0, mpi_ns: int = 0) -> RankInfo:

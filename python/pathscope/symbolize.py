@@ -58,8 +58,9 @@ Needed = dict[ModuleKey, set[tuple[int, str]]]     # module -> {(address, kind)}
 
 
 def needed_addresses(profile: Profile) -> Needed:
-    """The distinct code addresses of all rank files, by module (sorted).  Addresses outside
-    every module (no module id) cannot be looked up and are left out."""
+    """The distinct code addresses of all rank files (of tree.tsv when it is the profile's
+    only call paths), by module (sorted).  Addresses outside every module (no module id)
+    cannot be looked up and are left out."""
     needed: Needed = {}
     for paths in profile.callpaths.values():
         for thread in paths.threads.values():
@@ -70,6 +71,12 @@ def needed_addresses(profile: Profile) -> Needed:
                 if frame.module:
                     needed.setdefault((frame.module, frame.build_id), set()).add(
                         (frame.address, frame.kind))
+    tree = profile.tree if profile.reduced_only() else None
+    for tree_node in tree.nodes if tree is not None else ():
+        module = tree.modules.get(tree_node.module) if tree_node.module is not None else None
+        if tree_node.kind in CODE_KINDS and module is not None:
+            needed.setdefault((module.path, module.build_id), set()).add(
+                (tree_node.address or 0, tree_node.kind))
     return dict(sorted(needed.items()))
 
 

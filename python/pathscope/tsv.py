@@ -42,6 +42,7 @@ MAX_FILE_BYTES = {            # per kind of file (the magic of its first line)
     "pathscope-rank": 1 << 30,
     "pathscope-profile": 256 << 20,
     "pathscope-symbols": 256 << 20,
+    "pathscope-tree": 256 << 20,
 }
 _VERSION = re.compile(r"^(\d{1,6})\.(\d{1,6})$")
 _ESCAPES = {"t": "\t", "n": "\n", "\\": "\\"}

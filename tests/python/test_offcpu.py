@@ -17,7 +17,7 @@ import io
 
 import pytest
 
-from pathscope.calltree import OFFCPU_NS, SAMPLE_NS, build_tree, time_split
+from pathscope.calltree import INCL_OFFCPU, OFFCPU_NS, SAMPLE_NS, build_tree, time_split
 from pathscope.cli import main
 from pathscope.export import export_call_paths
 from pathscope.export.tables import build_table
@@ -166,12 +166,13 @@ def test_merged_tree_per_rank(tmp_path):
                    n.by_rank.get(1))
     assert {r: v[OFFCPU_NS] for r, v in compute.by_rank.items()} == {0: 100 * MS, 1: 57 * MS}
     assert {r: v[SAMPLE_NS] for r, v in compute.by_rank.items()} == {0: 850 * MS, 1: 790 * MS}
-    stats = tree.stats(tree.root.incl_offcpu)
+    stats = tree.stat(tree.root, INCL_OFFCPU)
     assert (stats.total, stats.min, stats.min_rank, stats.max, stats.max_rank) == (
         187 * MS, 57 * MS, 1, 130 * MS, 0)
     split = time_split(tree)
-    assert split.execution_offcpu == {0: 130 * MS, 1: 57 * MS}
-    assert [split.execution_oncpu(r) for r in (0, 1)] == [760 * MS, 733 * MS]
+    offcpu, oncpu = split.execution_offcpu, split.execution_oncpu
+    assert (offcpu.max, offcpu.max_rank, offcpu.min, offcpu.min_rank) == (130 * MS, 0, 57 * MS, 1)
+    assert (oncpu.max, oncpu.max_rank, oncpu.min, oncpu.min_rank) == (760 * MS, 0, 733 * MS, 1)
     assert split.offcpu_share() == 187 / 1700
 
 

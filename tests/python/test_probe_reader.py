@@ -193,7 +193,9 @@ def test_recursion_totals_count_outermost_calls(run_dir):
     incl, excl, cpu = (COLUMNS[m] for m in ("probe_time", "probe_self_time", "probe_cpu_time"))
     assert (fact.total(incl, True), fact.total(excl), fact.total(cpu, True)) == (
         70 * MS, 70 * MS, 68 * MS)
-    assert fact.per_rank(incl) == {0: 30 * MS, 1: 40 * MS}
+    tree = build_tree(p)
+    stats = tree.sum_stat([path.node for path in fact.outermost()], incl)
+    assert (stats.min, stats.min_rank, stats.max, stats.max_rank) == (30 * MS, 0, 40 * MS, 1)
     assert (functions["idle"].ranks, functions["idle"].paths) == ([1], [])
     assert [p.nested for p in functions["wait_one"].paths] == [False, False]
 

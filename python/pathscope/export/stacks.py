@@ -76,8 +76,9 @@ def check_metric(profile: Profile, metric: str, ranks: Sequence[int]) -> None:
     chosen = METRICS[metric]
     if chosen.needs_format is None:
         return
-    old = sorted({profile.callpaths[r].version for r in ranks
-                  if not version_at_least(profile.callpaths[r].version, *chosen.needs_format)})
+    versions = ({profile.tree.version} if profile.reduced_only() and profile.tree
+                else {profile.callpaths[r].version for r in ranks})
+    old = sorted(v for v in versions if not version_at_least(v, *chosen.needs_format))
     if old:
         raise ProfileError(f"metric {metric} needs profile format "
                            f"{'.'.join(map(str, chosen.needs_format))} or later: this profile "

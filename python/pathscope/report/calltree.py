@@ -9,7 +9,12 @@ profile has no call paths.  Display choices (docs/user-guide.md says the same):
 - The frames above `main` (`_start > __libc_start_call_main`) are one line; exports keep them.
 - The tree shows the nodes with at least 1% of the total time; its footer counts the others.
 - Per-rank columns: min, mean and max of the node's inclusive time over the ranks with call
-  paths; a rank without the node counts as 0; on ties the lowest rank is named.
+  paths; a rank without the node counts as 0; on ties the lowest rank is named.  A value
+  whose per-rank extremes are not known (a reduced tree's difference of two values) shows
+  `-` for them.
+- A tree reduced in the job (tree.tsv, `--per-rank none`) shows the same sections; the time
+  split's thread and sample counts come from its scalars, and what only the rank files hold
+  (the sampler, the unwinding modes, per-rank checks) is left out with one line saying so.
 - Off-CPU time (format 2.4 and later; older profiles do not have the rows and columns): the
   time split divides the execution's time outside MPI into on-CPU and off-CPU rows, the tree
   and the hot path have an `off CPU` column (inclusive), and one WARNING line says when more
@@ -26,12 +31,13 @@ from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from pathscope import ranges
-from pathscope.calltree import (BYTES, ENTRIES, VISITS, CallTree, MergedNode, RankStats,
+from pathscope.calltree import (BYTES, ENTRIES, INCL_TIME, VISITS, CallTree, MergedNode,
                                 build_tree, is_mpi, time_split)
 from pathscope.cct import CODE_KINDS, FAILED, NOT_UNWOUND
 from pathscope.reader import Profile
 from pathscope.report.layout import INDENT, MAIN, table
 from pathscope.sources.sample import describe_sampler, sampler_lines, scheduler_placed
+from pathscope.stats import Stats
 from pathscope.symbols import SymbolTable
 from pathscope.units import format_bytes, format_percent, format_time
 
@@ -60,9 +66,11 @@ def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
 
 # ---- helpers ---------------------------------------------------------------------------------
 
-def stats_cells(stats: RankStats) -> list[str]:
-    return [f"{format_time(stats.min)} ({stats.min_rank})", format_time(stats.mean),
-            f"{format_time(stats.max)} ({stats.max_rank})"]
+def stats_cells(stats: Stats) -> list[str]:
+    if not stats.known:
+        return ["-", format_time(stats.mean), "-"]
+    return [f"{format_time(stats.min or 0)} ({stats.min_rank})", format_time(stats.mean),
+            f"{format_time(stats.max or 0)} ({stats.max_rank})"]
 
 
 def _optional_time(ns: int) -> str:
@@ -174,9 +182,9 @@ class _View:
 
 def _time_split(profile: Profile, tree: CallTree) -> str:
     split = time_split(tree)
-    total = sum(split.time.values())
+    total = split.time.sum
     rows = []
-    for label, values, always in (
+    for label, stats, always in (
             ("Time", split.time, True),
             ("  Failed unwind", split.failed, True),
             ("    MPI", split.failed_mpi, False),
@@ -184,23 +192,48 @@ def _time_split(profile: Profile, tree: CallTree) -> str:
             ("    MPI (groups counted, not unwound)", split.not_unwound_mpi, False),
             ("  Execution", split.execution, True),
             ("    MPI", split.execution_mpi, True),
-            *((("    outside MPI, on CPU", {r: split.execution_oncpu(r) for r in tree.ranks},
-                True),
+            *((("    outside MPI, on CPU", split.execution_oncpu, True),
                ("    outside MPI, off CPU (run queue, blocked)", split.execution_offcpu, True))
               if tree.knows_offcpu else ())):
-        ns = sum(values.values())
-        if not ns and not always:
+        if not stats.sum and not always:
             continue
-        share = format_percent(ns / total) if total else "-"
-        rows.append([label, format_time(ns), share] + stats_cells(tree.stats(values)))
-    threads = [profile.callpaths[r].threads[t] for r, t in tree.threads]
-    lines = [f"Time split (call paths of {len(threads)} threads on {len(tree.ranks)} ranks; "
-             f"per rank: min, mean, max)",
+        share = format_percent(stats.sum / total) if total else "-"
+        rows.append([label, format_time(stats.sum), share] + stats_cells(stats))
+    lines = [f"Time split (call paths of {tree.thread_count()} threads on {len(tree.ranks)} "
+             f"ranks; per rank: min, mean, max)",
              table(["", "time", "%"] + STATS_HEADERS, rows, "lrrrrr")]
     if tree.runtime_threads:
-        lines.append(f"  not shown  {len(tree.runtime_threads)} threads of the MPI library's "
+        lines.append(f"  not shown  {tree.runtime_threads} threads of the MPI library's "
                      f"runtime (progress, PMIx, event loops; {format_time(tree.runtime_elapsed)} "
                      f"elapsed, mostly waiting): export --format folded includes them")
+    shown = []                    # the ranks' samplers (a reduced tree keeps none)
+    if tree.reduced is None:
+        shown = [profile.callpaths[r].sampler for r in tree.ranks]
+        lines += _rank_file_lines(profile, tree, shown)
+    else:
+        lines += _reduced_lines(tree)
+    for who, (ns, allowed) in split.unaccounted.items():
+        if abs(ns) > allowed:
+            side = "less" if ns > 0 else "more"
+            lines.append(f"{INDENT}WARNING: {who}: the call tree holds {format_time(abs(ns))} "
+                         f"{side} than its threads' elapsed time (allowed: 1 ns per node, "
+                         f"{allowed} ns)")
+    for r, index in tree.threads:
+        thread = profile.callpaths[r].threads[index]
+        if thread.node_count != len(thread.nodes):
+            lines.append(f"{INDENT}WARNING: rank {r} thread {index}: {thread.node_count} nodes "
+                         f"declared, {len(thread.nodes)} read")
+    share = split.offcpu_share() if tree.knows_offcpu else None
+    if share is not None and share > OFFCPU_WARN:
+        lines.append(offcpu_warning(share, kernel=bool(scheduler_placed(shown))))
+    lines.append(f"{INDENT}per rank: over the {len(tree.ranks)} ranks with call paths; a rank "
+                 f"without a value counts as 0; (rank) is the lowest on ties")
+    return "\n".join(lines)
+
+
+def _rank_file_lines(profile: Profile, tree: CallTree, shown: list) -> list[str]:
+    """The sampler, unwinding and sample counts of the rank files."""
+    threads = [profile.callpaths[r].threads[t] for r, t in tree.threads]
     samplers = {}
     unwinding = {}
     for r in tree.ranks:
@@ -211,32 +244,28 @@ def _time_split(profile: Profile, tree: CallTree) -> str:
             modes.setdefault(mode, []).append(group)
         unwinding[r] = "; ".join(f"{mode}: {', '.join(groups)}"
                                  for mode, groups in sorted(modes.items(), reverse=True)) or "-"
-    kept = sum(t.samples_kept for t in threads)
-    in_mpi = sum(t.samples_in_mpi for t in threads)
-    other = sum(t.samples_other for t in threads)
-    failures = sum(t.unwind_failures for t in threads)
-    lines.append(f"{INDENT}sampler    {_grouped(samplers)}")
-    shown = [profile.callpaths[r].sampler for r in tree.ranks]
+    lines = [f"{INDENT}sampler    {_grouped(samplers)}"]
     lines += sampler_lines(shown, INDENT)
-    lines.append(f"{INDENT}samples    {kept} kept, {in_mpi} in MPI (its time is measured), "
-                 f"{other} other (dropped); {failures} unwind failures")
+    lines.append(_samples_line(sum(t.samples_kept for t in threads),
+                               sum(t.samples_in_mpi for t in threads),
+                               sum(t.samples_other for t in threads),
+                               sum(t.unwind_failures for t in threads)))
     lines.append(f"{INDENT}unwinding  {_grouped(unwinding)}")
-    for r in tree.ranks:
-        if abs(split.unaccounted[r]) > tree.nodes[r]:
-            side = "less" if split.unaccounted[r] > 0 else "more"
-            lines.append(f"{INDENT}WARNING: rank {r}: the call tree holds "
-                         f"{format_time(abs(split.unaccounted[r]))} {side} than its threads' "
-                         f"elapsed time (allowed: 1 ns per node, {tree.nodes[r]} ns)")
-    for (r, index), thread in zip(tree.threads, threads):
-        if thread.node_count != len(thread.nodes):
-            lines.append(f"{INDENT}WARNING: rank {r} thread {index}: {thread.node_count} nodes "
-                         f"declared, {len(thread.nodes)} read")
-    share = split.offcpu_share() if tree.knows_offcpu else None
-    if share is not None and share > OFFCPU_WARN:
-        lines.append(offcpu_warning(share, kernel=bool(scheduler_placed(shown))))
-    lines.append(f"{INDENT}per rank: over the {len(tree.ranks)} ranks with call paths; a rank "
-                 f"without a value counts as 0; (rank) is the lowest on ties")
-    return "\n".join(lines)
+    return lines
+
+
+def _reduced_lines(tree: CallTree) -> list[str]:
+    """The sample counts of tree.tsv's scalars (summed over the ranks' threads)."""
+    kept, in_mpi, other, failures = (tree.scalar(f"thread.{name}").sum for name in (
+        "samples_kept", "samples_in_mpi", "samples_other", "unwind_failures"))
+    return [_samples_line(kept, in_mpi, other, failures),
+            f"{INDENT}reduced    the call tree was merged in the job (tree.tsv): per-rank "
+            f"detail (sampler, unwinding modes, threads) is not kept"]
+
+
+def _samples_line(kept: int, in_mpi: int, other: int, failures: int) -> str:
+    return (f"{INDENT}samples    {kept} kept, {in_mpi} in MPI (its time is measured), "
+            f"{other} other (dropped); {failures} unwind failures")
 
 
 def offcpu_warning(share: float, kernel: bool = False) -> str:
@@ -284,7 +313,7 @@ def _call_tree(view: _View, notes: list[str], marked: bool) -> str:
                     + ([_optional_time(row.head.incl_offcpu_ns)] if offcpu else [])
                     + [str(row.head.total(VISITS)) if mpi else (f">={calls}" if calls else ""),
                        format_bytes(row.head.total(BYTES)) if mpi else ""]
-                    + stats_cells(view.tree.stats(row.head.incl_time))
+                    + stats_cells(view.tree.stat(row.head, INCL_TIME))
                     + [STEP * depth + row.label])
         if mpi and row.head.comms:
             rows.append([""] * (len(headers) - 1) + [STEP * (depth + 1) + _comms_line(row.head)])
@@ -313,8 +342,8 @@ def _hot_path(view: _View) -> tuple[str, bool]:
     marked = False
     row: Optional[_Row] = view.root
     while row is not None:
-        stats = view.tree.stats(row.head.incl_time)
-        balance = f"{stats.max / stats.mean:.2f}" if stats.mean else "-"
+        stats = view.tree.stat(row.head, INCL_TIME)
+        balance = f"{(stats.max or 0) / stats.mean:.2f}" if stats.mean and stats.known else "-"
         mark = uncertainty(row.head)
         marked = marked or bool(mark)
         rows.append([format_time(row.incl_ns), mark, view.percent(row.incl_ns)]

@@ -13,17 +13,22 @@ Display choices (docs/user-guide.md says the same):
 - Path rows are summed over ranks and threads (pathscope.calltree merges by frame identity).
 - The sparkline has one character per 1/SPARK_WIDTH of the longest rank's timeline, the
   most live bytes within it, scaled to the largest peak of all ranks.
+- A tree merged in the job (tree.tsv only): the `heap.*` scalars' totals and per-rank
+  min/mean/max in place of the per-rank table, the same top paths, no timeline (it is per
+  rank).
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
 from pathscope.calltree import (ALLOC_BYTES, ALLOCS, FREES, PEAK_BYTES, CallTree,
                                 MergedNode, build_tree)
 from pathscope.cct import HEAP
 from pathscope.reader import Profile
+from pathscope.report.calltree import STATS_HEADERS
 from pathscope.report.layout import INDENT, MAIN, TOP_PATHS, table
 from pathscope.sources.heap import HeapSummary
+from pathscope.stats import Stats
 from pathscope.symbols import SymbolTable
 from pathscope.units import format_bytes, format_percent, format_time
 
@@ -33,6 +38,8 @@ SPARK_CHARS = "▁▂▃▄▅▆▇█"
 
 
 def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
+    if profile.reduced_only():
+        return _reduced_heap(profile, symbols)
     out = []
     heaps = {r: p.heap for r, p in sorted(profile.callpaths.items()) if p.heap is not None}
     if heaps:
@@ -88,6 +95,13 @@ def _heap(profile: Profile, heaps: dict[int, HeapSummary], tree: Optional[CallTr
         lines.append(f"{INDENT}not on a path: {untracked:,} allocations before start-up, inside "
                      f"pathscope or after the end; {foreign:,} frees of blocks pathscope never "
                      f"handed out")
+    lines.extend(_top_paths(tree, symbols))
+    lines.append(_timelines(heaps))
+    return "\n".join(lines)
+
+
+def _top_paths(tree: Optional[CallTree], symbols: SymbolTable) -> list[str]:
+    """The top allocating paths, the paths live at the peak and the leaking paths."""
     leaves = [n for n in tree.root.walk() if n.frame.kind == HEAP] if tree else []
 
     def top(title: str, value: Callable[[MergedNode], int], extra: Callable[[MergedNode], str],
@@ -107,9 +121,36 @@ def _heap(profile: Profile, heaps: dict[int, HeapSummary], tree: Optional[CallTr
                   lambda n: f"{n.total(ALLOCS):,}", "blocks")
     leaked = top("Live at the end (leaks)", lambda n: n.value("leaked_bytes"),
                  lambda n: f"{n.total(ALLOCS) - n.total(FREES):,}", "blocks")
-    lines.extend(part for part in (allocated, at_peak, leaked) if part)
-    lines.append(_timelines(heaps))
-    return "\n".join(lines)
+    return [part for part in (allocated, at_peak, leaked) if part]
+
+
+def _reduced_heap(profile: Profile, symbols: SymbolTable) -> list[str]:
+    """A tree merged in the job: the `heap.*` scalars per rank, and the top paths."""
+    assert profile.tree is not None
+    rows = scalar_rows(profile.tree.scalars, "heap.")
+    tree = build_tree(profile)
+    paths = _top_paths(tree, symbols)
+    if not rows and not paths:
+        return []
+    lines = [f"Heap (allocations by call path, merged in the job over {len(tree.ranks)} ranks; "
+             f"per rank: min, mean, max)"]
+    if rows:
+        lines.append(table(["", "total", *STATS_HEADERS], rows, "lrrrr"))
+    return ["\n".join(lines + paths)]
+
+
+def scalar_rows(scalars: Mapping[str, Stats], prefix: str) -> list[list[str]]:
+    """One row per tree.tsv scalar of prefix: its name without the prefix, the total and the
+    per-rank min, mean and max (bytes, ns or counts by the name's ending)."""
+    rows = []
+    for name, stats in sorted(scalars.items()):
+        if name.startswith(prefix):
+            show = (format_bytes if "bytes" in name else format_time if name.endswith("_ns")
+                    else (lambda v: f"{v:,.0f}"))
+            rows.append([name[len(prefix):], show(stats.sum),
+                         f"{show(stats.min or 0)} ({stats.min_rank})", show(stats.mean),
+                         f"{show(stats.max or 0)} ({stats.max_rank})"])
+    return rows
 
 
 def sparkline(points: list[tuple[int, int]], end_ns: int, top: int,

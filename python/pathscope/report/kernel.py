@@ -10,16 +10,22 @@
 
 Display choices (docs/user-guide.md says the same): paths as in the heap section (frames
 below `main`, the innermost few); per thread the TOP_SYSCALLS largest by time; a thread is
-named `rank R tid T` (and its thread index when pathscope registered it).
+named `rank R tid T` (and its thread index when pathscope registered it).  A tree merged in
+the job (tree.tsv only) has no per-rank or per-thread tables: one row per system call over
+the run (the `ksys.*` scalars) with its time's per-rank min/mean/max, and the top paths.
 """
 from __future__ import annotations
 
-from pathscope.calltree import KERNEL_NS, SYSCALLS, build_tree
+from typing import Optional
+
+from pathscope.calltree import KERNEL_NS, SYSCALLS, CallTree, build_tree
 from pathscope.cct import SYSCALL
 from pathscope.reader import Profile
 from pathscope.report.heap import path_label
 from pathscope.report.layout import INDENT, TOP_PATHS, table
-from pathscope.sources.kernel import KernelSummary
+from pathscope.report.calltree import STATS_HEADERS, stats_cells
+from pathscope.sources.kernel import KSYS_CALLS, KSYS_NS, KernelSummary
+from pathscope.stats import Stats
 from pathscope.symbols import SymbolTable
 from pathscope.units import format_percent, format_time
 
@@ -30,6 +36,8 @@ SOURCES = {"ebpf": "eBPF collector: every system call of every thread",
 
 
 def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
+    if profile.reduced_only():
+        return _reduced_kernel(profile, symbols)
     kernels = {r: p.kernel for r, p in sorted(profile.callpaths.items()) if p.kernel is not None}
     if not kernels:
         return []
@@ -54,23 +62,46 @@ def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
     lines.append(_rank_table(kernels))
     # a rank file cut short may keep its kernel lines but lose its tree
     tree = build_tree(profile) if profile.has_call_paths() else None
+    lost = sum(k.lost_attributions for k in kernels.values())
+    period = sorted({k.period_ns for k in kernels.values()})
+    how = ("every call attributed" if period == [0] else
+           f"attributed once per {', '.join(format_time(p) for p in period)} of a thread's "
+           f"time in a call") + (f"; {lost:,} attributions lost inside pathscope" if lost else "")
+    lines += _top_paths(tree, symbols, how)
+    lines.append(_thread_tables(profile, kernels))
+    return ["\n".join(lines)]
+
+
+def _top_paths(tree: Optional[CallTree], symbols: SymbolTable, how: str) -> list[str]:
     leaves = [n for n in tree.root.walk()
               if n.frame.kind == SYSCALL and n.total(KERNEL_NS) > 0] if tree else []
     leaves.sort(key=lambda n: -n.total(KERNEL_NS))
     total = sum(n.total(KERNEL_NS) for n in leaves)
-    if leaves:
-        rows = [[format_time(n.total(KERNEL_NS)), format_percent(n.total(KERNEL_NS) / total),
-                 f"{n.total(SYSCALLS):,}", path_label(n, symbols)] for n in leaves[:TOP_PATHS]]
-        lost = sum(k.lost_attributions for k in kernels.values())
-        period = sorted({k.period_ns for k in kernels.values()})
-        how = ("every call attributed" if period == [0] else
-               f"attributed once per {', '.join(format_time(p) for p in period)} of a thread's "
-               f"time in a call")
-        lines.append(f"\n{INDENT}Top paths by time in system calls ({min(TOP_PATHS, len(leaves))} "
-                     f"of {len(leaves)}; {how}"
-                     f"{f'; {lost:,} attributions lost inside pathscope' if lost else ''})")
-        lines.append(table(["time", "%", "calls", "path"], rows, "rrrl", INDENT * 2))
-    lines.append(_thread_tables(profile, kernels))
+    if not leaves:
+        return []
+    rows = [[format_time(n.total(KERNEL_NS)), format_percent(n.total(KERNEL_NS) / total),
+             f"{n.total(SYSCALLS):,}", path_label(n, symbols)] for n in leaves[:TOP_PATHS]]
+    return [f"\n{INDENT}Top paths by time in system calls ({min(TOP_PATHS, len(leaves))} "
+            f"of {len(leaves)}; {how})",
+            table(["time", "%", "calls", "path"], rows, "rrrl", INDENT * 2)]
+
+
+def _reduced_kernel(profile: Profile, symbols: SymbolTable) -> list[str]:
+    """A tree merged in the job: per system call its calls and time over all threads (the
+    `ksys.*` scalars) with the time's per-rank min, mean and max; the top paths."""
+    assert profile.tree is not None
+    scalars = profile.tree.scalars
+    names = sorted(n[len(KSYS_CALLS):] for n in scalars if n.startswith(KSYS_CALLS))
+    if not names:
+        return []
+    zero = Stats.zero(profile.tree.ranks)
+    times = {n: scalars.get(KSYS_NS + n, zero) for n in names}
+    rows = [[n, f"{scalars[KSYS_CALLS + n].sum:,}", format_time(times[n].sum),
+             *stats_cells(times[n])] for n in sorted(names, key=lambda n: (-times[n].sum, n))]
+    lines = [f"Kernel time (system calls by call path, merged in the job over "
+             f"{profile.tree.ranks} ranks; time per rank: min, mean, max)",
+             table(["syscall", "calls", "time", *STATS_HEADERS], rows, "lrrrrr")]
+    lines += _top_paths(build_tree(profile), symbols, "merged in the job")
     return ["\n".join(lines)]
 
 

@@ -13,6 +13,9 @@ changed by `pathscope probe`; format 2.6).
   exception, calls open at the end; refusals with their reason; the `probes` line's counters
   (traps in patch windows, the longest window, exits lost, calls passed through).
 - One line on hardware counters (this runtime links no PAPI).
+- A tree merged in the job (tree.tsv only): per probe its paths with their sums and per-rank
+  statistics, and the `probes.*` scalars; nested calls are not told apart (no function
+  sizes in tree.tsv), refusals and per-rank counters are not there.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from pathscope.calltree import CallTree, MergedNode, build_tree
 from pathscope.metrics import COLUMNS
 from pathscope.reader import Profile
 from pathscope.report.calltree import STATS_HEADERS, stats_cells
-from pathscope.report.heap import path_label
+from pathscope.report.heap import path_label, scalar_rows
 from pathscope.report.layout import INDENT, plural, table
 from pathscope.sources.probe import (ProbedFunction, ProbePath, ProbeSummary, call_site,
                                      grouped_refusals, probed_functions)
@@ -39,6 +42,8 @@ NO_PAPI = "hardware counters: none (no PAPI in this build)"
 
 
 def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
+    if profile.reduced_only():
+        return _reduced_probes(profile, symbols)
     summaries = {r: p.probes for r, p in sorted(profile.callpaths.items())
                  if p.probes is not None}
     if not summaries:
@@ -90,7 +95,8 @@ def _function(function: ProbedFunction, tree: Optional[CallTree], symbols: Symbo
     if len(outermost) > 1:
         ratio = (f"the largest takes {outermost[0] / outermost[-1]:.1f}× the inclusive time "
                  f"of the smallest; " if outermost[-1] else "")
-        low, mean, high = stats_cells(tree.stats(function.per_rank(INCL)))
+        low, mean, high = stats_cells(tree.sum_stat([p.node for p in function.outermost()],
+                                                    INCL))
         lines.append(f"{INDENT * 2}{len(outermost)} call paths: {ratio}all of them per rank: "
                      f"min {low}, mean {mean}, max {high}")
     counts = [(sum(p.node.total(COLUMNS[m]) for p in paths), what) for m, what in PROBLEMS]
@@ -114,9 +120,45 @@ def _path_row(path: ProbePath, tree: CallTree, symbols: SymbolTable, function_in
     node = path.node
     incl = node.total(INCL)
     share = ("-" if path.nested or not function_incl else format_percent(incl / function_incl))
-    stats = tree.stats({r: values[INCL] for r, values in node.by_rank.items()})
+    stats = tree.stat(node, INCL)
     return [f"{node.total(CALLS):,}", format_time(incl), share, format_time(node.total(EXCL)),
             _time_or_dash(node.total(CPU), cpu), *stats_cells(stats), _label(path, symbols)]
+
+
+def _reduced_probes(profile: Profile, symbols: SymbolTable) -> list[str]:
+    """A tree merged in the job: per probe of tree.tsv its call paths with their sums and
+    per-rank statistics, and the `probes.*` scalars (no refusals, no per-rank counters)."""
+    data = profile.tree
+    assert data is not None
+    if not data.probes:
+        return []
+    tree = build_tree(profile)
+    functions = probed_functions(profile, tree)
+    functions.sort(key=lambda f: (-f.total(INCL, True), -f.total(CALLS), f.info.name))
+    lines = [f"Probed functions ({plural(len(functions), 'function')}, merged in the job over "
+             f"{plural(data.ranks, 'rank')}; tree.tsv keeps no function sizes: recursion is "
+             f"not told apart)"]
+    for function in functions:
+        info = function.info
+        where = _basename(info.module) + (f", {_basename(info.file)}:{info.line}"
+                                          if info.file else "")
+        incl = function.total(INCL, True)
+        if not function.paths:
+            lines.append(f"{INDENT}{info.name} ({where}): never called")
+            continue
+        lines.append(f"{INDENT}{info.name} ({where}): "
+                     f"{_counted(function.total(CALLS), 'call{}')}, {format_time(incl)} "
+                     f"inclusive, {format_time(function.total(EXCL))} exclusive")
+        paths = sorted(function.paths, key=lambda p: (p.nested, -p.node.total(INCL),
+                                                      _label(p, symbols)))
+        rows = [_path_row(p, tree, symbols, incl, False) for p in paths]
+        rows = [row[:4] + row[5:] for row in rows]       # no CPU column: not kept
+        lines.append(table(["calls", "inclusive", "share", "exclusive", *STATS_HEADERS,
+                            "path"], rows, "rrrrrrrl", INDENT * 2))
+    rows = scalar_rows(data.scalars, "probes.")
+    if rows:
+        lines.append(table(["", "total", *STATS_HEADERS], rows, "lrrrr", INDENT))
+    return ["\n".join(lines)]
 
 
 def _refusals(profile: Profile) -> list[str]:

@@ -22,6 +22,7 @@ from pathscope.sources import SOURCES
 from pathscope.sources.base import Section
 from pathscope.symbolize import resolve_symbols
 from pathscope.symbols import SymbolTable
+from pathscope.treefile import TREE_FILE
 
 PARTIAL_FILE = "partial"   # a missing rank whose ranks/rank-N.tsv.tmp exists
 DETAILS_SHOWN = 10          # unreadable ranks and stray files listed one by one
@@ -124,6 +125,9 @@ def _header(profile: Profile) -> str:
 def _source(profile: Profile) -> str:
     """Where the numbers come from, and why there is no profile.tsv (never contradicting the
     Ranks section: a run whose ranks all reached MPI_Finalize is not said to have stopped)."""
+    if profile.source == "profile" and profile.reduced_only():
+        return (f"{PROFILE_FILE} and {TREE_FILE} (reduced inside the job at MPI_Finalize; "
+                f"no rank files: per-rank data not kept)")
     if profile.source == "profile":
         return f"{PROFILE_FILE} (reduced inside the job at MPI_Finalize)"
     if profile.profile_tsv_unused is not None:
@@ -194,7 +198,25 @@ def _ranks(profile: Profile) -> str:
     for name, hits in sorted(counters.items()):
         lines.append(f"{INDENT}WARNING: counter {name} = {sum(v for _, v in hits)} "
                      f"(ranks {ranges.compress(sorted(r for r, _ in hits))})")
+    if profile.tree is not None and not profile.callpaths:
+        lines += _reduced_warnings(profile)
     return "\n".join(lines)
+
+
+def _reduced_warnings(profile: Profile) -> list[str]:
+    """The warnings and counters of tree.tsv (a profile without rank files): how many ranks
+    had each, not which."""
+    assert profile.tree is not None
+    lines = []
+    for _key, ranks, count, text in profile.tree.warnings:
+        times = f", {count} times" if count > ranks else ""
+        lines.append(f"{INDENT}warning: {text} ({plural(ranks, 'rank')}{times})")
+    for name, stats in sorted(profile.tree.scalars.items()):
+        if name.startswith("counter_") and stats.sum:
+            lines.append(f"{INDENT}WARNING: counter {name[len('counter_'):]} = {stats.sum} "
+                         f"({plural(stats.nonzero or 0, 'rank')}; max {stats.max} on rank "
+                         f"{stats.max_rank})")
+    return lines
 
 
 # ---- the report's sections, in order: the core's and the measurement sources' ----------------

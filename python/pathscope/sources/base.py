@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from pathscope.cct import RankCallPaths
     from pathscope.reader import Profile
     from pathscope.symbols import SymbolTable
+    from pathscope.treefile import ReducedTree
 
 CALL_PATHS = "call-paths"     # `exports` tag: every call-path format (export.CALL_PATH_FORMATS)
 TREE_MERGE = "sum"            # the one rule calltree.MergedNode applies to stored metrics
@@ -112,3 +113,5 @@ class Source:
     # adds to the merged call tree what the rank's CCTs do not hold, after its threads are
     # merged: (root, world rank, the rank's call paths, the thread index chosen or None)
     tree_hook: Optional[Callable[["MergedNode", int, "RankCallPaths", Optional[int]], None]] = None
+    # the same for a tree reduced in the job (calltree.reduced_tree): (root, tree.tsv's data)
+    reduced_hook: Optional[Callable[["MergedNode", "ReducedTree"], None]] = None

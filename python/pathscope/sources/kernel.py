@@ -15,10 +15,13 @@ from pathscope.sources.base import CALL_PATHS, Metric, Section, Source, Table, T
 from pathscope.tsv import Record
 from pathscope.units import seconds
 
+KSYS_CALLS, KSYS_NS = "ksys.calls.", "ksys.ns."   # tree.tsv's scalars of one system call
+
 if TYPE_CHECKING:
     from pathscope.calltree import MergedNode
     from pathscope.reader import Profile
     from pathscope.symbols import SymbolTable
+    from pathscope.treefile import ReducedTree
 
 
 @dataclass
@@ -228,6 +231,34 @@ def add_residue(root: "MergedNode", rank: int, paths: RankCallPaths,
         values[COLUMNS["kernel_ns"]] += max(ns, 0)
 
 
+def add_reduced_residue(root: "MergedNode", tree: "ReducedTree") -> None:
+    """add_residue for a tree reduced in the job: per system call, the `ksys.calls.NAME` and
+    `ksys.ns.NAME` scalars minus the sums of its `syscall` nodes (both roots).  The residue's
+    statistics are the scalar's when no node of that name holds any, else its sum alone (a
+    per-rank difference: pathscope.stats)."""
+    from pathscope.stats import Stats
+    from pathscope.symbols import Frame
+    attributed: dict[str, list[int]] = {}
+    for node in tree.nodes:
+        if node.kind == SYSCALL:
+            into = attributed.setdefault(node.name, [0, 0])
+            for i, column in enumerate(("syscalls", "kernel_ns")):
+                value = node.stats.get(column)
+                into[i] += value.sum if value is not None else 0
+    for scalar, calls in tree.scalars.items():
+        if not scalar.startswith(KSYS_CALLS):
+            continue
+        name = scalar[len(KSYS_CALLS):]
+        done = attributed.get(name, [0, 0])
+        values = (calls, tree.scalars.get(KSYS_NS + name) or Stats.zero(tree.ranks))
+        residue = [v.sum - d for v, d in zip(values, done)]
+        if all(r <= 0 for r in residue):
+            continue
+        leaf = root.child(Frame(KERNEL_UNATTRIBUTED)).child(Frame(SYSCALL, name=name))
+        for column, value, left, d in zip(("syscalls", "kernel_ns"), values, residue, done):
+            leaf.stats[column] = value if not d else Stats(max(left, 0), tree.ranks)
+
+
 # ---- report ------------------------------------------------------------------------------------
 
 def report_sections(profile: "Profile", symbols: "SymbolTable") -> list[str]:
@@ -238,4 +269,5 @@ def report_sections(profile: "Profile", symbols: "SymbolTable") -> list[str]:
 
 SOURCE = Source("kernel", KernelParser, metrics=METRICS, tables=TABLES,
                 sections=(Section(50, report_sections),), tree_hook=add_residue,
+                reduced_hook=add_reduced_residue,
                 node_kinds=(SYSCALL,))

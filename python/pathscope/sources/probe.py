@@ -263,14 +263,6 @@ class ProbedFunction:
         chosen = self.outermost() if outermost_only else self.paths
         return sum(p.node.total(column) for p in chosen)
 
-    def per_rank(self, column: int) -> dict[int, int]:
-        """The outermost calls' values per rank (the function's own, once)."""
-        values: dict[int, int] = {}
-        for p in self.outermost():
-            for rank, row in p.node.by_rank.items():
-                values[rank] = values.get(rank, 0) + row[column]
-        return values
-
 
 def _function_key(frame: Frame) -> FunctionKey:
     return (frame.module, frame.build_id, frame.address)
@@ -288,9 +280,18 @@ def _inside(frame: Frame, info: ProbeInfo) -> bool:
 
 def probed_functions(profile: Profile, tree: Optional[CallTree]) -> list[ProbedFunction]:
     """Every function probed on a rank of the tree (every rank with probes when tree is None),
-    with its call paths in the tree (none for a function never called)."""
-    chosen = tree.ranks if tree is not None else sorted(profile.callpaths)
+    with its call paths in the tree (none for a function never called).  A tree merged in
+    the job names its functions in tree.tsv's `probe` lines, without their sizes: a nested
+    call is told apart only when an outer frame is the function's entry itself."""
     functions: dict[FunctionKey, ProbedFunction] = {}
+    reduced = tree.reduced if tree is not None else None
+    for probe in reduced.probes.values() if reduced is not None else ():
+        module = reduced.modules[probe.module]
+        info = ProbeInfo(probe.id, probe.module, probe.address, 0, "active", 0, None, "",
+                         probe.name, probe.file, probe.line, module.path, module.build_id)
+        functions.setdefault(info.key, ProbedFunction(info, list(tree.ranks)))
+    chosen = [] if reduced is not None else tree.ranks if tree is not None else sorted(
+        profile.callpaths)
     for rank in chosen:
         summary = profile.callpaths[rank].probes
         for info in summary.probes.values() if summary is not None else ():
@@ -356,7 +357,7 @@ def probes_table(profile: Profile) -> Table:
                 c["probe_time"]))):
             node = path.node
             assert tree is not None and symbols is not None
-            stats = tree.stats({r: v[c["probe_time"]] for r, v in node.by_rank.items()})
+            stats = tree.stat(node, c["probe_time"])
             site = call_site(node, symbols)
             names = [name for frame in node.path()[:-1] for name in symbols.names(frame)]
             rows.append({

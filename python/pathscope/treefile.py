@@ -1,0 +1,300 @@
+"""Reads tree.tsv, the call trees of every rank merged inside the job (docs/format.md,
+"tree.tsv (format 2.9)"), into plain records; pathscope.calltree makes the tree of them.
+
+    tree = read_tree_tsv(dir_fd, "prof/tree.tsv")
+    tree.ranks, tree.columns, tree.nodes[0].stats["incl_time"].max_rank
+    tree.scalars["thread.elapsed_ns"].sum
+
+Rules kept here (the reader's duties, as for the rank files):
+- Read relative to the profile directory's descriptor, never through a symbolic link, within
+  the limits of pathscope.tsv (16 MiB a line, 256 MiB the file); a newer major format
+  is refused (FormatVersionError); unknown line types and trailing fields are ignored; a
+  column the `columns` line declares but this reader does not know is kept and unused.
+- A file that breaks a rule, or has no `end` line, is not used: ProfileError naming file,
+  line and rule.  The run id (line 2) is the caller's to compare with profile.tsv's.
+- Every statistic is checked against its population P (the `ranks` line): MIN <= MAX <= SUM,
+  ranks below P, NONZERO <= P and equal to the ranks the sketch counts, MIN = 0 when a rank
+  has 0, MAX in the sketch's highest bin.
+- Nodes: ids dense from 0, a parent before its children, at most MAX_DEPTH levels; roots are
+  `root` nodes without a parent (node 0 `app`, then `runtime`); a `pcomm` node is a child of
+  an `mpi` node.
+Nothing here prints or exits.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from pathscope.cct import MAX_DEPTH, MAX_ID, MPI, ROOT, Module
+from pathscope.errors import ProfileError
+from pathscope.stats import SKETCH_BINS, Stats
+from pathscope.tsv import (MAX_WORLD_SIZE, Record, _shown, open_in_directory, parse_count,
+                           read_records)
+
+TREE_FILE = "tree.tsv"
+TREE_MAGIC = "pathscope-tree"
+PCOMM = "pcomm"               # an `mpi` node's part on one communicator (a child node)
+APP_ROOT, RUNTIME_ROOT = "app", "runtime"
+INCLUSIVE = ("incl_time", "incl_mpi", "incl_offcpu")   # per-rank inclusive columns
+STATS_FIELDS = "SUM,MIN,MIN_RANK,MAX,MAX_RANK,NONZERO,SKETCH"
+
+
+@dataclass(slots=True)
+class TreeNode:
+    id: int
+    parent: Optional[int]
+    kind: str
+    module: Optional[int]         # module id of this file
+    address: Optional[int]
+    name: str                     # "" for `-`
+    stats: dict[str, Stats]       # column name -> statistics (columns 0 on every rank absent)
+    depth: int = 0
+
+
+@dataclass
+class TreeProbe:
+    id: int
+    module: int
+    address: int
+    name: str
+    file: str
+    line: int
+
+
+@dataclass
+class ReducedTree:
+    """What tree.tsv holds."""
+    name: str                     # the file as messages show it
+    version: str
+    run: Optional[str]
+    ranks: int                    # P
+    columns: list[str]
+    modules: dict[int, Module]
+    strings: dict[str, list[tuple[int, str]]]   # key -> (ranks with the value, value)
+    warnings: list[tuple[str, int, int, str]]   # key, ranks, count, text of the lowest rank
+    scalars: dict[str, Stats]
+    probes: dict[int, TreeProbe]
+    nodes: list[TreeNode]
+
+
+def _bad(record: Record, index: int, why: str) -> ProfileError:
+    return ProfileError(f"{record.where}: '{record.kind}' line: field {index + 2} {why}")
+
+
+def _count(record: Record, index: int, what: str, text: str) -> int:
+    try:
+        return parse_count(text)
+    except ValueError as e:
+        raise _bad(record, index, f"({what}): {e}") from None
+
+
+def _sketch(record: Record, index: int, what: str, text: str) -> tuple[tuple[int, int], ...]:
+    if text == "-":
+        return ()
+    bins: dict[int, int] = {}
+    for pair in text.split(";"):
+        k, sep, n = pair.partition(":")
+        if not sep:
+            raise _bad(record, index, f"({what}): sketch '{_shown(text)}' is not K:COUNT;...")
+        k_value = _count(record, index, what, k)
+        if not 1 <= k_value <= SKETCH_BINS:
+            raise _bad(record, index, f"({what}): sketch bin {k_value} is not 1 to "
+                                      f"{SKETCH_BINS}")
+        if k_value in bins:
+            raise _bad(record, index, f"({what}): sketch bin {k_value} given twice")
+        bins[k_value] = _count(record, index, what, n)
+    return tuple(sorted(bins.items()))
+
+
+def parse_stats(record: Record, index: int, what: str, text: str, ranks: int) -> Stats:
+    """SUM,MIN,MIN_RANK,MAX,MAX_RANK,NONZERO,SKETCH over ranks ranks, checked (what names the
+    value in messages)."""
+    parts = text.split(",")
+    if len(parts) != 7:
+        raise _bad(record, index, f"({what}): statistics '{_shown(text)}' have {len(parts)} "
+                                  f"fields, expected 7 ({STATS_FIELDS})")
+    total, low, low_rank, high, high_rank, nonzero = (
+        int(p) if p.isdigit() and p.isascii() and len(p) < 20 else
+        _count(record, index, what, p) for p in parts[:6])
+    sketch = _sketch(record, index, what, parts[6])
+    why = _broken(total, low, low_rank, high, high_rank, nonzero, sketch, ranks)
+    if why:
+        raise _bad(record, index, f"({what}): {why}")
+    return Stats(total, ranks, low, low_rank, high, high_rank, nonzero, sketch)
+
+
+def _broken(total: int, low: int, low_rank: int, high: int, high_rank: int, nonzero: int,
+            sketch: tuple[tuple[int, int], ...], ranks: int) -> str:
+    """The first rule a statistic breaks, or ""."""
+    if low > high:
+        return f"MIN {low} is larger than MAX {high}"
+    if high > total:
+        return f"MAX {high} is larger than SUM {total}"
+    for name, r in (("MIN_RANK", low_rank), ("MAX_RANK", high_rank)):
+        if r >= ranks:
+            return f"{name} {r} is not one of the {ranks} ranks"
+    if nonzero > ranks:
+        return f"NONZERO {nonzero} is more than the {ranks} ranks"
+    counted = sum(n for _, n in sketch)
+    if counted != nonzero:
+        return f"the sketch counts {counted} ranks, NONZERO is {nonzero}"
+    if nonzero < ranks and low:
+        return f"MIN {low} while {ranks - nonzero} ranks have 0"
+    if (high == 0) != (nonzero == 0):
+        return f"MAX {high} with NONZERO {nonzero}"
+    if sketch and sketch[-1][0] != high.bit_length():
+        return f"MAX {high} is not in the sketch's highest bin {sketch[-1][0]}"
+    return ""
+
+
+class _Parser:
+    def __init__(self, name: str):
+        self.tree = ReducedTree(name, "", None, 0, [], {}, {}, [], {}, {}, [])
+        self.declared: set[str] = set()
+
+    def handlers(self) -> dict:
+        return {"run": self.run, "ranks": self.ranks, "columns": self.columns,
+                "module": self.module, "string": self.string, "warning": self.warning,
+                "scalar": self.scalar, "probe": self.probe, "node": self.node}
+
+    def need_ranks(self, record: Record) -> int:
+        if not self.tree.ranks:
+            raise ProfileError(f"{record.where}: '{record.kind}' line before the 'ranks' line")
+        return self.tree.ranks
+
+    def run(self, record: Record) -> None:
+        from pathscope.reader import RUN_ID        # the reader imports this module
+        if record.line != 2:
+            raise ProfileError(f"{record.where}: 'run' line not on line 2")
+        record.need(1)
+        self.tree.run = record.word(0, RUN_ID, "a run id (32 lowercase hex digits)")
+
+    def ranks(self, record: Record) -> None:
+        record.need(1)
+        if self.tree.ranks:
+            raise ProfileError(f"{record.where}: 'ranks' line given twice")
+        count = record.number(0, MAX_WORLD_SIZE)
+        if count == 0:
+            raise ProfileError(f"{record.where}: 'ranks' line: 0 ranks")
+        self.tree.ranks = count
+
+    def columns(self, record: Record) -> None:
+        if self.tree.columns:
+            raise ProfileError(f"{record.where}: 'columns' line given twice")
+        names = [record.text(i) for i in range(len(record.fields))]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ProfileError(f"{record.where}: 'columns' line: column '{_shown(repeated[0])}' "
+                               f"given twice")
+        self.tree.columns = names
+        self.declared = set(names)
+
+    def module(self, record: Record) -> None:
+        record.need(3)
+        module_id = record.number(0, MAX_ID)
+        if module_id in self.tree.modules:
+            raise ProfileError(f"{record.where}: module {module_id} given twice")
+        build_id = record.text(2)
+        self.tree.modules[module_id] = Module(module_id, record.text(1),
+                                              "" if build_id == "-" else build_id)
+
+    def string(self, record: Record) -> None:
+        record.need(3)
+        count = record.number(1, self.need_ranks(record))
+        self.tree.strings.setdefault(record.text(0), []).append((count, record.text(2)))
+
+    def warning(self, record: Record) -> None:
+        record.need(4)
+        self.tree.warnings.append((record.text(0), record.number(1, self.need_ranks(record)),
+                                   record.number(2), record.text(3)))
+
+    def scalar(self, record: Record) -> None:
+        record.need(2)
+        name = record.text(0)
+        if name in self.tree.scalars:
+            raise ProfileError(f"{record.where}: scalar '{_shown(name)}' given twice")
+        self.tree.scalars[name] = parse_stats(record, 1, name, record.fields[1],
+                                              self.need_ranks(record))
+
+    def probe(self, record: Record) -> None:
+        record.need(6)
+        probe_id = record.number(0, MAX_ID)
+        module_id = record.number(1, MAX_ID)
+        if module_id not in self.tree.modules:
+            raise _bad(record, 1, f"names module {module_id}, which has no 'module' line")
+        if probe_id in self.tree.probes:
+            raise ProfileError(f"{record.where}: probe {probe_id} given twice")
+        self.tree.probes[probe_id] = TreeProbe(probe_id, module_id, record.hex_number(2),
+                                               record.text(3), _dash(record.text(4)),
+                                               record.number(5, MAX_ID))
+
+    def node(self, record: Record) -> None:
+        record.need(6)
+        ranks = self.need_ranks(record)
+        nodes = self.tree.nodes
+        node_id = record.number(0, MAX_ID)
+        if node_id != len(nodes):
+            raise _bad(record, 0, f"node id {node_id} out of order (expected {len(nodes)}: "
+                                  f"ids are dense from 0, in file order)")
+        kind = record.text(2)
+        parent: Optional[int] = None
+        depth = 0
+        if record.fields[1] == "-":
+            if kind != ROOT:
+                raise _bad(record, 1, f"'-': a '{_shown(kind)}' node needs a parent")
+        else:
+            parent = record.number(1, MAX_ID)
+            if parent >= node_id:
+                raise _bad(record, 1, f"parent {parent} does not come before node {node_id}")
+            depth = nodes[parent].depth + 1
+            if depth > MAX_DEPTH:
+                raise ProfileError(f"{record.where}: node {node_id} is more than {MAX_DEPTH} "
+                                   f"levels below its root")
+            if kind == PCOMM and nodes[parent].kind != MPI:
+                raise _bad(record, 1, f"a 'pcomm' node's parent {parent} is not an 'mpi' node")
+        module: Optional[int] = None
+        if record.fields[3] != "-":
+            module = record.number(3, MAX_ID)
+            if module not in self.tree.modules:
+                raise _bad(record, 3, f"names module {module}, which has no 'module' line")
+        address = None if record.fields[4] == "-" else record.hex_number(4)
+        # a communicator's name may be `-` (operations bound to none): a pcomm keeps it
+        name = record.text(5) if kind == PCOMM else _dash(record.text(5))
+        stats: dict[str, Stats] = {}
+        for i in range(6, len(record.fields)):
+            column, sep, text = record.fields[i].partition("=")
+            if not sep:
+                raise _bad(record, i, f"'{_shown(record.fields[i])}' is not NAME=STATISTICS")
+            if column not in self.declared:
+                raise _bad(record, i, f"column '{_shown(column)}' is not on the 'columns' line")
+            if column in stats:
+                raise _bad(record, i, f"column '{_shown(column)}' given twice")
+            stats[column] = parse_stats(record, i, column, text, ranks)
+        nodes.append(TreeNode(node_id, parent, kind, module, address, name, stats, depth))
+
+
+def _dash(text: str) -> str:
+    return "" if text == "-" else text
+
+
+def read_tree_tsv(directory_fd: int, name: str) -> ReducedTree:
+    """tree.tsv of the directory, checked; ProfileError (FormatVersionError for a newer
+    major format, RefusedFile for a link, a file that is not regular, or one too large)."""
+    parser = _Parser(name)
+
+    def on_version(version: str) -> None:
+        parser.tree.version = version
+
+    with open_in_directory(directory_fd, TREE_FILE, name, TREE_MAGIC) as source:
+        info = read_records(source, name, TREE_MAGIC, parser.handlers(),
+                            on_version=on_version)
+    tree = parser.tree
+    if not info.has_end:
+        raise ProfileError(f"{name} has no 'end' line (cut short)")
+    if tree.run is None:
+        raise ProfileError(f"{name} has no run line")
+    if not tree.ranks:
+        raise ProfileError(f"{name} has no 'ranks' line")
+    if tree.nodes and tree.nodes[0].name != APP_ROOT:     # none: a run without call paths
+        raise ProfileError(f"{name}: node 0 is not the root '{APP_ROOT}'")
+    return tree
