@@ -42,7 +42,7 @@ def test_repository_table():
     options = load_options()
     assert [o.env for o in options] == ["PATHSCOPE_OUTPUT", "PATHSCOPE_FORCE", "PATHSCOPE_MPI",
                                         "PATHSCOPE_SIGNALS",
-                                        "PATHSCOPE_POLL_TIMING", "PATHSCOPE_COMM_KEEP", "PATHSCOPE_PATHS",
+                                        "PATHSCOPE_POLL_TIMING", "PATHSCOPE_COMM_KEEP", "PATHSCOPE_PER_RANK", "PATHSCOPE_PATHS",
                                         "PATHSCOPE_SAMPLE_RATE", "PATHSCOPE_SAMPLE_CLOCK", "PATHSCOPE_SAMPLE_TIMER",
                                         "PATHSCOPE_UNWIND", "PATHSCOPE_HEAP", "PATHSCOPE_TRAVERSAL",
                                         "PATHSCOPE_TRAVERSAL_CHECK", "PATHSCOPE_KERNEL",
