@@ -21,6 +21,7 @@ import pytest
 from conftest import ROOT
 from pathscope.calltree import COLUMNS, build_tree
 from pathscope.reader import load_profile
+from pathscope.reduced import differences as reader_differences
 from pathscope.symbols import Frame
 
 INCLUSIVE = ("incl_time", "incl_mpi", "incl_offcpu")
@@ -137,6 +138,8 @@ def test_reduced_tree_equals_the_rank_files(mpi, np, tmp_path):
         f"pathscope: profile written to {prof} (view: pathscope report {prof})")
     assert sorted(os.listdir(prof / "ranks")) == [f"rank-{r:06d}.tsv" for r in range(np)]
     assert differences(prof) == []
+    # and the analysis package's reader of tree.tsv, both roots (the runtime's threads too)
+    assert reader_differences(prof) == []
     head, _, _, lines = read_tree(prof)
     assert head["ranks"] == [[str(np)]]
     assert int(head["reduction"][0][1]) == math.ceil(math.log2(np))
@@ -192,6 +195,20 @@ def test_per_rank_none_keeps_one_file_per_run(mpi, tmp_path):
     assert head["ranks"] == [["8"]]
     (allreduce,) = mpi_nodes(lines, "MPI_Allreduce")
     assert allreduce["visits"] == "12,1,0,2,1,8,1:4;2:4"
+    # the report reads it alone; a view of one rank needs the rank files
+    r = subprocess.run([str(ROOT / "bin" / "pathscope"), "report", str(prof)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "\nCall tree (inclusive time" in r.stdout
+    r = subprocess.run([str(ROOT / "bin" / "pathscope"), "export", str(prof), "--format",
+                        "folded", "--metric", "visits"], capture_output=True, text=True,
+                       timeout=120)
+    assert ("_start;__libc_start_main;__libc_start_call_main;main;row_phase;MPI_Allreduce 12"
+            in r.stdout.splitlines())
+    r = subprocess.run([str(ROOT / "bin" / "pathscope"), "export", str(prof), "--format",
+                        "folded", "--rank", "1"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().splitlines()[-1].endswith("rerun with --per-rank all")
 
 
 def test_heap_of_a_thread_reduced(openmpi, tmp_path):
