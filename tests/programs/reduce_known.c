@@ -13,10 +13,11 @@
  *   the helper thread (helper_thread > alloc_blocks): r + 1 malloc of 1000 bytes, all freed
  *     before MPI_Finalize.
  * Argument (optional): seconds to sleep before MPI_Finalize (the tests change the profile
- * directory meanwhile).
+ * directory meanwhile); rank 0 then prints "ready" once every rank is past MPI_Init.
  */
 #include <mpi.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -68,6 +69,10 @@ int main(int argc, char **argv)
     MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &row);
     MPI_Comm_split(MPI_COMM_WORLD, rank % 4, rank, &col);
     MPI_Comm_dup(MPI_COMM_WORLD, &dupw);
+    if (argc > 1 && rank == 0) {
+        printf("ready\n");
+        fflush(stdout);
+    }
     pthread_t t;
     pthread_create(&t, NULL, helper_thread, NULL);
     pthread_join(t, NULL);
