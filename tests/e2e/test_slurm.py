@@ -234,7 +234,7 @@ def test_sbatch(slurm, name, launcher, tmp_path):
     if launcher == "srun":
         assert lines[-2] == "second srun: 2"
         assert lines.count(f"pathscope: output directory '{out}' holds another run's profile "
-                           "(profile.tsv, 4 rank files): choose another directory, or add "
+                           "(profile.tsv, tree.tsv, 4 rank files): choose another directory, or add "
                            "--force (PATHSCOPE_FORCE=on) to delete those files first") == 4
     check_p2p(out)
 
