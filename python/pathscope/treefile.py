@@ -75,6 +75,8 @@ class ReducedTree:
     scalars: dict[str, Stats]
     probes: dict[int, TreeProbe]
     nodes: list[TreeNode]
+    # --per-rank summary: node id -> column -> each rank's value (the heaviest paths only)
+    rank_vectors: dict[int, dict[str, list[int]]] = field(default_factory=dict)
 
 
 def _bad(record: Record, index: int, why: str) -> ProfileError:
@@ -155,7 +157,8 @@ class _Parser:
     def handlers(self) -> dict:
         return {"run": self.run, "ranks": self.ranks, "columns": self.columns,
                 "module": self.module, "string": self.string, "warning": self.warning,
-                "scalar": self.scalar, "probe": self.probe, "node": self.node}
+                "scalar": self.scalar, "probe": self.probe, "node": self.node,
+                "rankvec": self.rankvec}
 
     def need_ranks(self, record: Record) -> int:
         if not self.tree.ranks:
@@ -271,6 +274,32 @@ class _Parser:
                 raise _bad(record, i, f"column '{_shown(column)}' given twice")
             stats[column] = parse_stats(record, i, column, text, ranks)
         nodes.append(TreeNode(node_id, parent, kind, module, address, name, stats, depth))
+
+
+    def rankvec(self, record: Record) -> None:
+        """One column of one node, rank by rank; it must agree with the node's statistics."""
+        record.need(3)
+        ranks = self.need_ranks(record)
+        node_id = record.number(0, MAX_ID)
+        if node_id >= len(self.tree.nodes):
+            raise _bad(record, 0, f"names node {node_id}, which has no 'node' line before it")
+        column = record.text(1)
+        stats = self.tree.nodes[node_id].stats.get(column)
+        if stats is None:
+            raise _bad(record, 1, f"node {node_id} has no column '{_shown(column)}'")
+        texts = record.fields[2].split(",")
+        if len(texts) != ranks:
+            raise _bad(record, 2, f"{len(texts)} values for {ranks} ranks")
+        values = [_count(record, 2, column, text) for text in texts]
+        if (sum(values) != stats.total or max(values) != stats.max
+                or values.index(stats.max) != stats.max_rank):
+            raise _bad(record, 2, f"the values do not agree with node {node_id}'s {column} "
+                                  f"statistics")
+        vectors = self.tree.rank_vectors.setdefault(node_id, {})
+        if column in vectors:
+            raise ProfileError(f"{record.where}: 'rankvec' of node {node_id}, column "
+                               f"'{_shown(column)}' given twice")
+        vectors[column] = values
 
 
 def _dash(text: str) -> str:

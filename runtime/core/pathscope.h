@@ -245,8 +245,23 @@ int ps_tree_merge(const ps_tblock_t *a, const ps_tblock_t *b, ps_tblock_t *out);
 /* What the reduction cost rank 0 (tree.tsv's `reduction` line): ns from its start to the
  * last merge, rounds, the most bytes of blocks it held at once. */
 typedef struct { uint64_t ns, rounds, peak_bytes; } ps_treecost_t;
-/* tree.tsv's lines for the block of all ranks, [0, P); cost NULL: no `reduction` line. */
-void ps_tree_write(ps_fmt_t *f, const ps_tblock_t *all, const ps_treecost_t *cost);
+/* --per-rank summary: every rank's value of every column of the heaviest paths (by inclusive
+ * time over the ranks).  A path is named by a hash of its keys from its root. */
+#define PS_RANKVEC_PATHS 64
+typedef struct { uint64_t hash; uint32_t cols; } ps_tpath_t;   /* cols: a bit per column */
+int ps_tree_top_paths(const ps_tblock_t *all, ps_tpath_t *out, int max);   /* how many */
+size_t ps_tree_path_width(const ps_tpath_t *paths, int n);    /* values per rank */
+/* this rank's values of those paths' columns (0 where it has no such path), from its own block */
+void ps_tree_path_values(const ps_tblock_t *own, const ps_tpath_t *paths, int n, uint64_t *out);
+typedef struct {
+    const ps_tpath_t *paths;
+    int n;
+    const uint64_t *values;   /* [rank][width] */
+} ps_rankvec_t;
+/* tree.tsv's lines for the block of all ranks, [0, P); cost NULL: no `reduction` line; rv
+ * NULL: no `rankvec` lines. */
+void ps_tree_write(ps_fmt_t *f, const ps_tblock_t *all, const ps_treecost_t *cost,
+                   const ps_rankvec_t *rv);
 /* The rank file's text as written at MPI_Finalize (rankfile.c keeps it in a memory file for
  * the reduction): its bytes (NULL if none) and length. */
 const char *ps_rank_text(size_t *len);

@@ -54,16 +54,49 @@ static int recv_block(ps_tblock_t *b, int from, uint32_t lo, uint32_t hi, MPI_Co
     return 0;
 }
 
-static int write_tree(const ps_tblock_t *all, const ps_treecost_t *cost)
+static int write_tree(const ps_tblock_t *all, const ps_treecost_t *cost, const ps_rankvec_t *rv)
 {
     static char buf[1 << 16];
     ps_outfile_t out;
     int fd = ps_outfile_begin(&out, PS_FILE_TREE, "tree.tsv");
     if (fd < 0) return ps_outfile_error(PS_FILE_TREE);
     ps_fmt_t f = {buf, 0, sizeof buf, fd, 0};
-    ps_tree_write(&f, all, cost);
+    ps_tree_write(&f, all, cost, rv);
     ps_fmt_flush(&f);
     return ps_outfile_end(&out, f.failed);
+}
+
+/* --per-rank summary, collective: rank 0 names the heaviest paths of the merged block (none
+ * when the reduction failed), every rank takes its own values of them from its own block,
+ * rank 0 gathers them: rank x width values (width: the paths' columns, at most 64 x 25). */
+static uint64_t *gather_summary(const ps_tblock_t *merged, const ps_tblock_t *own, int ok,
+                                ps_tpath_t *paths, int *npaths, MPI_Comm comm)
+{
+    MPI_Request req;
+    int n = ps_world_rank == 0 && ok ? ps_tree_top_paths(merged, paths, PS_RANKVEC_PATHS) : 0;
+    if (PMPI_Ibcast(&n, 1, MPI_INT, 0, comm, &req) != MPI_SUCCESS || ps_wait_idle(&req) != 0 ||
+        n <= 0 || n > PS_RANKVEC_PATHS)
+        return NULL;
+    if (PMPI_Ibcast(paths, (int)(n * sizeof *paths), MPI_BYTE, 0, comm, &req) != MPI_SUCCESS ||
+        ps_wait_idle(&req) != 0)
+        return NULL;
+    size_t width = ps_tree_path_width(paths, n);
+    uint64_t *mine = calloc(width, sizeof *mine);
+    uint64_t *all = ps_world_rank == 0 ? calloc(width * (size_t)ps_world_size, sizeof *all) : NULL;
+    if (mine && own->data) ps_tree_path_values(own, paths, n, mine);
+    /* (a rank without memory sends zeros rather than leave the others waiting) */
+    static uint64_t zeros[PS_RANKVEC_PATHS * 25];
+    int done = PMPI_Igather(mine ? mine : zeros, (int)width, MPI_UINT64_T, all, (int)width,
+                            MPI_UINT64_T, 0, comm, &req) == MPI_SUCCESS &&
+               ps_wait_idle(&req) == 0;
+    int had_memory = mine != NULL;
+    free(mine);
+    if (!done || !had_memory) {
+        free(all);
+        return NULL;
+    }
+    *npaths = n;
+    return all;
 }
 
 /* 1 when tree.tsv was written (every rank learns it). */
@@ -78,8 +111,13 @@ int ps_tree_reduce(MPI_Comm comm)
     ps_treecost_t cost = {0, 0, 0};
     size_t len = 0;
     const char *txt = ps_rank_text(&len);
-    ps_tblock_t mine = {0};
+    ps_tblock_t mine = {0}, own = {0};
     int ok = txt && ps_tree_encode(txt, len, rank, &mine) == 0;
+    int summary = strcmp(ps_options.per_rank, "summary") == 0;
+    if (summary && ok && (own.data = malloc(mine.len)) != NULL) {
+        memcpy(own.data, mine.data, mine.len);   /* (mine becomes the merged block) */
+        own.len = mine.len;
+    }
     for (int mask = 1; mask < size; mask <<= 1) {
         if (rank & mask) {
             send_block(&mine, ok, rank - mask, comm);
@@ -102,7 +140,12 @@ int ps_tree_reduce(MPI_Comm comm)
     }
     int written = 0;
     cost.ns = ps_clock_monotonic_ns() - t0;
-    if (rank == 0 && ok) written = write_tree(&mine, &cost) == 0;
+    ps_tpath_t paths[PS_RANKVEC_PATHS];
+    ps_rankvec_t rv = {paths, 0, NULL};
+    if (summary) rv.values = gather_summary(&mine, &own, ok, paths, &rv.n, comm);
+    if (rank == 0 && ok) written = write_tree(&mine, &cost, rv.values ? &rv : NULL) == 0;
+    free((void *)rv.values);
+    free(own.data);
     free(mine.data);
     if (PMPI_Ibcast(&written, 1, MPI_INT, 0, comm, &req) != MPI_SUCCESS || ps_wait_idle(&req) != 0)
         written = 0;

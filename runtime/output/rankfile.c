@@ -117,7 +117,7 @@ void ps_write_rank_file(const char *status)
     ps_outfile_end(&out, f.failed);
 }
 
-int ps_per_rank_all(void) { return strcmp(ps_options.per_rank, "none") != 0; }
+int ps_per_rank_all(void) { return strcmp(ps_options.per_rank, "all") == 0; }
 
 const char *ps_rank_text(size_t *len)
 {

@@ -826,6 +826,116 @@ int ps_tree_merge(const ps_tblock_t *a, const ps_tblock_t *b, ps_tblock_t *out)
     return 0;
 }
 
+/* The statistics of one column of a node (all 0 when it has none). */
+static stat_t col_of(const view_t *v, int col)
+{
+    const uint8_t *c = v->cols;
+    for (int i = 0; i < v->ncols; i++) {
+        stat_t s = col_read(&c);
+        if (s.col == col) return s;
+    }
+    return (stat_t){.col = (uint8_t)col, .zero_lo = 0};
+}
+
+/* ---- the per-rank vectors of the heaviest paths (--per-rank summary) ---------------------- */
+/* A path is named across ranks by a hash of its nodes' keys from the root down: every rank
+ * computes it alike on its own block. */
+static uint64_t path_hash(uint64_t parent, const view_t *v)
+{
+    uint64_t h = str_hash(str_hash(str_hash(parent * 1099511628211ull + 1, v->kind), v->mod), v->name);
+    return (h ^ v->addr ^ ((uint64_t)v->has_addr << 63)) * 1099511628211ull;
+}
+
+static uint32_t node_cols(const view_t *v)
+{
+    uint32_t mask = 0;
+    const uint8_t *c = v->cols;
+    for (int i = 0; i < v->ncols; i++) {
+        stat_t s = col_read(&c);
+        if (s.col < C_NODE_COLUMNS && s.nonzero) mask |= 1u << s.col;
+    }
+    return mask;
+}
+
+typedef struct { uint64_t weight; ps_tpath_t path; } ranked_t;
+typedef struct { ranked_t *v; size_t n, cap; } ranking_t;
+
+static void rank_paths(const uint8_t *p, uint64_t parent, ranking_t *r)
+{
+    view_t v = view(p);
+    if (is(v.kind, "pcomm")) return;
+    uint64_t h = path_hash(parent, &v);
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 1024;
+        ranked_t *m = realloc(r->v, cap * sizeof *m);
+        if (!m) return;                    /* (fewer candidates: still the heaviest seen) */
+        r->v = m;
+        r->cap = cap;
+    }
+    r->v[r->n++] = (ranked_t){col_of(&v, C_INCL_TIME).sum, {h, node_cols(&v)}};
+    const uint8_t *x = v.children;
+    for (uint32_t i = 0; i < v.nchildren; i++, x += rd64(x)) rank_paths(x, h, r);
+}
+
+static int heavier(const void *a, const void *b)
+{
+    const ranked_t *x = a, *y = b;
+    if (x->weight != y->weight) return x->weight < y->weight ? 1 : -1;
+    return (x->path.hash > y->path.hash) - (x->path.hash < y->path.hash);
+}
+
+int ps_tree_top_paths(const ps_tblock_t *all, ps_tpath_t *out, int max)
+{
+    view_t top = view(all->data);
+    ranking_t r = {0};
+    const uint8_t *x = top.children;
+    for (uint32_t i = 0; i < top.nchildren; i++, x += rd64(x))
+        if (is(view(x).kind, "root")) rank_paths(x, 0, &r);
+    qsort(r.v, r.n, sizeof *r.v, heavier);
+    int n = 0;
+    for (size_t i = 0; i < r.n && n < max; i++)
+        if (r.v[i].path.cols) out[n++] = r.v[i].path;
+    free(r.v);
+    return n;
+}
+
+static int path_values(const uint8_t *p, uint64_t parent, const ps_tpath_t *paths, int n,
+                       const size_t *offset, uint64_t *out)
+{
+    view_t v = view(p);
+    if (is(v.kind, "pcomm")) return 0;
+    uint64_t h = path_hash(parent, &v);
+    for (int i = 0; i < n; i++) {
+        if (paths[i].hash != h) continue;
+        size_t k = offset[i];
+        for (int c = 0; c < C_NODE_COLUMNS; c++)
+            if (paths[i].cols & (1u << c)) out[k++] = col_of(&v, c).sum;  /* (its own value) */
+    }
+    const uint8_t *x = v.children;
+    for (uint32_t i = 0; i < v.nchildren; i++, x += rd64(x))
+        path_values(x, h, paths, n, offset, out);
+    return 0;
+}
+
+size_t ps_tree_path_width(const ps_tpath_t *paths, int n)
+{
+    size_t w = 0;
+    for (int i = 0; i < n; i++) w += (size_t)__builtin_popcount(paths[i].cols);
+    return w;
+}
+
+void ps_tree_path_values(const ps_tblock_t *own, const ps_tpath_t *paths, int n, uint64_t *out)
+{
+    size_t offset[PS_RANKVEC_PATHS + 1] = {0};
+    for (int i = 0; i < n && i < PS_RANKVEC_PATHS; i++)
+        offset[i + 1] = offset[i] + (size_t)__builtin_popcount(paths[i].cols);
+    memset(out, 0, offset[n] * sizeof *out);   /* a path the rank does not have: 0 */
+    view_t top = view(own->data);
+    const uint8_t *x = top.children;
+    for (uint32_t i = 0; i < top.nchildren; i++, x += rd64(x))
+        if (is(view(x).kind, "root")) path_values(x, 0, paths, n, offset, out);
+}
+
 /* ---- tree.tsv ------------------------------------------------------------------------------ */
 static void put_str(ps_fmt_t *f, str_t s)
 {
@@ -864,22 +974,13 @@ static void put_stats(ps_fmt_t *f, const stat_t *s, uint32_t p)
     }
 }
 
-/* The statistics of one column of a node (all 0 when it has none). */
-static stat_t col_of(const view_t *v, int col)
-{
-    const uint8_t *c = v->cols;
-    for (int i = 0; i < v->ncols; i++) {
-        stat_t s = col_read(&c);
-        if (s.col == col) return s;
-    }
-    return (stat_t){.col = (uint8_t)col, .zero_lo = 0};
-}
-
 typedef struct {
     str_t *mods;
     uint32_t nmods, cap;
     uint32_t used;     /* columns seen: a bit each */
     uint32_t next_id;
+    const ps_rankvec_t *rv;
+    int64_t ids[PS_RANKVEC_PATHS];   /* node id of each rankvec path, -1 until written */
 } out_t;
 
 static int mod_id(out_t *o, str_t m, int add)
@@ -917,10 +1018,14 @@ static void put_mod(ps_fmt_t *f, out_t *o, str_t m)
     else ps_fmt_u64(f, (uint64_t)id);
 }
 
-static void write_nodes(ps_fmt_t *f, const uint8_t *p, int64_t parent, out_t *o, uint32_t nranks)
+static void write_nodes(ps_fmt_t *f, const uint8_t *p, int64_t parent, uint64_t parent_hash,
+                        out_t *o, uint32_t nranks)
 {
     view_t v = view(p);
     uint32_t id = o->next_id++;
+    uint64_t h = is(v.kind, "pcomm") ? 0 : path_hash(parent_hash, &v);
+    for (int i = 0; o->rv && h && i < o->rv->n; i++)
+        if (o->rv->paths[i].hash == h && o->ids[i] < 0) o->ids[i] = id;
     ps_fmt_str(f, "node\t");
     ps_fmt_u64(f, id);
     ps_fmt_char(f, '\t');
@@ -943,14 +1048,41 @@ static void write_nodes(ps_fmt_t *f, const uint8_t *p, int64_t parent, out_t *o,
     }
     ps_fmt_char(f, '\n');
     const uint8_t *x = v.children;
-    for (uint32_t i = 0; i < v.nchildren; i++, x += rd64(x)) write_nodes(f, x, id, o, nranks);
+    for (uint32_t i = 0; i < v.nchildren; i++, x += rd64(x)) write_nodes(f, x, id, h, o, nranks);
 }
 
-void ps_tree_write(ps_fmt_t *f, const ps_tblock_t *all, const ps_treecost_t *cost)
+/* rankvec NODE COLUMN v0,v1,...: the gathered values, rank by rank */
+static void write_rankvecs(ps_fmt_t *f, const out_t *o, uint32_t nranks)
+{
+    const ps_rankvec_t *rv = o->rv;
+    size_t width = ps_tree_path_width(rv->paths, rv->n), k = 0;
+    for (int i = 0; i < rv->n; i++) {
+        for (int c = 0; c < C_NODE_COLUMNS; c++) {
+            if (!(rv->paths[i].cols & (1u << c))) continue;
+            if (o->ids[i] >= 0) {
+                ps_fmt_str(f, "rankvec\t");
+                ps_fmt_u64(f, (uint64_t)o->ids[i]);
+                ps_fmt_char(f, '\t');
+                ps_fmt_str(f, col_names[c]);
+                for (uint32_t r = 0; r < nranks; r++) {
+                    ps_fmt_char(f, r ? ',' : '\t');
+                    ps_fmt_u64(f, rv->values[(size_t)r * width + k]);
+                }
+                ps_fmt_char(f, '\n');
+            }
+            k++;
+        }
+    }
+}
+
+void ps_tree_write(ps_fmt_t *f, const ps_tblock_t *all, const ps_treecost_t *cost,
+                   const ps_rankvec_t *rv)
 {
     uint32_t nranks = all->hi - all->lo;
     view_t top = view(all->data);
     out_t o = {0};
+    o.rv = rv && rv->n > 0 ? rv : NULL;
+    for (int i = 0; i < PS_RANKVEC_PATHS; i++) o.ids[i] = -1;
     const uint8_t *x = top.children;
     for (uint32_t i = 0; i < top.nchildren; i++, x += rd64(x)) {
         view_t v = view(x);
@@ -1020,7 +1152,8 @@ void ps_tree_write(ps_fmt_t *f, const ps_tblock_t *all, const ps_treecost_t *cos
     }
     x = top.children;
     for (uint32_t i = 0; i < top.nchildren; i++, x += rd64(x))
-        if (is(view(x).kind, "root")) write_nodes(f, x, -1, &o, nranks);
+        if (is(view(x).kind, "root")) write_nodes(f, x, -1, 0, &o, nranks);
+    if (o.rv) write_rankvecs(f, &o, nranks);
     ps_fmt_str(f, "end\n");
     free(o.mods);
 }

@@ -259,3 +259,39 @@ def test_tree_not_written_every_rank_keeps_its_file(openmpi, tmp_path):
         "pathscope: rank 0: profile not written: tree.tsv: Is a directory"]
     assert sorted(os.listdir(prof / "ranks")) == [f"rank-{r:06d}.tsv" for r in range(4)]
     assert (prof / "tree.tsv").is_dir() and os.listdir(prof / "tree.tsv") == []
+
+
+def test_per_rank_summary_keeps_the_heaviest_paths_rank_by_rank(mpi, tmp_path):
+    """--per-rank summary: no rank files; tree.tsv carries each rank's value of every column
+    of the 64 paths with the most inclusive time (`rankvec` lines), which the reader checks
+    against the node's statistics and keeps."""
+    prof = tmp_path / "prof"
+    np = 8
+    mpi.run(np, [mpi.prog("reduce_known")], prof, pathscope_args=["--per-rank", "summary"])
+    assert sorted(os.listdir(prof)) == ["profile.tsv", "ranks", "tree.tsv"]
+    assert os.listdir(prof / "ranks") == []
+    tree = load_profile(prof).tree
+    assert 0 < len(tree.rank_vectors) <= 64
+    by_id = {n.id: n for n in tree.nodes}
+    vectors = {by_id[i].name: v for i, v in tree.rank_vectors.items() if by_id[i].kind == "mpi"}
+    # known per rank: r % 2 + 1 allreduces of 4 bytes; a ring sendrecv of 8 (r + 1) bytes sent
+    # and 8 (left + 1) received
+    assert vectors["MPI_Allreduce"]["visits"] == [r % 2 + 1 for r in range(np)]
+    assert vectors["MPI_Allreduce"]["bytes"] == [4 * (r % 2 + 1) for r in range(np)]
+    assert vectors["MPI_Sendrecv"]["bytes"] == [8 * (r + 1) + 8 * ((r - 1) % np + 1)
+                                                for r in range(np)]
+    # the root's inclusive time is among them, and agrees with its statistics
+    root = tree.rank_vectors[0]["incl_time"]
+    assert sum(root) == tree.nodes[0].stats["incl_time"].sum and min(root) > 0
+    # a value changed by hand: the file breaks its rule, the report says so and goes on
+    text = (prof / "tree.tsv").read_text().splitlines()
+    (at,) = [i for i, line in enumerate(text) if line.startswith(f"rankvec\t0\tincl_time\t")]
+    fields = text[at].split("\t")
+    values = fields[3].split(",")
+    values[0] = str(int(values[0]) + 1)
+    text[at] = "\t".join(fields[:3] + [",".join(values)])
+    (prof / "tree.tsv").write_text("\n".join(text) + "\n")
+    r = subprocess.run([str(ROOT / "bin" / "pathscope"), "report", str(prof)],
+                       capture_output=True, text=True, timeout=120)
+    assert (f"tree.tsv not used: {prof}/tree.tsv:{at + 1}: 'rankvec' line: field 4 the values "
+            f"do not agree with node 0's incl_time statistics") in r.stdout + r.stderr

@@ -90,7 +90,7 @@ int main(void)
 
     static char out[1 << 16];
     ps_fmt_t f = {out, 0, sizeof out - 1, -1, 0};
-    ps_tree_write(&f, &all, NULL);
+    ps_tree_write(&f, &all, NULL, NULL);
     out[f.len] = 0;
     CHECK_INT(f.failed, 0);
     CHECK_STR(line_of(out, "ranks"), "ranks\t4");
