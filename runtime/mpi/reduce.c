@@ -447,8 +447,11 @@ void ps_reduce_and_write(void)
 {
     MPI_Comm comm;
     MPI_Request req;
-    if (PMPI_Comm_idup(MPI_COMM_WORLD, &comm, &req) != MPI_SUCCESS || ps_wait_idle(&req) != 0)
+    if (PMPI_Comm_idup(MPI_COMM_WORLD, &comm, &req) != MPI_SUCCESS || ps_wait_idle(&req) != 0) {
+        ps_rank_text_done(0); /* no reduction at all: the rank file, whatever --per-rank says */
+        ps_outfile_report(ps_world_rank);
         return;
+    }
     PMPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     /* the call trees first: a rank whose text was not reduced writes its file now, and
      * profile.tsv below says whether that worked */
