@@ -81,17 +81,13 @@ static uint64_t *gather_summary(const ps_tblock_t *merged, const ps_tblock_t *ow
         ps_wait_idle(&req) != 0)
         return NULL;
     size_t width = ps_tree_path_width(paths, n);
-    uint64_t *mine = calloc(width, sizeof *mine);
+    uint64_t mine[PS_RANKVEC_PATHS * PS_TREE_NODE_COLUMNS] = {0};  /* (0: no such path here) */
     uint64_t *all = ps_world_rank == 0 ? calloc(width * (size_t)ps_world_size, sizeof *all) : NULL;
-    if (mine && own->data) ps_tree_path_values(own, paths, n, mine);
-    /* (a rank without memory sends zeros rather than leave the others waiting) */
-    static uint64_t zeros[PS_RANKVEC_PATHS * 25];
-    int done = PMPI_Igather(mine ? mine : zeros, (int)width, MPI_UINT64_T, all, (int)width,
-                            MPI_UINT64_T, 0, comm, &req) == MPI_SUCCESS &&
+    if (own->data) ps_tree_path_values(own, paths, n, mine);
+    int done = PMPI_Igather(mine, (int)width, MPI_UINT64_T, all, (int)width, MPI_UINT64_T, 0,
+                            comm, &req) == MPI_SUCCESS &&
                ps_wait_idle(&req) == 0;
-    int had_memory = mine != NULL;
-    free(mine);
-    if (!done || !had_memory) {
+    if (!done) {
         free(all);
         return NULL;
     }
@@ -111,13 +107,12 @@ int ps_tree_reduce(MPI_Comm comm)
     ps_treecost_t cost = {0, 0, 0};
     size_t len = 0;
     const char *txt = ps_rank_text(&len);
-    ps_tblock_t mine = {0}, own = {0};
-    int ok = txt && ps_tree_encode(txt, len, rank, &mine) == 0;
+    /* own: this rank's block; mine: its merged one, own until the first merge (summary keeps
+     * own for its values, the other modes free it then) */
+    ps_tblock_t own = {0};
+    int ok = txt && ps_tree_encode(txt, len, rank, &own) == 0;
     int summary = strcmp(ps_options.per_rank, "summary") == 0;
-    if (summary && ok && (own.data = malloc(mine.len)) != NULL) {
-        memcpy(own.data, mine.data, mine.len);   /* (mine becomes the merged block) */
-        own.len = mine.len;
-    }
+    ps_tblock_t mine = own;
     for (int mask = 1; mask < size; mask <<= 1) {
         if (rank & mask) {
             send_block(&mine, ok, rank - mask, comm);
@@ -131,7 +126,7 @@ int ps_tree_reduce(MPI_Comm comm)
         if (ok && got && ps_tree_merge(&mine, &theirs, &merged) == 0) {
             uint64_t held = mine.len + theirs.len + merged.len;
             if (held > cost.peak_bytes) cost.peak_bytes = held;
-            free(mine.data);
+            if (mine.data != own.data || !summary) free(mine.data);
             mine = merged;
         } else {
             ok = 0;
@@ -145,7 +140,7 @@ int ps_tree_reduce(MPI_Comm comm)
     if (summary) rv.values = gather_summary(&mine, &own, ok, paths, &rv.n, comm);
     if (rank == 0 && ok) written = write_tree(&mine, &cost, rv.values ? &rv : NULL) == 0;
     free((void *)rv.values);
-    free(own.data);
+    if (summary && own.data != mine.data) free(own.data);
     free(mine.data);
     if (PMPI_Ibcast(&written, 1, MPI_INT, 0, comm, &req) != MPI_SUCCESS || ps_wait_idle(&req) != 0)
         written = 0;

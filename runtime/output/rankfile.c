@@ -133,15 +133,10 @@ static int text_to_file(void)
     rank_file_name(name, sizeof name, ps_world_rank);
     int fd = ps_outfile_begin(&out, PS_FILE_RANK, name);
     if (fd < 0) return ps_outfile_error(PS_FILE_RANK);
-    int error = 0;
-    for (size_t off = 0; off < text.len && !error;) {
-        ssize_t n = write(fd, text.map + off, text.len - off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) error = n < 0 ? errno : EIO;
-        else off += (size_t)n;
-    }
+    ps_fmt_t f = {text.map, text.len, text.len, fd, 0};   /* (the whole text, to flush) */
+    ps_fmt_flush(&f);
     text.on_disk = 1;
-    return ps_outfile_end(&out, error);
+    return ps_outfile_end(&out, f.failed);
 }
 
 static void text_release(void)

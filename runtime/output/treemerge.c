@@ -42,6 +42,7 @@ enum {
     C_NODE_COLUMNS,                        /* the columns of call-tree nodes end here */
     C_VALUE = C_NODE_COLUMNS, C_RANKS, C_COUNT, NCOL
 };
+_Static_assert(C_NODE_COLUMNS == PS_TREE_NODE_COLUMNS, "pathscope.h: PS_TREE_NODE_COLUMNS");
 static const char *const col_names[NCOL] = {
     "visits", "sample_ns", "samples", "mpi_ns", "bytes", "allocs", "alloc_bytes", "frees",
     "freed_bytes", "peak_bytes", "entries", "syscalls", "kernel_ns", "offcpu_ns",
