@@ -4,11 +4,13 @@ per-rank values they give sums and differences of paths (the time split's Execut
 runtime threads' root merged into the application's), and `export --table rankvec`."""
 import io
 import json
+import math
 
 import pytest
 
 from pathscope.calltree import INCL_TIME, VISITS, build_tree, time_split
 from pathscope.cli import main
+from pathscope.errors import ProfileError
 from pathscope.export import export
 from pathscope.reader import load_profile
 from pathscope.report import render
@@ -200,3 +202,55 @@ def test_export_table_rankvec_without_rank_vectors_is_empty(tmp_path, capsys):
     write_profile(tmp_path / "prof", tree_rows(vectors=False))
     assert main(["export", str(tmp_path / "prof"), "--table", "rankvec"]) == 0
     assert capsys.readouterr().out == "node,root,path,column,unit,rank,value\n"
+
+
+def test_many_ranks_share_a_character_and_long_rank_lists_are_cut(tmp_path):
+    """130 ranks: one character per 3 ranks (their largest value); the slow ranks' list is
+    cut at 24 characters."""
+    ranks = 130
+    rising = [r + 1 for r in range(ranks)]          # 1 .. 130 ns
+    even = [2 if r % 2 == 0 else 1 for r in range(ranks)]
+    main_time = [a + b for a, b in zip(rising, even)]
+    nodes = [(0, "-", "root", "-", "-", "app", {"incl_time": main_time}, True),
+             (1, 0, "call", 0, "0x401025", "-", {"incl_time": main_time}, True),
+             (2, 1, "fn", 0, "0x401100", "-", {"sample_ns": rising, "incl_time": rising}, True),
+             (3, 1, "fn", 0, "0x401200", "-", {"sample_ns": even, "incl_time": even}, True)]
+    rows = [r for r in tree_rows(nodes) if r[0] not in ("ranks", "scalar")]
+    rows.insert(2, ("ranks", ranks))
+    d = tmp_path / "prof"
+    d.mkdir()
+    profile = [("pathscope-profile", "2.9"), ("run", RUN), ("program", "solver"),
+               ("nranks", ranks)] + [("rank", r, "node", 1000, 0) for r in range(ranks)]
+    (d / "profile.tsv").write_text(tsv_text(profile + [("end",)]))
+    (d / "tree.tsv").write_text(tsv_text(rows))
+    lines = section(render(load_profile(d), symbols=SYMBOLS))
+    assert lines[2] == ("  ranks: ranks 0-129 left to right, one character per 3 ranks (their "
+                        "largest value); ▁ to █: from 0 to the row's max (a share: to 100%), "
+                        "blank: 0")
+    # groups 0-2, 3-5, ..., 126-128, 129: their largest values 3, 6, ..., 129, 130, in
+    # eighths of 130 (a value v is in the ⌈8v/130⌉-th)
+    spark = "".join("▁▂▃▄▅▆▇█"[math.ceil(8 * v / 130) - 1] for v in [*range(3, 130, 3), 130])
+    assert len(spark) == 44
+    by_label = {cells[-1]: cells for cells in (line.split() for line in lines[5:])}
+    # 1 .. 130: median the 65th, p90 the 117th; the mean 65.5, +10%: above 72.05
+    assert by_label["(solver.c:30)"] == ["time", "8.52", "µs", "1", "ns", "(0)", "65", "ns",
+                                         "117", "ns", "130", "ns", "(129)", "1.98", "58:",
+                                         "72-129", spark, "main", ">", "compute",
+                                         "(solver.c:30)"]
+    # 2 1 2 1 ...: the even ranks above the mean 1.5, cut after 16; a frame without a name
+    # has no file and line
+    # (each group of 3 has an even rank but the last, 129: ▄ for 1 of 2)
+    assert by_label["solver+0x401200"] == [
+        "time", "195", "ns", "1", "ns", "(1)", "1", "ns", "2", "ns", "2", "ns", "(0)", "1.33",
+        "65:", "0,2,4,6,8,10,12,14,16,...", "█" * 43 + "▄", "main", ">", "solver+0x401200"]
+
+
+def test_a_node_without_rank_vectors_has_no_per_rank_values(summary):
+    tree = build_tree(summary)
+    progress = tree.root.children[Frame("fn", LIBMPI, "", 0x2000)]
+    with pytest.raises(ProfileError) as e:
+        progress.per_rank(INCL_TIME)
+    assert str(e.value) == "per-rank values are not kept in tree.tsv"
+    # a node with rank vectors: its values, the ranks with 0 left out
+    main_node = tree.root.children[START].children[MAIN]
+    assert main_node.per_rank(INCL_TIME) == {0: 1100, 1: 1100, 2: 1100, 3: 1600}

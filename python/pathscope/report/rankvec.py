@@ -97,13 +97,13 @@ def _one_child(tree: CallTree, node: MergedNode) -> bool:
 def _label(node: MergedNode, symbols: SymbolTable) -> str:
     """The path's frames below main (pathscope.report.heap.path_label), then the file and
     line of its innermost code frame (a call site, or a sampled function's own line)."""
-    for frame in reversed(node.path()):
-        lines = symbols.lines(frame) if frame.kind in CODE_KINDS else []
-        if lines and lines[-1].file:
-            where = os.path.basename(lines[-1].file)
-            suffix = f" ({where}:{lines[-1].line})" if lines[-1].line else f" ({where})"
-            return path_label(node, symbols) + suffix
-    return path_label(node, symbols)
+    label = path_label(node, symbols)
+    code = [frame for frame in node.path() if frame.kind in CODE_KINDS]
+    lines = symbols.lines(code[-1]) if code else []
+    if not lines or not lines[-1].file:
+        return label
+    where = os.path.basename(lines[-1].file)
+    return label + (f" ({where}:{lines[-1].line})" if lines[-1].line else f" ({where})")
 
 
 def _vector(tree: CallTree, node: MergedNode, key: Key) -> list[int]:
