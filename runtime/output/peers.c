@@ -247,12 +247,13 @@ int ps_peers_watch(struct pollfd *p, int *rank_of, int max)
             /* the pidfd first, then the identity (peer_ask's order): still the process that
              * started then, or it has ended already */
             int fd = (int)syscall(SYS_pidfd_open, peers[r].pid, 0);
+            int gone = fd < 0 && errno == ESRCH;
             if (fd >= 0) fd = ps_fd_adopt(fd, &w->own);
-            if (fd < 0 && errno == ENOSYS) {
-                w->state = WATCH_DONE;      /* (Linux < 5.3: no watch) */
+            if (fd < 0 && !gone) {
+                w->state = WATCH_DONE;      /* (Linux < 5.3, out of descriptors: no watch) */
                 continue;
             }
-            if (fd < 0 || ps_proc_start_time(peers[r].pid) != peers[r].start) {
+            if (gone || ps_proc_start_time(peers[r].pid) != peers[r].start) {
                 ps_peers_watch_ended(r);
                 continue;
             }
