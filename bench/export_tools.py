@@ -2,7 +2,8 @@
 """The exports to other tools (issue 15): time and peak memory of `export --format pprof`,
 `export --format parquet` and `pathscope sql` (over the profile and over its Parquet export)
 on the demo (the stencil on 4 ranks, N=512, 200 iterations, as `make demo` runs it) and on a
-synthetic reduced profile (bench/synth_profile.py: 1,024 ranks x 5,000 paths, tree.tsv).
+synthetic reduced profile (bench/synth_profile.py: 1,024 ranks x 5,000 paths, tree.tsv;
+then the same with the rank vectors of `--per-rank summary`).
 
     bench/export_tools.py                        # build/bench/exports/...
     bench/export_tools.py --ranks 256 --paths 2000 --no-demo
@@ -71,11 +72,11 @@ def demo() -> Path:
     return directory
 
 
-def synthetic(ranks: int, paths: int) -> Path:
-    directory = WORK / "synthetic"
+def synthetic(ranks: int, paths: int, rank_vectors: bool) -> Path:
+    directory = WORK / ("synthetic-summary" if rank_vectors else "synthetic")
     shutil.rmtree(directory, ignore_errors=True)
     WORK.mkdir(parents=True, exist_ok=True)
-    synth_profile.write_dir(directory, ranks, paths, rank_files=False)
+    synth_profile.write_dir(directory, ranks, paths, rank_files=False, rank_vectors=rank_vectors)
     return directory
 
 
@@ -101,7 +102,10 @@ def main() -> int:
     if not args.no_demo:
         run("demo: stencil 512 200 on 4 ranks (Open MPI)", demo(), 1)
     run(f"synthetic: {args.ranks} ranks x {args.paths} paths (tree.tsv)",
-        synthetic(args.ranks, args.paths), 10)
+        synthetic(args.ranks, args.paths, False), 10)
+    # --per-rank summary: the heaviest paths' rank vectors (rankvec, and `metrics` rows)
+    run(f"synthetic with rank vectors: {args.ranks} ranks x {args.paths} paths",
+        synthetic(args.ranks, args.paths, True), 10)
     return 0
 
 
