@@ -480,6 +480,7 @@ def build_parser(options: Optional[Sequence[Option]]) -> tuple[
     report.add_argument("directory", metavar="DIR")
     table_phrases = [f.phrase for f in _export.FORMATS.values()]
     path_phrases = [f.phrase for f in _export.CALL_PATH_FORMATS.values()]
+    file_phrases = [f.phrase for f in _export.FILE_FORMATS.values()]
     for_tables, for_paths = " and ".join(TABLE_FORMATS), " and ".join(CALL_PATH_FORMATS)
     export = sub.add_parser(
         "export", help=f"write a table ({', '.join(table_phrases)}), the call paths "
@@ -487,7 +488,8 @@ def build_parser(options: Optional[Sequence[Option]]) -> tuple[
                        f"({', '.join(FILE_FORMATS)})",
         description=f"Write one table of a profile as {' or '.join(table_phrases)}, or its "
                     f"call paths as {' or '.join(path_phrases)} (stdout unless -o), or the "
-                    f"whole profile as {' or '.join(f.phrase for f in _export.FILE_FORMATS.values())}.  Tables: {_export.tables_help()}.  "
+                    f"whole profile as {' or '.join(file_phrases)}.  "
+                    f"Tables: {_export.tables_help()}.  "
                     f"Exit status 3: the profile is partial and --allow-partial was not "
                     f"given (nothing is written).")
     export.add_argument("directory", metavar="DIR")
@@ -503,7 +505,8 @@ def build_parser(options: Optional[Sequence[Option]]) -> tuple[
     export.add_argument("--thread", type=_count, metavar="T",
                         help=f"{for_paths}: only thread index T (0: the main thread; "
                              f"default: all, summed)")
-    export.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    export.add_argument("-o", "--output", metavar="FILE",
+                        help="write to FILE instead of stdout (parquet: a directory)")
     export.add_argument("--allow-partial", action="store_true",
                         help="export a partial profile (missing, incomplete or unreadable "
                              "ranks, stray files) with a warning on stderr; without it such "

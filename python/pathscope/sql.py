@@ -1,6 +1,7 @@
 """`pathscope sql DIR [DIR...] "SELECT ..."`: DuckDB over the tables of one or more profiles.
 
-    columns, rows = query(["run1", "run2"], "SELECT profile, sum(calls) FROM comm_ops GROUP BY profile")
+    columns, rows = query(["run1", "run2"],
+                          "SELECT profile, sum(calls) FROM comm_ops GROUP BY profile")
 
 Each DIR is a profile directory (read with pathscope.open) or a Parquet export of one
 (`pathscope export --format parquet`, read by DuckDB from its files).  Every table is a view
@@ -19,17 +20,13 @@ import re
 from pathlib import Path
 from typing import Any, Sequence, TextIO
 
-from pathscope.errors import PathscopeError, ProfileError
+from pathscope.errors import ProfileError, QueryError
 from pathscope.export.parquet import MANIFEST, frame_of, read_manifest
 from pathscope.export.tables import TABLES
 
 # the view names, in the order `--help` and the unknown-table message list them
 VIEWS = {name.replace("-", "_"): name for name in [*TABLES, "nodes", "metrics", "node_stats"]}
 _MISSING_TABLE = re.compile(r"Catalog Error: Table with name (\S+) does not exist")
-
-
-class QueryError(PathscopeError):
-    """The query does not parse, names an unknown table or fails in DuckDB."""
 
 
 def unknown_table_message(name: str) -> str:
