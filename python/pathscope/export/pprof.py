@@ -54,7 +54,11 @@ def bindings_path() -> Optional[Path]:
 def load_bindings() -> ModuleType:
     """The generated module (ProfileError when the build did not make it or the protobuf
     runtime is missing)."""
-    if importlib.util.find_spec("google.protobuf") is None:
+    try:
+        runtime = importlib.util.find_spec("google.protobuf")
+    except ModuleNotFoundError:       # (no `google` package at all)
+        runtime = None
+    if runtime is None:
         raise ProfileError(NO_RUNTIME)
     path = bindings_path()
     if path is None:
