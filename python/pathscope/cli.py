@@ -353,7 +353,9 @@ def _command_sql(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
             parser.error("DIR: empty value")
     if not args.query.strip():
         parser.error("QUERY: empty value")
-    columns, rows = query(args.directories, args.query)
+    columns, rows = query(args.directories, args.query,
+                          lambda message: print(f"pathscope: warning: {message}",
+                                                file=sys.stderr))
     if columns:
         (write_csv if args.csv else print_table)(columns, rows, sys.stdout)
     return 0

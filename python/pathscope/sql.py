@@ -18,7 +18,7 @@ import csv
 import json
 import re
 from pathlib import Path
-from typing import Any, Sequence, TextIO
+from typing import Any, Callable, Optional, Sequence, TextIO
 
 from pathscope.errors import ProfileError, QueryError
 from pathscope.export.parquet import MANIFEST, frame_of, read_manifest
@@ -70,10 +70,16 @@ def named_views(query_text: str) -> list[str]:
     return [view for view in VIEWS if view in words]
 
 
-def _connect(directories: Sequence[str], query_text: str) -> Any:
+def _connect(directories: Sequence[str], query_text: str,
+             warn: Optional[Callable[[str], None]]) -> Any:
     import duckdb
 
     sources = [_Source(d) for d in directories]
+    for source in sources:
+        problems = [] if source.parquet else source.frames.profile.problems()
+        if problems and warn is not None:
+            warn(f"incomplete profile {source.label}: {'; '.join(problems)}; its tables "
+                 f"hold what there is")
     con = duckdb.connect(":memory:")
     for view in named_views(query_text):
         parts = [f"SELECT {_quote(s.label)} AS profile, * FROM "
@@ -82,12 +88,14 @@ def _connect(directories: Sequence[str], query_text: str) -> Any:
     return con
 
 
-def query(directories: Sequence[str], query_text: str) -> tuple[list[str], list[tuple]]:
+def query(directories: Sequence[str], query_text: str,
+          warn: Optional[Callable[[str], None]] = None) -> tuple[list[str], list[tuple]]:
     """The column names and rows of query_text over the directories' tables (module
-    docstring); a statement without a result gives ([], [])."""
+    docstring); a statement without a result gives ([], []).  warn(message) for each partial
+    profile (missing, incomplete or unreadable ranks, stray files): queried all the same."""
     import duckdb
 
-    con = _connect(directories, query_text)
+    con = _connect(directories, query_text, warn)
     try:
         cursor = con.execute(query_text)
         if cursor.description is None:

@@ -147,6 +147,15 @@ def test_sql_missing_directory_and_bad_parquet(tmp_path):
            f"manifest\n")
 
 
+def test_sql_over_a_partial_profile_warns(tmp_path):
+    d = write_sample(tmp_path / "prof", with_profile=False)
+    (d / "ranks" / "rank-000002.tsv").write_text("")
+    p = cli("sql", d, "SELECT rank, status FROM ranks ORDER BY rank", "--csv")
+    assert (p.returncode, p.stderr) == (0, f"pathscope: warning: incomplete profile {d}: rank 2 "
+                                           f"incomplete; its tables hold what there is\n")
+    assert p.stdout.splitlines()[3] == "2,unknown"      # (the ranks table's word for an empty file)
+
+
 def test_parquet_usage_and_output_errors(tmp_path):
     p = cli("export", HYBRID, "--format", "parquet")
     assert (p.returncode, p.stderr) == (2, "pathscope export: --format parquet needs -o DIR "
