@@ -14,7 +14,9 @@ PACKAGES=(build-essential cmake pkg-config python3 python3-venv python3-dev
           openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran
           libdw-dev libelf-dev libzydis-dev python3-mpi4py
           clang llvm libbpf-dev bpftool zlib1g-dev   # the eBPF collector (pathscope-kcollect)
-          tmux)            # tests/e2e/test_top.py drives `pathscope top` in a real terminal
+          tmux             # tests/e2e/test_top.py drives `pathscope top` in a real terminal
+          protobuf-compiler  # protoc: the pprof export's bindings (proto/profile.proto)
+          golang-go)       # `go tool pprof` reads the pprof export back (tests/python/test_pprof.py)
 case "${1:-}" in
   --test) PACKAGES+=(lammps lammps-examples linux-perf slurmctld slurmd slurm-client munge
                      strace) ;;   # strace: tests/python/test_launcher.py
@@ -54,9 +56,12 @@ sys.exit(not all(u.find_spec(m) for m in ('pympistandard', 'pytest')))" 2>/dev/n
 fi
 # The analysis side's libraries (pyproject.toml's dependencies: profiles as pandas DataFrames
 # backed by pyarrow, rich for the terminal); `pathscope run` never imports them.
-ANALYSIS_PACKAGES=(pandas==3.1.1 pyarrow==26.0.1 rich==15.0.0)
+# protobuf: the runtime of protoc 3.21's generated code (the pprof export; 4.21.12 is the release
+# of protoc 3.21.12); duckdb: `pathscope sql`.
+ANALYSIS_PACKAGES=(pandas==3.1.1 pyarrow==26.0.1 rich==15.0.0 protobuf==4.21.12 duckdb==1.5.6)
 if ! .venv/bin/python -c "import importlib.util as u, sys
-sys.exit(not all(u.find_spec(m) for m in ('pandas', 'pyarrow', 'rich')))" 2>/dev/null; then
+sys.exit(not all(u.find_spec(m) for m in ('pandas', 'pyarrow', 'rich', 'google.protobuf',
+                                          'duckdb')))" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check "${ANALYSIS_PACKAGES[@]}"
 fi
 # `pathscope top`'s terminal UI (pyproject.toml's extra `top`; Debian's python3-textual is too old)

@@ -1,4 +1,4 @@
-"""The `pathscope` command line: run, report, export, symbolize, probe, top.
+"""The `pathscope` command line: run, report, export, sql, symbolize, probe, top.
 
 This is the only module that prints errors or chooses an exit status: every PathscopeError
 becomes one line `pathscope: <message>` on stderr and exit status 2; usage errors are one line
@@ -46,7 +46,8 @@ from pathscope.export import (CALL_PATH_METRICS, DEFAULT_FORMAT, DEFAULT_METRIC,
                               DEFAULT_TABLE)
 TABLE_FORMATS = tuple(_export.FORMATS)
 CALL_PATH_FORMATS = tuple(_export.CALL_PATH_FORMATS)
-EXPORT_FORMATS = TABLE_FORMATS + CALL_PATH_FORMATS
+FILE_FORMATS = tuple(_export.FILE_FORMATS)
+EXPORT_FORMATS = TABLE_FORMATS + CALL_PATH_FORMATS + FILE_FORMATS
 EXPORT_TABLES = tuple(_export.TABLES)
 
 
@@ -276,6 +277,16 @@ def _open_output(path: str) -> TextIO:
 
 def _check_export_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Flags that do not apply to the chosen format are usage errors, not silently ignored."""
+    if args.format in FILE_FORMATS:
+        for flag, value in (("--table", args.table), ("--metric", args.metric),
+                            ("--rank", args.rank), ("--thread", args.thread)):
+            if value is not None:
+                parser.error(f"{flag} does not apply to --format {args.format} (it holds "
+                             f"every {'metric' if args.format == 'pprof' else 'table'})")
+        if args.output is None:
+            parser.error(f"--format {args.format} needs -o "
+                         f"{'FILE' if args.format == 'pprof' else 'DIR'}")
+        return
     if args.format in CALL_PATH_FORMATS:
         if args.table is not None:
             parser.error(f"--table applies to --format {' or '.join(TABLE_FORMATS)}, "
@@ -295,6 +306,14 @@ def _command_export(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     _check_export_flags(parser, args)
     profile = load_profile(_directory(parser, args))
     _check_partial(profile, args.allow_partial)
+    if args.format in FILE_FORMATS:
+        from pathscope.export import export_file
+        from pathscope.frames import ProfileFrames
+
+        frames = ProfileFrames(profile)
+        _print_notes(frames.symbols.notes if frames.tree is not None else [])
+        export_file(frames, args.format, args.output)
+        return 0
     if args.format in CALL_PATH_FORMATS:
         from pathscope.calltree import check_selection
         from pathscope.symbolize import resolve_symbols
@@ -323,6 +342,22 @@ def _command_export(parser: argparse.ArgumentParser, args: argparse.Namespace) -
             write(out)
     except OSError as e:
         raise OutputError(f"cannot write '{args.output}': {e.strerror}") from e
+    return 0
+
+
+def _command_sql(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from pathscope.sql import print_table, query, write_csv
+
+    for directory in args.directories:
+        if not directory.strip():
+            parser.error("DIR: empty value")
+    if not args.query.strip():
+        parser.error("QUERY: empty value")
+    columns, rows = query(args.directories, args.query,
+                          lambda message: print(f"pathscope: warning: {message}",
+                                                file=sys.stderr))
+    if columns:
+        (write_csv if args.csv else print_table)(columns, rows, sys.stdout)
     return 0
 
 
@@ -447,12 +482,16 @@ def build_parser(options: Optional[Sequence[Option]]) -> tuple[
     report.add_argument("directory", metavar="DIR")
     table_phrases = [f.phrase for f in _export.FORMATS.values()]
     path_phrases = [f.phrase for f in _export.CALL_PATH_FORMATS.values()]
+    file_phrases = [f.phrase for f in _export.FILE_FORMATS.values()]
     for_tables, for_paths = " and ".join(TABLE_FORMATS), " and ".join(CALL_PATH_FORMATS)
     export = sub.add_parser(
-        "export", help=f"write a table ({', '.join(table_phrases)}) or the call paths "
-                       f"({', '.join(CALL_PATH_FORMATS)})",
+        "export", help=f"write a table ({', '.join(table_phrases)}), the call paths "
+                       f"({', '.join(CALL_PATH_FORMATS)}) or the whole profile "
+                       f"({', '.join(FILE_FORMATS)})",
         description=f"Write one table of a profile as {' or '.join(table_phrases)}, or its "
-                    f"call paths as {' or '.join(path_phrases)} (stdout unless -o).  Tables: {_export.tables_help()}.  "
+                    f"call paths as {' or '.join(path_phrases)} (stdout unless -o), or the "
+                    f"whole profile as {' or '.join(file_phrases)}.  "
+                    f"Tables: {_export.tables_help()}.  "
                     f"Exit status 3: the profile is partial and --allow-partial was not "
                     f"given (nothing is written).")
     export.add_argument("directory", metavar="DIR")
@@ -468,11 +507,23 @@ def build_parser(options: Optional[Sequence[Option]]) -> tuple[
     export.add_argument("--thread", type=_count, metavar="T",
                         help=f"{for_paths}: only thread index T (0: the main thread; "
                              f"default: all, summed)")
-    export.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    export.add_argument("-o", "--output", metavar="FILE",
+                        help="write to FILE instead of stdout (parquet: a directory)")
     export.add_argument("--allow-partial", action="store_true",
                         help="export a partial profile (missing, incomplete or unreadable "
                              "ranks, stray files) with a warning on stderr; without it such "
                              "an export is refused with exit status 3")
+    sql = sub.add_parser(
+        "sql", help="run a DuckDB query over the tables of one or more profiles",
+        description="Run an SQL query (DuckDB) over the tables of one or more profile "
+                    "directories or Parquet exports of them: every export table with `_` for "
+                    "`-` (comm_ops, heap_timeline, ...), nodes, metrics and node_stats.  Each "
+                    "view starts with a column `profile` (the DIR as given) and has the rows "
+                    "of every DIR, e.g. SELECT profile, sum(calls) FROM comm_ops GROUP BY "
+                    "profile.  Prints a table, or CSV with --csv.")
+    sql.add_argument("directories", metavar="DIR", nargs="+")
+    sql.add_argument("query", metavar="QUERY")
+    sql.add_argument("--csv", action="store_true", help="print CSV instead of a table")
     symbolize = sub.add_parser(
         "symbolize", help="(re)write DIR/symbols.tsv, the names of the call-path addresses",
         description="Ask the symbolizer (pathscope-symbolize; $PATHSCOPE_SYMBOLIZER overrides "
@@ -517,7 +568,8 @@ def build_parser(options: Optional[Sequence[Option]]) -> tuple[
     top.add_argument("--clean", action="store_true",
                      help="remove this user's live segments and sockets of processes that "
                           "are gone, and say which")
-    return parser, {"run": run, "report": report, "export": export, "symbolize": symbolize,
+    return parser, {"run": run, "report": report, "export": export, "sql": sql,
+                    "symbolize": symbolize,
                     "probe": probe, "top": top}
 
 
@@ -532,13 +584,15 @@ def _dispatch(argv: Sequence[str]) -> int:
         return _command_report(commands["report"], args)
     if args.command == "export":
         return _command_export(commands["export"], args)
+    if args.command == "sql":
+        return _command_sql(commands["sql"], args)
     if args.command == "symbolize":
         return _command_symbolize(commands["symbolize"], args)
     if args.command == "probe":
         return _command_probe(commands["probe"], args)
     if args.command == "top":
         return _command_top(commands["top"], args)
-    parser.error("missing command: run, report, export, symbolize, probe or top")
+    parser.error("missing command: run, report, export, sql, symbolize, probe or top")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

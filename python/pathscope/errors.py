@@ -41,3 +41,7 @@ class SymbolizerError(PathscopeError):
 class LiveError(PathscopeError):
     """A running process cannot be reached or read: no such process, not started under
     pathscope, permission, a malformed live segment, a refused control socket."""
+
+
+class QueryError(PathscopeError):
+    """`pathscope sql`: the query does not parse, names an unknown table or fails in DuckDB."""

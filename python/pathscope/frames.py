@@ -109,7 +109,8 @@ class ProfileFrames:
     @property
     def tree(self) -> Optional[CallTree]:
         """The merged call tree (None without call paths)."""
-        if self._tree is None and (self.profile.has_call_paths or self.profile.tree is not None):
+        has_paths = self.profile.has_call_paths() or self.profile.tree is not None
+        if self._tree is None and has_paths:
             self._tree = build_tree(self.profile, runtime_threads=True)
             self._order = list(self._tree.root.walk())
         return self._tree
@@ -144,6 +145,17 @@ class ProfileFrames:
             row[INCL_TIME], row[INCL_MPI] = node.incl_time_ns, node.incl_mpi_ns
             row[INCL_OFFCPU] = node.incl_offcpu_ns
             yield row
+
+    def levels(self, node: int) -> list[tuple[str, Optional[str], Optional[int]]]:
+        """Node `node`'s frame as (function, file, line) per level, outermost first: one
+        level, or several where functions were inlined into one another ([] for the root)."""
+        self.tree        # noqa: B018 (builds the node order)
+        f = self._order[node].frame
+        names, lines = self.symbols.names(f), self.symbols.lines(f)
+        if len(lines) != len(names):
+            return [(name, None, None) for name in names]
+        return [(name, level.file or None, level.line or None)
+                for name, level in zip(names, lines)]
 
     @property
     def metrics(self) -> pd.DataFrame:

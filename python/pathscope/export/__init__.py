@@ -8,12 +8,15 @@ Call paths (pathscope.export.stacks) as flame-graph formats, each with
 """
 import importlib
 from dataclasses import dataclass
-from typing import Optional, TextIO
+from typing import TYPE_CHECKING, Optional, TextIO
 
 from pathscope.export.tables import DEFAULT_TABLE, TABLES, build_table, tables_help
 from pathscope.metrics import CALL_PATH_METRICS, DEFAULT_METRIC
 from pathscope.reader import Profile
 from pathscope.symbols import SymbolTable
+
+if TYPE_CHECKING:
+    from pathscope.frames import ProfileFrames
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,10 @@ FORMATS = {"csv": Format("pathscope.export.csv_format", "CSV"),
            "json": Format("pathscope.export.json_format", "JSON")}
 CALL_PATH_FORMATS = {"folded": Format("pathscope.export.folded", "folded stacks"),
                      "speedscope": Format("pathscope.export.speedscope", "a speedscope file")}
+# the whole profile into -o (a binary file, a directory), each module with
+# `write(frames, path)` taking a pathscope.frames.ProfileFrames
+FILE_FORMATS = {"pprof": Format("pathscope.export.pprof", "a pprof profile (-o FILE)"),
+                "parquet": Format("pathscope.export.parquet", "Parquet tables (-o DIR)")}
 DEFAULT_FORMAT = "csv"
 
 
@@ -51,6 +58,13 @@ def export_call_paths(profile: Profile, fmt: str, out: TextIO, symbols: SymbolTa
     module.write(stacks, out, name)
 
 
-__all__ = ["CALL_PATH_FORMATS", "CALL_PATH_METRICS", "DEFAULT_FORMAT", "DEFAULT_METRIC",
+def export_file(frames: "ProfileFrames", fmt: str, path: str) -> None:
+    """The FILE_FORMATS format fmt of frames' profile to path."""
+    if fmt not in FILE_FORMATS:
+        raise ValueError(f"unknown file format {fmt!r} (known: {', '.join(FILE_FORMATS)})")
+    importlib.import_module(FILE_FORMATS[fmt].module).write(frames, path)
+
+
+__all__ = ["CALL_PATH_FORMATS", "FILE_FORMATS", "export_file", "CALL_PATH_METRICS", "DEFAULT_FORMAT", "DEFAULT_METRIC",
            "DEFAULT_TABLE", "FORMATS", "TABLES", "Format", "export", "export_call_paths",
            "tables_help"]
