@@ -8,6 +8,7 @@ work from.
     p.nodes                       # the merged call tree: one row per node
     p.metrics                     # per node, rank and metric: the rank's value (long form)
     p.node_stats                  # per node and metric: sum, min/max with their ranks, ...
+    p.node_comms                  # per MPI node and communicator: calls, time, bytes
 
 Columns are pyarrow-backed (`int64[pyarrow]`, `string[pyarrow]`, nullable: None is <NA>),
 in the order `export` writes them.  Frames are built on first use and kept.
@@ -41,6 +42,7 @@ NODE_METRICS = [m.name for m in STORED] + [INCL_TIME, INCL_MPI, INCL_OFFCPU]
 NODES_COLUMNS = ["node", "parent", "depth", "kind", "name", "file", "line", "module",
                  "address"] + NODE_METRICS
 METRICS_COLUMNS = ["node", "rank", "metric", "value"]
+COMMS_COLUMNS = ["node", "comm", "calls", "time_ns", "bytes"]
 STATS_COLUMNS = ["node", "metric", "sum", "mean", "min", "min_rank", "max", "max_rank",
                  "nonzero"]
 
@@ -165,6 +167,18 @@ class ProfileFrames:
                 for rank, value in zip(tree.ranks, values):
                     if value:
                         yield {"node": i, "rank": rank, "metric": name, "value": value}
+
+    @property
+    def node_comms(self) -> pd.DataFrame:
+        """An MPI node's calls, time and bytes per communicator (its `pcomm` parts), summed
+        over the ranks: the rank files' or tree.tsv's, so reduced profiles have them too."""
+        if "node_comms" not in self._frames:
+            self.tree                   # (builds self._order)
+            rows = ({"node": i, "comm": comm, "calls": calls, "time_ns": ns, "bytes": nbytes}
+                    for i, node in enumerate(self._order)
+                    for comm, (calls, ns, nbytes) in sorted(node.comms.items()))
+            self._frames["node_comms"] = frame(COMMS_COLUMNS, rows)
+        return self._frames["node_comms"]
 
     @property
     def per_rank_known(self) -> bool:
