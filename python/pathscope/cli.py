@@ -345,7 +345,8 @@ def _command_diff(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 
     if not args.base.strip() or not args.new.strip():
         parser.error("BASE and NEW: empty value")
-    d = diff.diff(pathscope.open(args.base), pathscope.open(args.new))
+    d = diff.diff(pathscope.open(args.base, runtime_threads=False),
+                  pathscope.open(args.new, runtime_threads=False))
     found = (diff.regressions(d, args.fail_above, args.floor)
              if args.fail_above is not None else None)
     if args.format == "csv":

@@ -1,7 +1,7 @@
 """`pathscope diff BASE NEW`: what changed between two profiles, per call path, communicator
 and MPI operation (issue 15).
 
-    d = diff(pathscope.open("base"), pathscope.open("new"))
+    d = diff(pathscope.open("base", runtime_threads=False), pathscope.open("new", ...))
     d.rows          # one row per (path, comm, op): base, new and delta of time, bytes, calls
     d.total         # the same for the whole profile
     regressions(d, fail_above=5.0, floor=1.0)   # what --fail-above reports (empty: passed)
@@ -14,7 +14,9 @@ call path leading to the operation and `op` its name; for any other node comm an
 time is the report's "time" (sampled + MPI, ns), bytes the node's bytes (MPI: sent and
 received, the `bytes` metric), calls the operation's calls (MPI) or the call-site entries
 counted in thunk mode (the `calls` metric).  Reduced profiles (tree.tsv) give the same rows:
-only sums are compared.
+only sums are compared.  `pathscope diff` leaves the MPI library's own threads out, as the
+report does: a progress thread blocked in poll() for the whole run grows with the elapsed
+time, as much as the function that made the run slower.
 """
 from __future__ import annotations
 

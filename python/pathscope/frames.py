@@ -47,9 +47,12 @@ STATS_COLUMNS = ["node", "metric", "sum", "mean", "min", "min_rank", "max", "max
                  "nonzero"]
 
 
-def open(path: Union[str, Path]) -> "ProfileFrames":   # noqa: A001 (pathscope.open)
-    """The profile directory at path (pathscope.reader.load_profile's rules and errors)."""
-    return ProfileFrames(load_profile(path))
+def open(path: Union[str, Path], runtime_threads: bool = True  # noqa: A001 (pathscope.open)
+         ) -> "ProfileFrames":
+    """The profile directory at path (pathscope.reader.load_profile's rules and errors).
+    runtime_threads False: the call tree without the MPI library's own threads, as the
+    report shows it."""
+    return ProfileFrames(load_profile(path), runtime_threads=runtime_threads)
 
 
 def frame(columns: list[str], rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
@@ -70,8 +73,10 @@ def _plain(value: Any) -> Any:
 class ProfileFrames:
     """The tables of one profile (module docstring)."""
 
-    def __init__(self, profile: Profile, symbols: Optional[SymbolTable] = None):
+    def __init__(self, profile: Profile, symbols: Optional[SymbolTable] = None,
+                 runtime_threads: bool = True):
         self.profile = profile
+        self.runtime_threads = runtime_threads
         self._symbols = symbols
         self._frames: dict[str, pd.DataFrame] = {}
         self._tree: Optional[CallTree] = None
@@ -112,7 +117,7 @@ class ProfileFrames:
     def tree(self) -> Optional[CallTree]:
         """The merged call tree (None without call paths)."""
         if self._tree is None and (self.profile.has_call_paths or self.profile.tree is not None):
-            self._tree = build_tree(self.profile, runtime_threads=True)
+            self._tree = build_tree(self.profile, runtime_threads=self.runtime_threads)
             self._order = list(self._tree.root.walk())
         return self._tree
 
