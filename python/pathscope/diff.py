@@ -59,17 +59,20 @@ def path_rows(p: ProfileFrames) -> pd.DataFrame:
     is_mpi = (nodes["kind"] == "mpi").to_numpy()
     time = (nodes["sample_ns"] + nodes["mpi_ns"]).tolist()
     nbytes, visits, entries = (nodes[c].tolist() for c in ("bytes", "visits", "entries"))
+    by_node: dict[int, list[tuple[str, int, int, int]]] = {}
+    c = p.node_comms
+    for node, *part in zip(c["node"].tolist(), c["comm"].tolist(), c["time_ns"].tolist(),
+                           c["bytes"].tolist(), c["calls"].tolist()):
+        by_node.setdefault(node, []).append(tuple(part))
     records = []
-    comms = p.node_comms.groupby("node")
-    by_node = {n: g for n, g in comms} if len(p.node_comms) else {}
     for i in range(1, len(nodes)):
         if not is_mpi[i]:
             records.append((paths[i], "", "", time[i], nbytes[i], entries[i]))
             continue
         left = [time[i], nbytes[i], visits[i]]
-        for c in by_node.get(i, pd.DataFrame()).itertuples():
-            records.append((paths[i][:-1], c.comm, names[i], c.time_ns, c.bytes, c.calls))
-            left = [left[0] - c.time_ns, left[1] - c.bytes, left[2] - c.calls]
+        for comm, ns, b, calls in by_node.get(i, ()):
+            records.append((paths[i][:-1], comm, names[i], ns, b, calls))
+            left = [left[0] - ns, left[1] - b, left[2] - calls]
         records.append((paths[i][:-1], "", names[i], *left))
     rows = pd.DataFrame.from_records(records, columns=KEY + VALUES)
     rows = rows[(rows[VALUES] != 0).any(axis=1)]
@@ -191,7 +194,8 @@ def write_table(d: Diff, out: TextIO, top: int = DEFAULT_TOP) -> None:
                       *_cells(r._asdict()))
     table.add_section()
     table.add_row("total", "", "", *_cells(d.total), style="bold")
-    console = Console(file=out, width=max(160, Console().width), highlight=False)
+    # a terminal's own width; a pipe or file gets 160 columns, not rich's 80
+    console = Console(file=out, width=None if out.isatty() else 160, highlight=False)
     console.print(table)
     shown = min(top, len(d.rows))
     console.print(Text(f"{shown} of {len(d.rows)} rows by impact (--top N shows more; --csv and "

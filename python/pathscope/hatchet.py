@@ -30,6 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Union
 
+import numpy as np
 import pandas as pd
 
 from pathscope.calltree import INCL_MPI, INCL_OFFCPU, INCL_TIME, no_call_paths_message
@@ -46,6 +47,7 @@ MISSING = ("pathscope.hatchet needs llnl-hatchet and llnl-thicket, which need pa
            "use .venv-hatchet (scripts/setup.sh makes it) or pip install 'pathscope[hatchet]' "
            "into an environment of its own")
 INFO_COLUMNS = ["name", "type", "file", "line", "module"]
+NODE_INFO = ["name", "kind", "file", "line", "module"]        # their columns in nodes
 NS_PER_S = 1e9
 # the inclusive metrics and the exclusive column they belong to
 INCLUSIVE = {INCL_TIME: "time", INCL_MPI: "mpi_ns", INCL_OFFCPU: "offcpu_ns"}
@@ -96,16 +98,19 @@ def graphframe(p: ProfileFrames) -> "hatchet.GraphFrame":
     else:
         values, index_names = _summed(nodes), ["node"]
     df = _metric_columns(values, stored)
-    info = nodes.set_index("node").loc[:, ["name", "kind", "file", "line", "module"]]
-    ids = df.index.get_level_values("node")
-    for at, (column, source) in enumerate(zip(INFO_COLUMNS, info.columns)):
+    # per node id (a row of nodes each), then taken for every row of df
+    ids = df.index.get_level_values("node").to_numpy()
+    for at, (column, source) in enumerate(zip(INFO_COLUMNS, NODE_INFO)):
         unknown = 0 if column == "line" else ""
-        df.insert(at, column, [unknown if _missing(v) else v
-                               for v in info[source].loc[ids].tolist()])
-    df.index = pd.MultiIndex.from_arrays(
-        [[hnodes[i] for i in ids]] + [df.index.get_level_values(n) for n in index_names[1:]],
-        names=index_names) if len(index_names) > 1 else pd.Index(
-        [hnodes[i] for i in ids], name="node")
+        by_id = np.array([unknown if _missing(v) else v for v in nodes[source].tolist()],
+                         dtype="int64" if column == "line" else object)
+        df.insert(at, column, by_id[ids])
+    by_id = np.empty(len(nodes), dtype=object)
+    for i, node in hnodes.items():
+        by_id[i] = node
+    levels = [by_id[ids]] + [df.index.get_level_values(n) for n in index_names[1:]]
+    df.index = pd.MultiIndex.from_arrays(levels, names=index_names) if len(levels) > 1 \
+        else pd.Index(levels[0], name="node")
     inc = [c for c in df.columns if c.endswith(" (inc)")]
     exc = [c for c in df.columns if c not in inc and c not in INFO_COLUMNS]
     metadata = {"program": p.profile.meta.get("program"), "nranks": len(p.tree.ranks),
