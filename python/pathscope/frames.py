@@ -9,6 +9,7 @@ work from.
     p.metrics                     # per node, rank and metric: the rank's value (long form)
     p.node_stats                  # per node and metric: sum, min/max with their ranks, ...
     p.node_comms                  # per MPI node and communicator: calls, time, bytes
+    p.rank_matrix("mpi_ns")       # a metric per node and rank as one numpy array
 
 Columns are pyarrow-backed (`int64[pyarrow]`, `string[pyarrow]`, nullable: None is <NA>),
 in the order `export` writes them.  Frames are built on first use and kept.
@@ -28,12 +29,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Optional, Union
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from pathscope.calltree import INCL_MPI, INCL_OFFCPU, INCL_TIME, CallTree, MergedNode, build_tree
 from pathscope.export.tables import TABLES
-from pathscope.metrics import STORED
+from pathscope.metrics import COLUMNS, STORED
 from pathscope.reader import Profile, load_profile
 from pathscope.symbols import SymbolTable
 
@@ -184,6 +186,21 @@ class ProfileFrames:
                     for comm, (calls, ns, nbytes) in sorted(node.comms.items()))
             self._frames["node_comms"] = frame(COMMS_COLUMNS, rows)
         return self._frames["node_comms"]
+
+    def rank_matrix(self, metric: str) -> np.ndarray:
+        """A metric of NODE_METRICS per node (rows, as in `nodes`) and rank (columns, the
+        tree's ranks in order), 0 where not known: `metrics` as one int64 array, for wide
+        per-rank tables (pathscope.hatchet) without the long form's row per value."""
+        tree = self.tree
+        if tree is None:
+            return np.zeros((0, 0), dtype=np.int64)
+        key = COLUMNS[metric] if metric in COLUMNS else metric
+        out = np.zeros((len(self._order), len(tree.ranks)), dtype=np.int64)
+        for i, node in enumerate(self._order):
+            values = tree.vector(node, key)
+            if values is not None:
+                out[i] = values
+        return out
 
     @property
     def per_rank_known(self) -> bool:

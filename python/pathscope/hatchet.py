@@ -94,7 +94,8 @@ def graphframe(p: ProfileFrames) -> "hatchet.GraphFrame":
     # the metrics some node has (sums over ranks, exclusive)
     stored = [m for m in STORED if nodes[m.name].sum() != 0]
     if p.per_rank_known:
-        values, index_names = _per_rank(p), ["node", "rank"]
+        wanted = ["sample_ns", "mpi_ns", *(m.name for m in stored), *INCLUSIVE]
+        values, index_names = _per_rank(p, list(dict.fromkeys(wanted))), ["node", "rank"]
     else:
         values, index_names = _summed(nodes), ["node"]
     df = _metric_columns(values, stored)
@@ -142,16 +143,13 @@ def _graph(nodes: pd.DataFrame) -> tuple["hatchet.graph.Graph", dict]:
     return graph, hnodes
 
 
-def _per_rank(p: ProfileFrames) -> pd.DataFrame:
-    """Every (node, rank) pair of the tree with the rank's values by metric name (0 where
-    the rank has none): metrics pivoted wide."""
-    m = p.metrics.astype({"node": "int64", "rank": "int64", "value": "int64",
-                          "metric": object})
-    wide = m.pivot_table(index=["node", "rank"], columns="metric", values="value",
-                         aggfunc="sum", fill_value=0)
-    every = pd.MultiIndex.from_product([range(1, len(p.nodes)), p.tree.ranks],
+def _per_rank(p: ProfileFrames, metrics: list[str]) -> pd.DataFrame:
+    """Every (node, rank) pair of the tree (root left out) with the rank's value of each
+    metric (0 where the rank has none)."""
+    ranks = p.tree.ranks
+    index = pd.MultiIndex.from_product([range(1, len(p.nodes)), ranks],
                                        names=["node", "rank"])
-    return wide.reindex(every, fill_value=0)
+    return pd.DataFrame({m: p.rank_matrix(m)[1:].reshape(-1) for m in metrics}, index=index)
 
 
 def _summed(nodes: pd.DataFrame) -> pd.DataFrame:
