@@ -90,18 +90,25 @@ def diff(base: ProfileFrames, new: ProfileFrames) -> Diff:
         out[f"new_{v}"] = rows[f"{v}_new"].fillna(0).astype("int64")
         out[f"delta_{v}"] = out[f"new_{v}"] - out[f"base_{v}"]
     out["time_pct"] = [_pct(x, y) for x, y in zip(out["base_time_ns"], out["new_time_ns"])]
-    order = pd.DataFrame({f"k{i}": -out[f"delta_{v}"].abs() for i, v in enumerate(VALUES)})
-    order["path"] = [SEPARATOR.join(p) for p in out["path"]]
-    order["comm"], order["op"] = out["comm"], out["op"]
-    out = out.loc[order.sort_values(["k0", "k1", "k2", "path", "comm", "op"]).index]
+    return Diff(str(base.profile.path), str(new.profile.path), _by_impact(out), _totals(out))
+
+
+def _by_impact(rows: pd.DataFrame) -> pd.DataFrame:
+    order = pd.DataFrame({f"k{i}": -rows[f"delta_{v}"].abs() for i, v in enumerate(VALUES)})
+    order["path"] = [SEPARATOR.join(p) for p in rows["path"]]
+    order["comm"], order["op"] = rows["comm"], rows["op"]
+    ordered = order.sort_values(["k0", "k1", "k2", "path", "comm", "op"]).index
+    return rows.loc[ordered].reset_index(drop=True)
+
+
+def _totals(rows: pd.DataFrame) -> dict[str, Any]:
     total: dict[str, Any] = {}
     for v in VALUES:
-        total[f"base_{v}"] = int(out[f"base_{v}"].sum())
-        total[f"new_{v}"] = int(out[f"new_{v}"].sum())
+        total[f"base_{v}"] = int(rows[f"base_{v}"].sum())
+        total[f"new_{v}"] = int(rows[f"new_{v}"].sum())
         total[f"delta_{v}"] = total[f"new_{v}"] - total[f"base_{v}"]
     total["time_pct"] = _pct(total["base_time_ns"], total["new_time_ns"])
-    return Diff(str(base.profile.path), str(new.profile.path), out.reset_index(drop=True),
-                total)
+    return total
 
 
 def _pct(base: int, new: int) -> Optional[float]:
@@ -115,21 +122,29 @@ def regressions(d: Diff, fail_above: float, floor: float = DEFAULT_FLOOR) -> lis
     """What regressed by more than fail_above % in time: the total, and every path whose time
     in BASE or NEW is at least floor % of BASE's total time (a path new in NEW counts as an
     unbounded regression).  One line each, the total first, then by impact."""
-    found = []
     t = d.total
-    if t["time_pct"] is None or t["time_pct"] > fail_above:
-        found.append(f"total time {_seconds(t['base_time_ns'])} -> "
-                     f"{_seconds(t['new_time_ns'])} ({t['time_pct']:+.1f}%)")
+    found = [_regression("total", t["base_time_ns"], t["new_time_ns"], t["time_pct"])
+             ] if t["delta_time_ns"] > 0 and _above(t["time_pct"], fail_above) else []
     least = floor / 100.0 * t["base_time_ns"]
     for r in d.rows.itertuples():
         if max(r.base_time_ns, r.new_time_ns) < least or r.delta_time_ns <= 0:
             continue
-        pct = _finite(r.time_pct)
-        if pct is None or pct > fail_above:
-            change = "new" if pct is None else f"{pct:+.1f}%"
-            found.append(f"{_label(r.path, r.comm, r.op)}: time {_seconds(r.base_time_ns)} -> "
-                         f"{_seconds(r.new_time_ns)} ({change})")
+        if _above(r.time_pct, fail_above):
+            found.append(_regression(_label(r.path, r.comm, r.op) + ":", r.base_time_ns,
+                                     r.new_time_ns, r.time_pct))
     return found
+
+
+def _above(pct: Optional[float], fail_above: float) -> bool:
+    """A growth above fail_above %; None (or NaN): grown from 0, above any."""
+    pct = _finite(pct)
+    return pct is None or pct > fail_above
+
+
+def _regression(what: str, base: int, new: int, pct: Optional[float]) -> str:
+    pct = _finite(pct)
+    change = "new" if pct is None else f"{pct:+.1f}%"
+    return f"{what} time {_seconds(base)} -> {_seconds(new)} ({change})"
 
 
 def _label(path: tuple[str, ...], comm: str, op: str) -> str:

@@ -98,26 +98,32 @@ def graphframe(p: ProfileFrames) -> "hatchet.GraphFrame":
         values, index_names = _per_rank(p, list(dict.fromkeys(wanted))), ["node", "rank"]
     else:
         values, index_names = _summed(nodes), ["node"]
-    df = _metric_columns(values, stored)
-    # per node id (a row of nodes each), then taken for every row of df
-    ids = df.index.get_level_values("node").to_numpy()
-    for at, (column, source) in enumerate(zip(INFO_COLUMNS, NODE_INFO)):
-        unknown = 0 if column == "line" else ""
-        by_id = np.array([unknown if _missing(v) else v for v in nodes[source].tolist()],
-                         dtype="int64" if column == "line" else object)
-        df.insert(at, column, by_id[ids])
-    by_id = np.empty(len(nodes), dtype=object)
-    for i, node in hnodes.items():
-        by_id[i] = node
-    levels = [by_id[ids]] + [df.index.get_level_values(n) for n in index_names[1:]]
-    df.index = pd.MultiIndex.from_arrays(levels, names=index_names) if len(levels) > 1 \
-        else pd.Index(levels[0], name="node")
+    df = _with_nodes(_metric_columns(values, stored), nodes, hnodes, index_names)
     inc = [c for c in df.columns if c.endswith(" (inc)")]
     exc = [c for c in df.columns if c not in inc and c not in INFO_COLUMNS]
     metadata = {"program": p.profile.meta.get("program"), "nranks": len(p.tree.ranks),
                 "pathscope_profile": str(p.profile.path)}
     return GraphFrame(graph, df.sort_index(), exc, inc, default_metric="time",
                       metadata=metadata)
+
+
+def _with_nodes(df: pd.DataFrame, nodes: pd.DataFrame, hnodes: dict,
+                index_names: list[str]) -> pd.DataFrame:
+    """df (indexed by node id, and rank) with the nodes' INFO_COLUMNS first and Hatchet's
+    Node objects for the ids: each column made once per node, then taken for every row."""
+    ids = df.index.get_level_values("node").to_numpy()
+    for at, (column, source) in enumerate(zip(INFO_COLUMNS, NODE_INFO)):
+        unknown = 0 if column == "line" else ""
+        by_id = np.array([unknown if _missing(v) else v for v in nodes[source].tolist()],
+                         dtype="int64" if column == "line" else object)
+        df.insert(at, column, by_id[ids])
+    node_by_id = np.empty(len(nodes), dtype=object)
+    for i, node in hnodes.items():
+        node_by_id[i] = node
+    levels = [node_by_id[ids]] + [df.index.get_level_values(n) for n in index_names[1:]]
+    df.index = (pd.MultiIndex.from_arrays(levels, names=index_names) if len(levels) > 1
+                else pd.Index(levels[0], name="node"))
+    return df
 
 
 def _graph(nodes: pd.DataFrame) -> tuple["hatchet.graph.Graph", dict]:
