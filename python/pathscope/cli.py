@@ -519,8 +519,8 @@ def build_parser(options: Optional[Sequence[Option]]) -> tuple[
                     "communicator and MPI operation, the change in time, bytes and calls, "
                     "by impact (the absolute change in time first).  Exit status "
                     f"{EXIT_REGRESSION} with --fail-above PCT when the total time, or the "
-                    "time of a path holding at least --floor %% of BASE's total, grew by more "
-                    "than PCT %% (each such regression is named on stderr); 0 otherwise, 2 on "
+                    "time of a path holding at least --floor % of BASE's total, grew by more "
+                    "than PCT % (each such regression is named on stderr); 0 otherwise, 2 on "
                     "errors.")
     diff.add_argument("base", metavar="BASE")
     diff.add_argument("new", metavar="NEW")
@@ -530,8 +530,8 @@ def build_parser(options: Optional[Sequence[Option]]) -> tuple[
     machine.add_argument("--json", dest="format", action="store_const", const="json",
                          help="every row and the totals as JSON instead of the table")
     diff.add_argument("--fail-above", type=_percent, metavar="PCT",
-                      help=f"exit with status {EXIT_REGRESSION} when a time regressed by "
-                           f"more than PCT %%")
+                      help=f"exit with status {EXIT_REGRESSION} when a time grew by more than "
+                           f"PCT percent")
     diff.add_argument("--floor", type=_percent, metavar="PCT", default=1.0,
                       help="--fail-above judges only paths with at least PCT %% of BASE's "
                            "total time in BASE or NEW (default: 1)")
