@@ -150,8 +150,14 @@ def test_a_reduced_profile_is_indexed_by_node(tmp_path):
 
 def test_no_profile_is_an_error(tmp_path):
     from pathscope.errors import ProfileError
+    from pathscope_samples import write_sample
     with pytest.raises(ProfileError, match="^profile directory not found: "):
         ph.read(tmp_path / "nope")
+    flat = write_sample(tmp_path / "flat")               # format 1.0: no call paths
+    with pytest.raises(ProfileError) as e:
+        ph.read(flat)
+    assert str(e.value) == (f"no call-path data in {flat} (profile format 1.x or sampling and "
+                            f"unwinding were off)")
 
 
 # ---- real runs (tests/e2e/test_diff.py sets PATHSCOPE_HATCHET_RUNS) ---------------------------

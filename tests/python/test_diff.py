@@ -13,7 +13,7 @@ import pytest
 
 import pathscope
 from pathscope.diff import diff, path_rows, regressions
-from pathscope_samples import HYBRID, copy_hybrid, read_rows, write_rows
+from pathscope_samples import HYBRID, copy_hybrid, read_rows, write_rows, write_sample
 from test_cli import pathscope as cli
 
 COMPUTE = ("_start", "__libc_start_call_main", "main", "solve / update", "compute")
@@ -216,6 +216,10 @@ def test_cli_bad_directories(tmp_path):
     (tmp_path / "file").write_text("x\n")
     p = cli("diff", HYBRID, tmp_path / "file")
     assert p.stderr == f"pathscope: not a profile directory: {tmp_path / 'file'}\n"
+    flat = write_sample(tmp_path / "flat")               # format 1.0: no call paths
+    p = cli("diff", flat, HYBRID)
+    assert (p.returncode, p.stderr) == (2, f"pathscope: no call-path data in {flat} (profile "
+                                           f"format 1.x or sampling and unwinding were off)\n")
     p = cli("diff", "", HYBRID)
     assert p.stderr == ("pathscope diff: BASE and NEW: empty value "
                         "(try 'pathscope diff --help')\n")
