@@ -68,3 +68,14 @@ fi
 if ! .venv/bin/python -c "import importlib.util as u, sys; sys.exit(not u.find_spec('textual'))" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check "textual==$TEXTUAL_VERSION"
 fi
+# Hatchet and Thicket (pyproject.toml's extra `hatchet`; pathscope.hatchet, tests/python/
+# hatchet_checks.py) in their own environment .venv-hatchet: llnl-hatchet 2026.2.0 requires
+# pandas<3 and .venv keeps pandas 3.1.1, so pandas 2.3.3 lives beside them there.
+HATCHET_PACKAGES=(llnl-hatchet==2026.2.0 llnl-thicket==2026.1.1 pandas==2.3.3 pyarrow==26.0.1
+                  rich==15.0.0 pytest==9.2.0)
+if ! .venv-hatchet/bin/python -c "import importlib.util as u, sys
+sys.exit(not all(u.find_spec(m) for m in ('hatchet', 'thicket', 'pytest')))" 2>/dev/null; then
+  rm -rf .venv-hatchet
+  /usr/bin/python3 -m venv .venv-hatchet
+  .venv-hatchet/bin/pip install -q --disable-pip-version-check "${HATCHET_PACKAGES[@]}"
+fi

@@ -1,4 +1,4 @@
-"""The `pathscope` command line: run, report, export, sql, symbolize, probe, top.
+"""The `pathscope` command line: run, report, export, diff, sql, symbolize, probe, top.
 
 This is the only module that prints errors or chooses an exit status: every PathscopeError
 becomes one line `pathscope: <message>` on stderr and exit status 2; usage errors are one line
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import math
 import os
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn, Optional, Sequence, TextIO
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 EXIT_USAGE = 2
 EXIT_ERROR = 2
 EXIT_PARTIAL = 3              # export refused: the profile is partial (see --allow-partial)
+EXIT_REGRESSION = 4           # diff --fail-above: NEW is slower than BASE by more than PCT
 # options.def fields the CLI sets itself instead of offering a flag
 RUN_SETS_ITSELF = ("command", "pid")
 SHORT_FLAGS = {"output": "-o"}
@@ -126,6 +128,17 @@ def _count(text: str) -> int:
 
 
 _count.__name__ = "non-negative integer"     # argparse names the type in its message
+
+
+def _percent(text: str) -> float:
+    """diff --fail-above and --floor: a finite number >= 0 (no nan, inf or sign)."""
+    value = float(text)
+    if not math.isfinite(value) or value < 0 or text.strip()[:1] in "+-":
+        raise ValueError(text)
+    return value
+
+
+_percent.__name__ = "percentage"
 
 
 # ---- run ---------------------------------------------------------------------------------------
@@ -361,6 +374,33 @@ def _command_sql(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
     return 0
 
 
+def _command_diff(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    import pathscope
+    from pathscope import diff
+
+    if not args.base.strip() or not args.new.strip():
+        parser.error("BASE and NEW: empty value")
+    d = diff.diff(pathscope.open(args.base, runtime_threads=False),
+                  pathscope.open(args.new, runtime_threads=False))
+    found = (diff.regressions(d, args.fail_above, args.floor)
+             if args.fail_above is not None else None)
+    if args.format == "csv":
+        diff.write_csv(d, sys.stdout)
+    elif args.format == "json":
+        diff.write_json(d, sys.stdout, found)
+    else:
+        diff.write_table(d, sys.stdout, args.top)
+    if found is None:
+        return 0
+    for line in found:
+        print(f"pathscope: regression: {line}", file=sys.stderr)
+    if found:
+        print(f"pathscope: {len(found)} regression(s) above {args.fail_above:g}% "
+              f"(exit status {EXIT_REGRESSION})", file=sys.stderr)
+        return EXIT_REGRESSION
+    return 0
+
+
 def _command_symbolize(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from pathscope.calltree import check_selection
     from pathscope.reader import load_profile
@@ -513,6 +553,30 @@ def build_parser(options: Optional[Sequence[Option]]) -> tuple[
                         help="export a partial profile (missing, incomplete or unreadable "
                              "ranks, stray files) with a warning on stderr; without it such "
                              "an export is refused with exit status 3")
+    diff = sub.add_parser(
+        "diff", help="compare two profiles per call path, communicator and operation",
+        description="Compare NEW with BASE: per call path (matched by its frame names), "
+                    "communicator and MPI operation, the change in time, bytes and calls, "
+                    "by impact (the absolute change in time first).  Exit status "
+                    f"{EXIT_REGRESSION} with --fail-above PCT when the total time, or the "
+                    "time of a path holding at least --floor % of BASE's total, grew by more "
+                    "than PCT % (each such regression is named on stderr); 0 otherwise, 2 on "
+                    "errors.")
+    diff.add_argument("base", metavar="BASE")
+    diff.add_argument("new", metavar="NEW")
+    machine = diff.add_mutually_exclusive_group()
+    machine.add_argument("--csv", dest="format", action="store_const", const="csv",
+                         help="every row as CSV (times in ns) instead of the table")
+    machine.add_argument("--json", dest="format", action="store_const", const="json",
+                         help="every row and the totals as JSON instead of the table")
+    diff.add_argument("--fail-above", type=_percent, metavar="PCT",
+                      help=f"exit with status {EXIT_REGRESSION} when a time grew by more than "
+                           f"PCT percent")
+    diff.add_argument("--floor", type=_percent, metavar="PCT", default=1.0,
+                      help="--fail-above judges only paths with at least PCT %% of BASE's "
+                           "total time in BASE or NEW (default: 1)")
+    diff.add_argument("--top", type=_count, metavar="N", default=30,
+                      help="rows of the table (default: 30)")
     sql = sub.add_parser(
         "sql", help="run a DuckDB query over the tables of one or more profiles",
         description="Run an SQL query (DuckDB) over the tables of one or more profile "
@@ -568,7 +632,7 @@ def build_parser(options: Optional[Sequence[Option]]) -> tuple[
     top.add_argument("--clean", action="store_true",
                      help="remove this user's live segments and sockets of processes that "
                           "are gone, and say which")
-    return parser, {"run": run, "report": report, "export": export, "sql": sql,
+    return parser, {"run": run, "report": report, "export": export, "diff": diff, "sql": sql,
                     "symbolize": symbolize,
                     "probe": probe, "top": top}
 
@@ -584,6 +648,8 @@ def _dispatch(argv: Sequence[str]) -> int:
         return _command_report(commands["report"], args)
     if args.command == "export":
         return _command_export(commands["export"], args)
+    if args.command == "diff":
+        return _command_diff(commands["diff"], args)
     if args.command == "sql":
         return _command_sql(commands["sql"], args)
     if args.command == "symbolize":
@@ -592,7 +658,7 @@ def _dispatch(argv: Sequence[str]) -> int:
         return _command_probe(commands["probe"], args)
     if args.command == "top":
         return _command_top(commands["top"], args)
-    parser.error("missing command: run, report, export, sql, symbolize, probe or top")
+    parser.error("missing command: run, report, export, diff, sql, symbolize, probe or top")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

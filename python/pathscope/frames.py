@@ -8,6 +8,8 @@ work from.
     p.nodes                       # the merged call tree: one row per node
     p.metrics                     # per node, rank and metric: the rank's value (long form)
     p.node_stats                  # per node and metric: sum, min/max with their ranks, ...
+    p.node_comms                  # per MPI node and communicator: calls, time, bytes
+    p.rank_matrix("mpi_ns")       # a metric per node and rank as one numpy array
 
 Columns are pyarrow-backed (`int64[pyarrow]`, `string[pyarrow]`, nullable: None is <NA>),
 in the order `export` writes them.  Frames are built on first use and kept.
@@ -27,12 +29,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Optional, Union
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from pathscope.calltree import INCL_MPI, INCL_OFFCPU, INCL_TIME, CallTree, MergedNode, build_tree
 from pathscope.export.tables import TABLES
-from pathscope.metrics import STORED
+from pathscope.metrics import COLUMNS, STORED
 from pathscope.reader import Profile, load_profile
 from pathscope.symbols import SymbolTable
 
@@ -41,13 +44,17 @@ NODE_METRICS = [m.name for m in STORED] + [INCL_TIME, INCL_MPI, INCL_OFFCPU]
 NODES_COLUMNS = ["node", "parent", "depth", "kind", "name", "file", "line", "module",
                  "address"] + NODE_METRICS
 METRICS_COLUMNS = ["node", "rank", "metric", "value"]
+COMMS_COLUMNS = ["node", "comm", "calls", "time_ns", "bytes"]
 STATS_COLUMNS = ["node", "metric", "sum", "mean", "min", "min_rank", "max", "max_rank",
                  "nonzero"]
 
 
-def open(path: Union[str, Path]) -> "ProfileFrames":   # noqa: A001 (pathscope.open)
-    """The profile directory at path (pathscope.reader.load_profile's rules and errors)."""
-    return ProfileFrames(load_profile(path))
+def open(path: Union[str, Path], runtime_threads: bool = True  # noqa: A001 (pathscope.open)
+         ) -> "ProfileFrames":
+    """The profile directory at path (pathscope.reader.load_profile's rules and errors).
+    runtime_threads False: the call tree without the MPI library's own threads, as the
+    report shows it."""
+    return ProfileFrames(load_profile(path), runtime_threads=runtime_threads)
 
 
 def frame(columns: list[str], rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
@@ -68,8 +75,10 @@ def _plain(value: Any) -> Any:
 class ProfileFrames:
     """The tables of one profile (module docstring)."""
 
-    def __init__(self, profile: Profile, symbols: Optional[SymbolTable] = None):
+    def __init__(self, profile: Profile, symbols: Optional[SymbolTable] = None,
+                 runtime_threads: bool = True):
         self.profile = profile
+        self.runtime_threads = runtime_threads
         self._symbols = symbols
         self._frames: dict[str, pd.DataFrame] = {}
         self._tree: Optional[CallTree] = None
@@ -111,7 +120,7 @@ class ProfileFrames:
         """The merged call tree (None without call paths)."""
         has_paths = self.profile.has_call_paths() or self.profile.tree is not None
         if self._tree is None and has_paths:
-            self._tree = build_tree(self.profile, runtime_threads=True)
+            self._tree = build_tree(self.profile, runtime_threads=self.runtime_threads)
             self._order = list(self._tree.root.walk())
         return self._tree
 
@@ -177,6 +186,33 @@ class ProfileFrames:
                 for rank, value in zip(tree.ranks, values):
                     if value:
                         yield {"node": i, "rank": rank, "metric": name, "value": value}
+
+    @property
+    def node_comms(self) -> pd.DataFrame:
+        """An MPI node's calls, time and bytes per communicator (its `pcomm` parts), summed
+        over the ranks: the rank files' or tree.tsv's, so reduced profiles have them too."""
+        if "node_comms" not in self._frames:
+            self.tree                   # (builds self._order)
+            rows = ({"node": i, "comm": comm, "calls": calls, "time_ns": ns, "bytes": nbytes}
+                    for i, node in enumerate(self._order)
+                    for comm, (calls, ns, nbytes) in sorted(node.comms.items()))
+            self._frames["node_comms"] = frame(COMMS_COLUMNS, rows)
+        return self._frames["node_comms"]
+
+    def rank_matrix(self, metric: str) -> np.ndarray:
+        """A metric of NODE_METRICS per node (rows, as in `nodes`) and rank (columns, the
+        tree's ranks in order), 0 where not known: `metrics` as one int64 array, for wide
+        per-rank tables (pathscope.hatchet) without the long form's row per value."""
+        tree = self.tree
+        if tree is None:
+            return np.zeros((0, 0), dtype=np.int64)
+        key = COLUMNS[metric] if metric in COLUMNS else metric
+        out = np.zeros((len(self._order), len(tree.ranks)), dtype=np.int64)
+        for i, node in enumerate(self._order):
+            values = tree.vector(node, key)
+            if values is not None:
+                out[i] = values
+        return out
 
     @property
     def per_rank_known(self) -> bool:

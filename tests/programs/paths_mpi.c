@@ -9,7 +9,9 @@
  *
  * The program measures its own phases with clock_gettime and prints them ("truth" lines),
  * so the test compares the profile with the time each phase really took on this machine.
- * Usage: paths_mpi [SCALE] (iterations are SCALE * 1e7; default 20). */
+ * Usage: paths_mpi [SCALE [SLOW]] (iterations are SCALE * 1e7; default 20).  SLOW (a
+ * percentage, default 0) adds that many iterations to compute_b alone: the slowdown
+ * tests/e2e/test_diff.py injects between two runs for `pathscope diff` to find. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,12 +69,13 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     long n = (argc > 1 ? atol(argv[1]) : 20) * 10000000L;
+    long slow = argc > 2 ? atol(argv[2]) : 0;
     for (int i = 0; i < NRANKQ - 1; i++) MPI_Comm_rank(MPI_COMM_WORLD, &r);
     double v[8] = {0};
     double t0 = now();
     compute_a(n);
     double t1 = now();
-    compute_b(n);
+    compute_b(n + n / 100 * slow);
     double t2 = now();
     exchange_x(v);
     exchange_y(v);

@@ -143,7 +143,7 @@ def test_run_exit_status_is_the_programs(tmp_path):
     (["report"], {},
      "pathscope report: the following arguments are required: DIR "
      "(try 'pathscope report --help')"),
-    ([], {}, "pathscope: missing command: run, report, export, sql, symbolize, probe or top "
+    ([], {}, "pathscope: missing command: run, report, export, diff, sql, symbolize, probe or top "
              "(try 'pathscope --help')"),
 ])
 def test_errors_are_one_line_and_exit_2(tmp_path, args, extra_env, message):

@@ -118,3 +118,18 @@ def test_a_reduced_profile_gives_the_jobs_statistics(tmp_path):
                 for r in table.to_dict("records")}
     a, b = by_path(from_files), by_path(reduced)
     assert len(a) > 100 and a == b
+
+
+def test_rank_matrix_is_metrics_wide():
+    """rank_matrix: the rows of `metrics` as one array per metric (node x rank, 0 where a
+    rank has no row); node 5 is solve / update's compute (data/hybrid/README.md)."""
+    import numpy as np
+    p = pathscope.open(HYBRID)
+    m = p.metrics
+    for metric in ("sample_ns", "mpi_ns", "visits", "incl_time"):
+        got = p.rank_matrix(metric)
+        want = np.zeros((len(p.nodes), 2), dtype=np.int64)
+        for r in m[m["metric"] == metric].itertuples():
+            want[r.node, r.rank] = r.value            # (the ranks are 0 and 1)
+        assert (got == want).all(), metric
+    assert p.rank_matrix("sample_ns")[5].tolist() == [1_100_000_000, 1_169_000_000]
