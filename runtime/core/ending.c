@@ -143,10 +143,14 @@ static void run_end(ps_end_how how, const char *status, int crash)
             stop = !claimed;
             break;
         case GUARD_UNWRITTEN: stop = rank_file_written_final; break;
-        case GUARD_PEER: stop = !(ps_state == PS_RUN_MPI && nothing_written()); break;
+        /* (MPI_Finalize's text not yet in the reduced files is written too) */
+        case GUARD_PEER:
+            stop = !((ps_state == PS_RUN_MPI && nothing_written()) || ps_rank_text_pending());
+            break;
         case GUARD_SIGNAL: {
             int before_init = ps_state == PS_RUN_STARTED && ps_launcher_rank() >= 0 && ps_outdir[0];
-            stop = !((ps_state == PS_RUN_MPI || before_init || nompi_now()) && nothing_written());
+            stop = !((ps_state == PS_RUN_MPI || before_init || nompi_now()) && nothing_written()) &&
+                   !ps_rank_text_pending();
             if (stop) break;
             ps_fmt_t f = {signal_status, 0, sizeof signal_status - 1, -1, 0};
             ps_fmt_str(&f, status);

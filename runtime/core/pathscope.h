@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PS_FORMAT_VERSION "2.9"
+#define PS_FORMAT_VERSION "2.10"
 #define PS_VERSION "0.1.0"
 #define PS_PATH_MAX 4096
 
@@ -217,7 +217,9 @@ const char *ps_outdir_path(void); /* the directory's absolute path, as opened */
  * name (O_EXCL|O_NOFOLLOW), renamed into place when complete, removed on failure (the
  * previous version of the file stays).  Failures are recorded per file and printed by
  * ps_outfile_report() at the end of the run.  [signal-safe] */
-enum { PS_FILE_RANK, PS_FILE_PROFILE, PS_FILE_TREE, PS_FILE_COUNT };
+enum { PS_FILE_RANK, PS_FILE_PROFILE, PS_FILE_TREE, PS_FILE_RANKS, PS_FILE_COUNT };
+/* an error of ranks.tsv (mpi/ranksfile.c): some rank could not open or write it */
+#define PS_ERR_COLLECTIVE (-11)
 typedef struct {
     int file;           /* PS_FILE_* */
     int dirfd, fd;
@@ -266,10 +268,14 @@ void ps_tree_write(ps_fmt_t *f, const ps_tblock_t *all, const ps_treecost_t *cos
 /* The rank file's text as written at MPI_Finalize (rankfile.c keeps it in a memory file for
  * the reduction): its bytes (NULL if none) and length. */
 const char *ps_rank_text(size_t *len);
-/* The reduction is over (reduced: tree.tsv was written): the text goes to ranks/ unless it
- * was reduced and --per-rank is none (then no later ending writes a rank file either), and
- * is released.  0 or the errno of the rank file's write. */
-int ps_rank_text_done(int reduced);
+/* The reduction is over (reduced: tree.tsv was written; collected: the text is in ranks.tsv):
+ * the text goes to ranks/ unless it was collected, or reduced and --per-rank is not all (then
+ * no later ending writes a rank file either), and is released.  0 or the errno of the rank
+ * file's write. */
+int ps_rank_text_done(int reduced, int collected);
+/* MPI_Finalize's text is kept and in none of the files yet: a signal's ending or a peer's
+ * request writes it to ranks/ (ps_write_rank_file).  [signal-safe] */
+int ps_rank_text_pending(void);
 int ps_per_rank_all(void);           /* --per-rank all: every rank keeps its own file */
 
 #endif

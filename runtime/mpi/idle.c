@@ -10,12 +10,14 @@
 
 #include "mpi_internal.h"
 
-int ps_wait_idle(MPI_Request *req)
+int ps_wait_idle(MPI_Request *req) { return ps_wait_idle_status(req, MPI_STATUS_IGNORE); }
+
+int ps_wait_idle_status(MPI_Request *req, MPI_Status *status)
 {
     struct timespec pause = {0, 50000};
     for (;;) {
         int done = 0;
-        if (PMPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return -1;
+        if (PMPI_Test(req, &done, status) != MPI_SUCCESS) return -1;
         if (done) return 0;
         nanosleep(&pause, NULL);
         if (pause.tv_nsec < 1000000) pause.tv_nsec *= 2;

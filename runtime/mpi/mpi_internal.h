@@ -136,9 +136,13 @@ uint64_t ps_rank_mpi_ticks(void); /* mpi_out.c: the rank's time in MPI calls [si
  * MPI_COMM_WORLD's duplicate and rank 0 writes profile.tsv (reduce.c). */
 void ps_reduce_and_write(void);
 int ps_tree_reduce(MPI_Comm comm); /* treereduce.c: 1 when tree.tsv was written */
+/* ranksfile.c, --per-rank all: every rank's text into ranks.tsv with MPI-IO; 1 when it is
+ * there whole (every rank learns it) */
+int ps_ranks_file_write(MPI_Comm comm);
 /* idle.c: pathscope's own communication, waiting by tests and sleeps (not spinning); 0 or -1
  * (an MPI error) */
 int ps_wait_idle(MPI_Request *req);
+int ps_wait_idle_status(MPI_Request *req, MPI_Status *status);
 int ps_send_idle(const void *buf, int n, MPI_Datatype type, int to, int tag, MPI_Comm comm);
 int ps_recv_idle(void *buf, int n, MPI_Datatype type, int from, int tag, MPI_Comm comm);
 

@@ -448,14 +448,15 @@ void ps_reduce_and_write(void)
     MPI_Comm comm;
     MPI_Request req;
     if (PMPI_Comm_idup(MPI_COMM_WORLD, &comm, &req) != MPI_SUCCESS || ps_wait_idle(&req) != 0) {
-        ps_rank_text_done(0); /* no reduction at all: the rank file, whatever --per-rank says */
+        ps_rank_text_done(0, 0); /* no reduction at all: the rank file, whatever --per-rank says */
         ps_outfile_report(ps_world_rank);
         return;
     }
     PMPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-    /* the call trees first: a rank whose text was not reduced writes its file now, and
-     * profile.tsv below says whether that worked */
-    ps_rank_text_done(ps_tree_reduce(comm));
+    /* the call trees first, and ranks.tsv: a rank whose text is in neither (as --per-rank
+     * asks) writes its file now, and profile.tsv below says whether that worked */
+    int reduced = ps_tree_reduce(comm);
+    ps_rank_text_done(reduced, ps_per_rank_all() && ps_ranks_file_write(comm));
     set_t s = collect_local();
     int rank = ps_world_rank, size = ps_world_size;
     for (int mask = 1; mask < size; mask <<= 1) {

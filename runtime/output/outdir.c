@@ -59,6 +59,7 @@ enum {
     ERR_NOT_DIR = -8,
     ERR_TOO_LONG = -9,
     ERR_DIR_GONE = -10,
+    ERR_COLLECTIVE = PS_ERR_COLLECTIVE,
 };
 
 /* ---- raw system calls -------------------------------------------------------------------- */
@@ -105,6 +106,8 @@ const char *ps_error_text(int error)
     case ERR_OTHER_RUN: return "the output directory holds another run's profile";
     case ERR_NOT_DIR: return "the output location is not a directory";
     case ERR_TOO_LONG: return "the output directory path is too long";
+    case ERR_COLLECTIVE:
+        return "not every rank could write it with MPI-IO (each rank wrote its own file in ranks/)";
     default: break;
     }
     const char *text = error > 0 ? strerrordesc_np(error) : NULL;
@@ -399,7 +402,7 @@ static int is_rank_name(const char *s, const char *suffix)
     return nd > 0 && strncmp(d + nd, ".tsv", 4) == 0 && strcmp(d + nd + 4, suffix) == 0;
 }
 
-typedef struct { int profile, tree, symbols, rank_files; } found_t;
+typedef struct { int profile, tree, ranks, symbols, rank_files; } found_t;
 
 /* Every entry of dir, one at a time (getdents64 into a static buffer). */
 struct linux_dirent64_s {
@@ -434,18 +437,21 @@ static void scan_dir(int dirfd, int is_ranks, int force, found_t *found)
                 } else if (force && is_rank_name(name, ".tmp")) { /* format 2.2's temporaries */
                     sys_unlinkat(dirfd, name);
                 }
-            } else if (strcmp(name, "profile.tsv") == 0 || strcmp(name, "tree.tsv") == 0) {
+            } else if (strcmp(name, "profile.tsv") == 0 || strcmp(name, "tree.tsv") == 0 ||
+                       strcmp(name, "ranks.tsv") == 0) {
                 int run = file_run(dirfd, name);
                 if (run == FILE_OTHER_RUN || run == FILE_NO_RUN) {
                     if (force) remove_other_run_file(dirfd, name);
                     else if (name[0] == 'p') found->profile = 1;
-                    else found->tree = 1;
+                    else if (name[0] == 't') found->tree = 1;
+                    else found->ranks = 1;
                 }
             } else if (strcmp(name, "symbols.tsv") == 0) {
                 /* written by `pathscope report` after a run: never this run's at its start */
                 if (force) sys_unlinkat(dirfd, name);
                 else found->symbols = 1;
-            } else if (force && (has_prefix(name, ".profile.tsv.") || has_prefix(name, ".tree.tsv."))) {
+            } else if (force && (has_prefix(name, ".profile.tsv.") || has_prefix(name, ".tree.tsv.") ||
+                                 has_prefix(name, ".ranks.tsv."))) {
                 remove_other_run_temp(dirfd, name);
             } else if (force && (strcmp(name, "profile.tsv.tmp") == 0 || has_prefix(name, ".symbols.tsv.") ||
                                  (has_prefix(name, "symbols.tsv.") && has_suffix(name, ".tmp")))) {
@@ -459,16 +465,17 @@ static void scan_dir(int dirfd, int is_ranks, int force, found_t *found)
 /* 0, or ERR_OTHER_RUN with the message. */
 static int check_other_runs(int topfd, int ranksfd, int force, const char *shown, ps_fmt_t *e)
 {
-    found_t found = {0, 0, 0, 0};
+    found_t found = {0, 0, 0, 0, 0};
     scan_dir(topfd, 0, force, &found);
     if (ranksfd >= 0) scan_dir(ranksfd, 1, force, &found);
-    if (!found.profile && !found.tree && !found.symbols && !found.rank_files) return 0;
+    if (!found.profile && !found.tree && !found.ranks && !found.symbols && !found.rank_files) return 0;
     ps_fmt_str(e, "output directory '");
     ps_fmt_str(e, shown);
     ps_fmt_str(e, "' holds another run's profile (");
     const char *sep = "";
     if (found.profile) { ps_fmt_str(e, "profile.tsv"); sep = ", "; }
     if (found.tree) { ps_fmt_str(e, sep); ps_fmt_str(e, "tree.tsv"); sep = ", "; }
+    if (found.ranks) { ps_fmt_str(e, sep); ps_fmt_str(e, "ranks.tsv"); sep = ", "; }
     if (found.symbols) { ps_fmt_str(e, sep); ps_fmt_str(e, "symbols.tsv"); sep = ", "; }
     if (found.rank_files) {
         ps_fmt_str(e, sep);

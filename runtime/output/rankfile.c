@@ -21,15 +21,19 @@
 
 /* ---- the text kept for the reduction of the call trees (mpi/treereduce.c) -----------------
  * At MPI_Finalize the rank file is written into a memory file first: the reduction reads it,
- * and it reaches ranks/ only with --per-rank all, or when the reduction could not be done.
- * Every other ending (crash, abort, exit without finalize) writes ranks/ directly, as ever. */
+ * --per-rank all writes it into ranks.tsv (mpi/ranksfile.c), and it reaches ranks/ only when
+ * those could not be done, or when a signal or a peer's request comes before they are (it is
+ * then the rank's record).  Every other ending (crash, abort, exit without finalize) writes
+ * ranks/ directly, as ever. */
 static struct {
     ps_ownfd_t own;       /* the memory file (moved out of the application's way) */
     char *map;
     size_t len;
-    int on_disk;          /* ranks/rank-NNNNNN.tsv written from it (or directly) */
+    int on_disk;          /* written from it: ranks/rank-NNNNNN.tsv (or directly), ranks.tsv */
     int superseded;       /* reduced into tree.tsv, --per-rank none: no rank file at all */
 } text = {{-1, 0, 0, 0}, NULL, 0, 0, 0};
+
+static int text_to_file(void);
 
 static char rank_buf[1 << 16];
 static char host_name[256];
@@ -105,6 +109,10 @@ void ps_write_rank_file(const char *status)
     static ps_outfile_t out;
     /* (the heap's rewrite at exit, a signal after MPI_Finalize: the run's data is in tree.tsv) */
     if (!ps_outdir[0] || text.superseded) return;
+    if (ps_rank_text_pending()) { /* (MPI_Finalize's text, not yet in the reduced files) */
+        text_to_file();
+        return;
+    }
     rank_file_name(name, sizeof name, ps_world_rank);
     /* Before the file exists (kernel: the collector's tables, whose problems are warnings
      * of this file; our own writes to it are not the application's system calls). */
@@ -118,6 +126,8 @@ void ps_write_rank_file(const char *status)
 }
 
 int ps_per_rank_all(void) { return strcmp(ps_options.per_rank, "all") == 0; }
+
+int ps_rank_text_pending(void) { return text.map && !text.on_disk && !text.superseded; }
 
 const char *ps_rank_text(size_t *len)
 {
@@ -148,16 +158,20 @@ static void text_release(void)
     text.own.fd = -1;
 }
 
-int ps_rank_text_done(int reduced)
+int ps_rank_text_done(int reduced, int collected)
 {
     int error = 0;
-    if (!reduced || ps_per_rank_all()) error = text_to_file();
+    /* (a signal's ending or a peer's request may write the text meanwhile: one at a time) */
+    int claimed = ps_final_writer_claim(1);
+    if (collected) text.on_disk = 1; /* (not superseded: the heap's rewrite at exit goes to ranks/) */
+    else if (!reduced || ps_per_rank_all()) error = text_to_file();
     else text.superseded = 1;
     text_release();
+    if (claimed) ps_final_writer_release();
     return error;
 }
 
-/* The final rank file at MPI_Finalize: into a memory file, then (--per-rank all) to ranks/.
+/* The final rank file at MPI_Finalize: into a memory file, for the reduction and ranks.tsv.
  * Without a memory file, straight to ranks/ (the reduction then has nothing to merge, and
  * every rank keeps its file). */
 void ps_write_rank_file_final(const char *status)
@@ -185,7 +199,6 @@ void ps_write_rank_file_final(const char *status)
     }
     text.map = map;
     text.len = (size_t)len;
-    if (ps_per_rank_all()) text_to_file();
 }
 
 /* Whether world rank `rank` has written its file since this run started (output/peers.c
