@@ -101,3 +101,13 @@ def rank_text_size(outdir, rank: int) -> int:
     if own.exists():
         return own.stat().st_size
     return ranks_tsv_index(outdir)[rank][1]
+
+
+def check_rank_layout(outdir, nranks: int) -> None:
+    """The rank texts a run of nranks that reached MPI_Finalize leaves: ranks.tsv with a
+    section per rank and no rank file, or (MPI-IO not usable) a file per rank."""
+    names = rank_file_names(outdir)
+    if (Path(outdir) / RANKS_FILE).exists():
+        assert sorted(ranks_tsv_index(outdir)) == list(range(nranks)) and names == [], names
+    else:
+        assert names == [rank_file_name(r) for r in range(nranks)], names

@@ -636,7 +636,6 @@ def _read_ranks_tsv(scan: "_Scan", stray: list[StrayFile],
         return None
     except ProfileError as e:
         notes.append(f"{RANKS_FILE} not used: {e}")
-        scan.ranks_tsv_broken = True
         return None
     return ranks
 
@@ -842,7 +841,6 @@ class _Scan:
     is_link: bool
     has_ranks_tsv: bool = False             # ranks.tsv is there (format 2.10)
     ranks_tsv_fd: Optional[int] = None      # open while the sections are read
-    ranks_tsv_broken: bool = False          # its head breaks a rule: not used
 
     def name(self, entry: str, in_ranks: bool = True) -> str:
         return str(self.directory / RANKS_DIR / entry) if in_ranks else str(
@@ -1012,12 +1010,9 @@ def _load(scan: _Scan) -> Profile:
     section_heads = {rank: _read_head(ranks_tsv.source(rank), RANK_MAGIC)
                      for rank in ranks_tsv.sections} if ranks_tsv is not None else {}
     run = _choose_run(profile_head, [*file_heads.values(), *section_heads.values()])
-    # a ranks.tsv of the run (used or broken): --per-rank all, its ranks are not reduced
-    ranks_tsv_of_run = scan.ranks_tsv_broken
     if ranks_tsv is not None and run is not None and ranks_tsv.run != run:
         stray.append(StrayFile(ranks_tsv.name, f"belongs to another run ({ranks_tsv.run})"))
         ranks_tsv, section_heads = None, {}
-    ranks_tsv_of_run |= ranks_tsv is not None
 
     # profile.tsv: of the run, readable?
     if profile_head is not None:
@@ -1111,9 +1106,9 @@ def _load(scan: _Scan) -> Profile:
     if tsv is None and unused is not None:
         notes.append(f"{PROFILE_FILE} not used: {unused}")
     # --per-rank none: tree.tsv stands for every rank (it is written only when all of them
-    # reached MPI_Finalize); a rank without a text is then not missing.  A ranks.tsv of the
-    # run says --per-rank all, even when it could not be used
-    reduced = tree is not None and not heads and not ranks_tsv_of_run
+    # reached MPI_Finalize); a rank without a text is then not missing.  A ranks.tsv says
+    # --per-rank all, even one that could not be used: its ranks are missing
+    reduced = tree is not None and not heads and not scan.has_ranks_tsv
     reduced_library = _reduced_string(tree, "mpi_library") if reduced else None
 
     if tsv is not None:

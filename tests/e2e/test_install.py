@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import MPI_ENV, MPI_LAUNCHERS, ROOT
+from profile_files import rank_text
 
 MPIS = ("openmpi", "mpich")
 MPI_LIBRARY = {"openmpi": "libmpi.so.40", "mpich": "libmpich.so.12"}
@@ -105,7 +106,7 @@ def test_installed_cli_profiles_and_reports_a_real_run(prefix, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"pathscope: profile written to {elsewhere}/prof" in done.stderr
     # the prefix's runtime was preloaded, not the checkout's
-    rank0 = (elsewhere / "prof" / "ranks" / "rank-000000.tsv").read_text()
+    rank0 = rank_text(elsewhere / "prof", 0)
     assert re.search(rf"^module\t\d+\t{re.escape(str(p))}/lib/pathscope/openmpi/libpathscope\.so\t",
                      rank0, re.M)
     assert f"{ROOT}/build/openmpi/libpathscope.so" not in rank0
@@ -173,5 +174,5 @@ def test_pip_install_gives_the_pathscope_command(prefix, tmp_path):
     ran = run([command, "run", "--mpi", "openmpi", "-o", "prof", "--",
                ROOT / "build" / "openmpi" / "heap_calls"], cwd=elsewhere, env=home)
     assert ran.returncode == 0, ran.stderr
-    rank0 = (elsewhere / "prof" / "ranks" / "rank-000000.tsv").read_text()
+    rank0 = rank_text(elsewhere / "prof", 0)
     assert f"\t{p}/lib/pathscope/openmpi/libpathscope.so\t" in rank0

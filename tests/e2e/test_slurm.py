@@ -26,6 +26,7 @@ from conftest import ROOT, _mpi
 from pathscope.reader import load_profile
 from slurm_cluster import KILL_WAIT, SlurmCluster, SlurmError, missing_programs
 import test_p2p
+from profile_files import has_rank_text, rank_text
 
 PLUGIN = {"openmpi": "pmix", "mpich": "pmi2"}
 MPIRUN = {"openmpi": ["mpirun.openmpi", "--allow-run-as-root"], "mpich": ["mpirun.mpich"]}
@@ -82,8 +83,7 @@ def statuses(out, nranks=4):
     """Each rank file's status, None for a rank without a file."""
     found = []
     for r in range(nranks):
-        f = out / "ranks" / f"rank-{r:06d}.tsv"
-        lines = f.read_text().splitlines() if f.exists() else []
+        lines = rank_text(out, r).splitlines() if has_rank_text(out, r) else []
         found.append(next((l.split("\t")[1] for l in lines if l.startswith("status\t")), None))
     return found
 
@@ -131,7 +131,7 @@ def p2p_calls_per_rank():
 
 def rank_calls(out, rank):
     calls = {}
-    for line in (out / "ranks" / f"rank-{rank:06d}.tsv").read_text().splitlines():
+    for line in rank_text(out, rank).splitlines():
         f = line.split("\t")
         if f[0] == "op" and f[2] != "MPI_Test":
             calls[(f[1], f[2])] = int(f[3])

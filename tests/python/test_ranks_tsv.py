@@ -340,3 +340,15 @@ def test_report_and_export_of_a_ranks_tsv_profile(tmp_path, capsys):
         outputs.append((report.replace(str(directory), "DIR"), capsys.readouterr().out))
     assert outputs[0] == outputs[1]
     assert "MPI_Allreduce" in outputs[0][1]
+
+
+def test_tree_tsv_with_a_stray_ranks_tsv(tmp_path):
+    """Any ranks.tsv says the run kept its ranks' texts: with another run's, this run's ranks
+    are missing (not stood for by tree.tsv)."""
+    d = write_reduced(tmp_path / "prof")
+    texts = {r: tsv_text(rank23(r, size=4, run=RUN_B)) for r in range(4)}
+    (d / "ranks.tsv").write_bytes(ranks_tsv(texts, run=RUN_B))
+    p = load_profile(d)
+    assert [str(s) for s in p.stray_files] == [f"{d}/ranks.tsv belongs to another run "
+                                               f"({RUN_B})"]
+    assert p.missing_ranks == [0, 1, 2, 3]
