@@ -42,11 +42,12 @@ def tree_facts(outdir) -> dict:
     text = (outdir / "tree.tsv").read_text()
     cost = next(line.split("\t")[1:] for line in text.splitlines()
                 if line.startswith("reduction\t"))
-    ranks = sorted((outdir / "ranks").glob("rank-*.tsv"))
+    texts = bl.rank_texts(outdir)
     return {"reduce_ms": int(cost[0]) / 1e6, "rounds": int(cost[1]),
             "peak_kb": int(cost[3]) / 1024, "tree_kb": len(text) / 1024,
             "profile_kb": (outdir / "profile.tsv").stat().st_size / 1024,
-            "rank_files": len(ranks), "rank_files_kb": sum(p.stat().st_size for p in ranks) / 1024,
+            "rank_files": len(texts),
+            "rank_files_kb": sum(len(t.encode()) for t in texts.values()) / 1024,
             "nodes": sum(1 for line in text.splitlines() if line.startswith("node\t"))}
 
 

@@ -352,3 +352,10 @@ def test_tree_tsv_with_a_stray_ranks_tsv(tmp_path):
     assert [str(s) for s in p.stray_files] == [f"{d}/ranks.tsv belongs to another run "
                                                f"({RUN_B})"]
     assert p.missing_ranks == [0, 1, 2, 3]
+
+
+def test_ranks_tsv_without_a_ranks_directory(tmp_path):
+    d = write_dir(tmp_path / "prof", texts=sample_texts())
+    (d / "ranks").rmdir()
+    p = load_profile(d)
+    assert (p.source, p.nranks, p.problems()) == ("ranks", 3, [])
