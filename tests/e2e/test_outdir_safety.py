@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import MPI_ENV, ROOT
-from profile_files import check_rank_layout, rank_text
+from profile_files import check_rank_layout, rank_text, rank_texts
 
 PS = str(ROOT / "bin" / "pathscope")
 SYMLINK = "is a symbolic link (pathscope does not follow links in the output directory)"
@@ -182,7 +182,9 @@ def test_full_disk(mpi, full_tmpfs):
     # (Open MPI stops the job once a rank exits non-zero: the other may not get to print)
     assert " done\n" in p.stdout and " done\n" in bare.stdout
     enospc = "No space left on device"
+    # (format 2.10: ranks.tsv first, then each rank's own file in its place)
     assert pathscope_lines(p.stderr) == sorted([
+        f"pathscope: rank 0: profile not written: ranks.tsv: {enospc}",
         f"pathscope: rank 0: profile not written: ranks/rank-000000.tsv: {enospc}",
         f"pathscope: rank 1: profile not written: ranks/rank-000001.tsv: {enospc}",
         f"pathscope: rank 0: profile not written: profile.tsv: {enospc}",
@@ -206,6 +208,7 @@ def test_directory_removed_during_the_run(mpi, tmp_path):
     assert sorted(p.stdout.split()) == sorted("outdir: rank 0 done outdir: rank 1 done".split())
     gone = "the output directory was removed during the run"
     assert pathscope_lines(p.stderr) == sorted([
+        f"pathscope: rank 0: profile not written: ranks.tsv: {gone}",
         f"pathscope: rank 0: profile not written: ranks/rank-000000.tsv: {gone}",
         f"pathscope: rank 1: profile not written: ranks/rank-000001.tsv: {gone}",
         f"pathscope: rank 0: profile not written: profile.tsv: {gone}",
@@ -213,17 +216,15 @@ def test_directory_removed_during_the_run(mpi, tmp_path):
         f"pathscope: no profile written to {prof}: not written: profile.tsv, tree.tsv, the "
         f"rank files of all 2 ranks"])
     assert not prof.exists()  # nothing was created again behind the user's back
-    if mpi.name == "openmpi":  # only ranks/ removed: profile.tsv is written, the notice says what is not
+    if mpi.name == "openmpi":  # only ranks/ removed: nothing is lost in a complete run, whose
+        # rank texts go to ranks.tsv beside it (format 2.10)
         p = mpi.run(2, [mpi.prog("outdir"), "remove", prof / "ranks"], prof)
-        assert pathscope_lines(p.stderr) == sorted([
-            f"pathscope: rank 0: profile not written: ranks/rank-000000.tsv: {gone}",
-            f"pathscope: rank 1: profile not written: ranks/rank-000001.tsv: {gone}",
-            f"pathscope: profile written to {prof} incompletely: not written: the rank files of "
-            f"all 2 ranks (view: pathscope report {prof})"])
-        assert sorted(os.listdir(prof)) == ["profile.tsv", "tree.tsv"]
-        failed = [l for l in (prof / "profile.tsv").read_text().splitlines()
-                  if l.startswith("write_failed\t")]
-        assert failed == [f"write_failed\t{r}\tranks/rank-00000{r}.tsv\t{gone}" for r in (0, 1)]
+        assert pathscope_lines(p.stderr) == [
+            f"pathscope: profile written to {prof} (view: pathscope report {prof})"]
+        assert sorted(os.listdir(prof)) == ["profile.tsv", "ranks.tsv", "tree.tsv"]
+        assert not [l for l in (prof / "profile.tsv").read_text().splitlines()
+                    if l.startswith("write_failed\t")]
+        assert sorted(rank_texts(prof)) == [0, 1]
 
 
 def test_over_long_path_refused_before_start(openmpi, tmp_path):
