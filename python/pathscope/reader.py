@@ -467,13 +467,12 @@ def _read_head(source: "_Source", magic: str) -> _Head:
 
 @dataclass
 class _Source:
-    """A file's text: the file `entry` of the directory fd, or (entry None) the section of
-    rank `rank` of ranks.tsv, length bytes from offset of the file fd."""
+    """A file's text: the file `entry` of the directory fd, or (entry None) a rank's section
+    of ranks.tsv, length bytes from offset of the file fd."""
     name: str                     # as messages call it: "prof/ranks/rank-000002.tsv",
                                   # "prof/ranks.tsv (rank 2)"
     fd: int
     entry: Optional[str] = None
-    rank: int = 0
     offset: int = 0
     length: int = 0
 
@@ -486,7 +485,7 @@ class _Source:
 
     def where(self, line: int) -> str:
         """Line N of the text as messages show it (a section's lines count from its first)."""
-        if self.entry is None:
+        if self.entry is None:           # "prof/ranks.tsv (rank 2" + ", line 9)"
             return f"{self.name[:-1]}, line {line})"
         return f"{self.name}:{line}"
 
@@ -509,7 +508,6 @@ class _RanksTsv:
     """The head of ranks.tsv: its run, world size and where each rank's section is."""
     name: str                     # as messages call it
     fd: int
-    version: str = ""
     run: Optional[str] = None
     ranks: int = 0
     sections: dict[int, tuple[int, int]] = field(default_factory=dict)  # rank -> offset in
@@ -517,7 +515,7 @@ class _RanksTsv:
 
     def source(self, rank: int) -> _Source:
         offset, length = self.sections[rank]
-        return _Source(f"{self.name} (rank {rank})", self.fd, None, rank, offset, length)
+        return _Source(f"{self.name} (rank {rank})", self.fd, None, offset, length)
 
 
 def _open_ranks_tsv(dir_fd: int, name: str) -> int:
@@ -545,15 +543,15 @@ def _read_ranks_head(ranks: _RanksTsv) -> None:
     newer major version)."""
     name = ranks.name
     size = os.fstat(ranks.fd).st_size
-    placed = {2: "run<TAB>RUNID", 3: "ranks<TAB>P"}
+    placed = {2: ("run", "run<TAB>RUNID"), 3: ("ranks", "ranks<TAB>P")}
     state = {"next": 0, "last": -1, "data": -1}
 
     def checked(handler: Callable[[Record], None]) -> Callable[[Record], None]:
         """Line 2 is the run line, line 3 the ranks line."""
         def check(record: Record) -> None:
-            want = placed.get(record.line)
-            if want is not None and record.kind != want.split("<")[0]:
-                raise ProfileError(f"{record.where}: line {record.line} is not '{want}'")
+            kind, shown = placed.get(record.line, (record.kind, ""))
+            if record.kind != kind:
+                raise ProfileError(f"{record.where}: line {record.line} is not '{shown}'")
             handler(record)
         return check
 
@@ -589,16 +587,12 @@ def _read_ranks_head(ranks: _RanksTsv) -> None:
         state["data"] = stream.tell()
         raise _HeadDone()
 
-    def on_version(version: str) -> None:
-        ranks.version = version
-
     handlers = {"run": run, "ranks": world, "index": index, "data": data}
     with open_region(ranks.fd, 0, min(size, MAX_RANKS_HEAD_BYTES)) as stream:
         try:
             read_records(stream, name, RANKS_MAGIC,
                          {kind: checked(h) for kind, h in handlers.items()},
-                         checked(lambda record: None), max_bytes=MAX_RANKS_HEAD_BYTES,
-                         on_version=on_version)
+                         checked(lambda record: None), max_bytes=MAX_RANKS_HEAD_BYTES)
         except _HeadDone:
             pass
     start = state["data"]

@@ -237,8 +237,9 @@ def read_records(source: BinaryIO, name: str, magic: str, handlers: dict[str, Ha
     line.  on_version: called with the version once the first line is checked."""
     limit = MAX_FILE_BYTES.get(magic, 256 << 20) if max_bytes is None else max_bytes
     total = 0
-    if where is None:
-        where = lambda line: f"{name}:{line}"  # noqa: E731
+
+    def line_name(line: int) -> str:
+        return where(line) if where is not None else f"{name}:{line}"
 
     def next_line(line: int) -> Optional[bytes]:
         nonlocal total
@@ -250,7 +251,7 @@ def read_records(source: BinaryIO, name: str, magic: str, handlers: dict[str, Ha
             return None
         total += len(raw)
         if len(raw) > MAX_LINE_BYTES:
-            raise ProfileError(f"{where(line)}: line longer than {MAX_LINE_BYTES} bytes")
+            raise ProfileError(f"{line_name(line)}: line longer than {MAX_LINE_BYTES} bytes")
         if total > limit:
             raise ProfileError(f"{name} is larger than {limit} bytes (the limit for a "
                                f"{magic} file)")
@@ -267,7 +268,7 @@ def read_records(source: BinaryIO, name: str, magic: str, handlers: dict[str, Ha
         raise ProfileError(f"{name} is not a pathscope file (first line is not "
                            f"'{magic}<TAB>VERSION')")
     version = head[1]
-    check_version(version, where(1))
+    check_version(version, line_name(1))
     if on_version is not None:
         on_version(version)
     info = FileInfo(version, False, 1)
@@ -296,7 +297,7 @@ def read_records(source: BinaryIO, name: str, magic: str, handlers: dict[str, Ha
         handler = handlers.get(kind, other)
         if handler is None:
             continue
-        record = Record(kind, rest.split("\t") if _ else [], where(number), number)
+        record = Record(kind, rest.split("\t") if _ else [], line_name(number), number)
         try:
             handler(record)
         except ProfileError as e:
