@@ -483,11 +483,13 @@ class _Source:
             return "the index of ranks.tsv gives this section to"
         return "the file is named for"
 
-    def where(self, line: int) -> str:
-        """Line N of the text as messages show it (a section's lines count from its first)."""
-        if self.entry is None:           # "prof/ranks.tsv (rank 2" + ", line 9)"
-            return f"{self.name[:-1]}, line {line})"
-        return f"{self.name}:{line}"
+    @property
+    def where(self) -> tuple[str, str]:
+        """The text around N of line N as messages show it: "prof/ranks/rank-000002.tsv:N",
+        "prof/ranks.tsv (rank 2, line N)" (a section's lines count from its first)."""
+        if self.entry is None:
+            return f"{self.name[:-1]}, line ", ")"
+        return f"{self.name}:", ""
 
     def open(self, magic: str) -> BinaryIO:
         """The text to read; RefusedFile for a section larger than a file of its kind may be

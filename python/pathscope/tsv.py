@@ -228,18 +228,16 @@ class CutShort(ProfileError):
 def read_records(source: BinaryIO, name: str, magic: str, handlers: dict[str, Handler],
                  other: Optional[Handler] = None, max_bytes: Optional[int] = None,
                  on_version: Optional[Callable[[str], None]] = None,
-                 where: Optional[Callable[[int], str]] = None) -> FileInfo:
+                 where: tuple[str, str] = ("", "")) -> FileInfo:
     """Reads a file's records from source (a binary stream at its start) and feeds each to
     its handler (other: for line types without one, e.g. the `counter_*` lines).  name is
-    what messages call the file, where(N) its line N (default "name:N").  ProfileError for
+    what messages call the file, and line N "name:N" (where: the text around N instead).  ProfileError for
     an empty file, a wrong first line, a line or file beyond the limits, or a malformed
     record (see the module's rules); CutShort for an empty file or one cut in its first
     line.  on_version: called with the version once the first line is checked."""
     limit = MAX_FILE_BYTES.get(magic, 256 << 20) if max_bytes is None else max_bytes
     total = 0
-
-    def line_name(line: int) -> str:
-        return where(line) if where is not None else f"{name}:{line}"
+    before, after = where if where[0] else (f"{name}:", "")
 
     def next_line(line: int) -> Optional[bytes]:
         nonlocal total
@@ -251,7 +249,7 @@ def read_records(source: BinaryIO, name: str, magic: str, handlers: dict[str, Ha
             return None
         total += len(raw)
         if len(raw) > MAX_LINE_BYTES:
-            raise ProfileError(f"{line_name(line)}: line longer than {MAX_LINE_BYTES} bytes")
+            raise ProfileError(f"{before}{line}{after}: line longer than {MAX_LINE_BYTES} bytes")
         if total > limit:
             raise ProfileError(f"{name} is larger than {limit} bytes (the limit for a "
                                f"{magic} file)")
@@ -268,7 +266,7 @@ def read_records(source: BinaryIO, name: str, magic: str, handlers: dict[str, Ha
         raise ProfileError(f"{name} is not a pathscope file (first line is not "
                            f"'{magic}<TAB>VERSION')")
     version = head[1]
-    check_version(version, line_name(1))
+    check_version(version, f"{before}1{after}")
     if on_version is not None:
         on_version(version)
     info = FileInfo(version, False, 1)
@@ -297,7 +295,8 @@ def read_records(source: BinaryIO, name: str, magic: str, handlers: dict[str, Ha
         handler = handlers.get(kind, other)
         if handler is None:
             continue
-        record = Record(kind, rest.split("\t") if _ else [], line_name(number), number)
+        record = Record(kind, rest.split("\t") if _ else [], f"{before}{number}{after}",
+                        number)
         try:
             handler(record)
         except ProfileError as e:
