@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Reading the rank texts of a `--per-rank all` profile from ranks.tsv (format 2.10) against
-the same texts as ranks/ files: `load_profile` time and peak memory, each in a fresh process,
+the same texts as ranks/ files: `load_profile`'s CPU time (user + system: on a loaded machine
+the wall time varies by 2x from run to run) and peak memory, each in a fresh process,
 on a synthetic profile (bench/synth_profile.py --rank-files) whose rank files are then packed
 into ranks.tsv as the runtime writes it (docs/format.md, "ranks.tsv").
 
@@ -24,9 +25,12 @@ MEASURE = """
 import json, resource, sys, time
 sys.path.insert(0, {python!r})
 from pathscope.reader import load_profile
-started = time.monotonic()
+def cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+started = cpu()
 p = load_profile({directory!r})
-took = time.monotonic() - started
+took = cpu() - started
 assert not p.problems(), p.problems()
 print(json.dumps({{"s": took, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "ranks": len(p.callpaths)}}))
@@ -80,7 +84,7 @@ def main() -> int:
                          statistics.median(r["rss_mib"] for r in runs))
     print(f"{args.ranks} ranks x {args.paths} paths, ranks.tsv {size / 1e6:.1f} MB")
     for name, (s, rss) in results.items():
-        print(f"  {name:<13} load_profile {s:6.2f} s  peak RSS {rss:6.0f} MiB")
+        print(f"  {name:<13} load_profile {s:6.2f} s CPU  peak RSS {rss:6.0f} MiB")
     return 0
 
 
