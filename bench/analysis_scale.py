@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The analysis at scale (issue 14): time and peak memory of `pathscope report` and of the
 flame-graph exports on a synthetic reduced profile (bench/synth_profile.py: profile.tsv +
-tree.tsv, 10,000 ranks x 10,000 paths by default), and of the same report on a rank-file
+tree.tsv, 10,000 ranks x 10,000 paths by default), of the report and `export --table rankvec`
+on one with the rank vectors of `--per-rank summary`, and of the same report on a rank-file
 profile of as many paths at fewer ranks (--compare-ranks, 64 by default).
 
     bench/analysis_scale.py                       # build/bench/analysis/...
@@ -34,6 +35,14 @@ COMMANDS = {
     "export folded": ["export", "--format", "folded", "-o", "/dev/null"],
     "export speedscope": ["export", "--format", "speedscope", "-o", "/dev/null"],
 }
+# a --per-rank summary profile (rankvec lines): the report, and the vectors in long form
+SUMMARY_COMMANDS = {
+    "report (first: symbols resolved)": ["report"],
+    "report": ["report"],
+    "export --table rankvec (csv)": ["export", "--table", "rankvec", "-o", "/dev/null"],
+    "export --table rankvec (json)": ["export", "--table", "rankvec", "--format", "json",
+                                      "-o", "/dev/null"],
+}
 
 
 def measure(args: list[str], directory: Path) -> tuple[float, float, int]:
@@ -56,13 +65,14 @@ def measure(args: list[str], directory: Path) -> tuple[float, float, int]:
 
 
 def generated(name: str, ranks: int, paths: int, rank_files: bool,
-              extra: int = 0) -> tuple[Path, float]:
+              extra: int = 0, rank_vectors: bool = False) -> tuple[Path, float]:
     directory = WORK / name
     if directory.exists():
         shutil.rmtree(directory)
     WORK.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
-    synth_profile.write_dir(directory, ranks, paths, rank_files=rank_files, extra_columns=extra)
+    synth_profile.write_dir(directory, ranks, paths, rank_files=rank_files, extra_columns=extra,
+                            rank_vectors=rank_vectors)
     return directory, time.monotonic() - start
 
 
@@ -71,14 +81,15 @@ def size_of(directory: Path) -> int:
 
 
 def run(name: str, ranks: int, paths: int, rank_files: bool, commands: dict,
-        extra: int = 0) -> None:
-    directory, made = generated(name, ranks, paths, rank_files, extra)
+        extra: int = 0, rank_vectors: bool = False) -> None:
+    directory, made = generated(name, ranks, paths, rank_files, extra, rank_vectors)
     tree = directory / "tree.tsv"
     lines = [line.split("\t") for line in tree.read_text().splitlines()]
     nodes = [f for f in lines if f[0] == "node"]
     fields = sum(len(f) - 7 for f in nodes) / len(nodes)
     print(f"\n{name}: {ranks} ranks x {paths} paths"
-          f"{' with rank files' if rank_files else ' (tree.tsv only)'}: tree.tsv "
+          f"{' with rank files' if rank_files else ' (tree.tsv only)'}"
+          f"{' with rank vectors' if rank_vectors else ''}: tree.tsv "
           f"{tree.stat().st_size / 2**20:.1f} MiB ({len(nodes)} node lines, {fields:.1f} "
           f"statistics each), directory {size_of(directory) / 2**20:.1f} MiB (generated in "
           f"{made:.1f} s)")
@@ -101,6 +112,7 @@ def main() -> int:
     run("reduced", args.ranks, args.paths, False, COMMANDS)
     if args.extra_columns:
         run("reduced-wide", args.ranks, args.paths, False, COMMANDS, args.extra_columns)
+    run("summary", args.ranks, args.paths, False, SUMMARY_COMMANDS, rank_vectors=True)
     if args.compare_ranks:
         run("rank-files", args.compare_ranks, args.paths, True,
             {k: v for k, v in COMMANDS.items() if k.startswith("report")})

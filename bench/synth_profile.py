@@ -52,6 +52,7 @@ FILLS = {"fn": ("sample_ns", "samples", "offcpu_ns"), "mpi": ("visits", "mpi_ns"
                                                          "probe_self_time")}
 INCL = ("incl_time", "incl_mpi", "incl_offcpu")
 SAMPLE_NS = 10_000_000          # 100 Hz
+RANKVEC_PATHS = 64              # paths with `rankvec` lines (--per-rank summary)
 
 
 class Node:
@@ -197,7 +198,11 @@ def profile_lines(ranks: int, wall: list[int], mpi: list[int]):
 
 # ---- tree.tsv from the model (no rank files) ---------------------------------------------------
 
-def model_tree_lines(nodes: list[Node], ranks: int, extra: int = 0):
+def model_tree_lines(nodes: list[Node], ranks: int, extra: int = 0,
+                     rank_vectors: bool = False):
+    """rank_vectors: `rankvec` lines (`--per-rank summary`) for the RANKVEC_PATHS nodes with
+    the most inclusive time whose model has a single largest rank (model_vector), of their
+    columns whose largest rank stands out (value // 4 > 0)."""
     incl: dict[int, list[int]] = {}
     for node in reversed(nodes):
         own = leaf_values(node, node.scale)
@@ -220,19 +225,45 @@ def model_tree_lines(nodes: list[Node], ranks: int, extra: int = 0):
         calls = sum(n.scale for n in nodes if n.kind == "syscall" and n.name == name)
         yield f"scalar\tksys.calls.{name}\t{model_stats(full, ranks, calls + 40).text()}"
         yield f"scalar\tksys.ns.{name}\t{model_stats(full, ranks, (calls + 40) * 2500).text()}"
+    columns: dict[int, dict[str, int]] = {}       # node id -> column -> typical value
     for node in nodes:
-        fields = [f"{c}={model_stats(node, ranks, v).text()}"
-                  for c, v in leaf_values(node, node.scale).items() if v]
-        fields += [f"{c}={model_stats(node, ranks, v).text()}"
-                   for c, v in zip(INCL, incl[node.id]) if v]
-        fields += [f"x{i}={model_stats(node, ranks, incl[node.id][0] + i).text()}"
-                   for i in range(extra)]
-        yield _node_line(node, fields)
+        typical = {c: v for c, v in leaf_values(node, node.scale).items() if v}
+        typical.update((c, v) for c, v in zip(INCL, incl[node.id]) if v)
+        typical.update((f"x{i}", incl[node.id][0] + i) for i in range(extra))
+        columns[node.id] = typical
+        yield _node_line(node, [f"{c}={model_stats(node, ranks, v).text()}"
+                                for c, v in typical.items()])
         for part in node.comms:
             values = leaf_values(node, node.scale // len(node.comms))
             fields = [f"{c}={model_stats(node, ranks, v).text()}" for c, v in values.items()]
             yield _pcomm_line(part, fields)
+    if rank_vectors:
+        heaviest = sorted((n for n in nodes if _single_largest(n, ranks)),
+                          key=lambda n: (-incl[n.id][0], n.id))[:RANKVEC_PATHS]
+        for node in sorted(heaviest, key=lambda n: n.line_id):
+            for c, v in columns[node.id].items():
+                if v // 4:
+                    values = ",".join(map(str, model_vector(node, ranks, v)))
+                    yield f"rankvec\t{node.line_id}\t{c}\t{values}"
     yield "end"
+
+
+def _single_largest(node: Node, ranks: int) -> bool:
+    """True when model_stats gives node's columns one rank above the others (a vector of
+    its model then has its maximum first at MAX_RANK, as the reader checks)."""
+    k = len(range(0, ranks, node.presence))
+    return k > 1 and (node.id * 13) % k != (node.id * 29 + 1) % k
+
+
+def model_vector(node: Node, ranks: int, value: int) -> list[int]:
+    """Each rank's value of a column whose model_stats are those of `value`: value on node's
+    ranks, value - d on its lowest one and value + d on its highest (d = value // 4)."""
+    k = len(range(0, ranks, node.presence))
+    values = [0 if r % node.presence else value for r in range(ranks)]
+    d = value // 4
+    values[(node.id * 13) % k * node.presence] -= d
+    values[(node.id * 29 + 1) % k * node.presence] += d
+    return values
 
 
 def _node_line(node: Node, fields: list[str]) -> str:
@@ -403,14 +434,18 @@ def main() -> int:
                              "every node: parsed and checked, not used")
     parser.add_argument("--rank-files", action="store_true",
                         help="also write every rank's file (tree.tsv their exact reduction)")
+    parser.add_argument("--rank-vectors", action="store_true",
+                        help="without --rank-files: `rankvec` lines for the 64 heaviest paths "
+                             "(a --per-rank summary run)")
     args = parser.parse_args()
     write_dir(args.directory, args.ranks, args.paths, args.seed, args.rank_files,
-              args.extra_columns)
+              args.extra_columns, args.rank_vectors)
     return 0
 
 
 def write_dir(directory: Path, ranks: int, paths: int, seed: int = 14,
-              rank_files: bool = False, extra_columns: int = 0) -> None:
+              rank_files: bool = False, extra_columns: int = 0,
+              rank_vectors: bool = False) -> None:
     directory.mkdir(parents=True, exist_ok=False)
     nodes = make_tree(paths, seed, sources=not rank_files)
     assign_line_ids(nodes)
@@ -424,7 +459,8 @@ def write_dir(directory: Path, ranks: int, paths: int, seed: int = 14,
         mpi = [v[0]["incl_mpi"] for v in per_rank]
         write_file(directory / "tree.tsv", reduced_tree_lines(nodes, ranks, per_rank))
     else:
-        write_file(directory / "tree.tsv", model_tree_lines(nodes, ranks, extra_columns))
+        write_file(directory / "tree.tsv", model_tree_lines(nodes, ranks, extra_columns,
+                                                            rank_vectors))
         wall = [2_000_000_000] * ranks
         mpi = [500_000_000] * ranks
     write_file(directory / "profile.tsv", profile_lines(ranks, wall, mpi))

@@ -52,6 +52,13 @@ sys.exit(not all(u.find_spec(m) for m in ('pympistandard', 'pytest')))" 2>/dev/n
   /usr/bin/python3 -m venv --system-site-packages .venv
   .venv/bin/pip install -q --disable-pip-version-check pympistandard==0.2.0 pytest
 fi
+# The analysis side's libraries (pyproject.toml's dependencies: profiles as pandas DataFrames
+# backed by pyarrow, rich for the terminal); `pathscope run` never imports them.
+ANALYSIS_PACKAGES=(pandas==3.1.1 pyarrow==26.0.1 rich==15.0.0)
+if ! .venv/bin/python -c "import importlib.util as u, sys
+sys.exit(not all(u.find_spec(m) for m in ('pandas', 'pyarrow', 'rich')))" 2>/dev/null; then
+  .venv/bin/pip install -q --disable-pip-version-check "${ANALYSIS_PACKAGES[@]}"
+fi
 # `pathscope top`'s terminal UI (pyproject.toml's extra `top`; Debian's python3-textual is too old)
 if ! .venv/bin/python -c "import importlib.util as u, sys; sys.exit(not u.find_spec('textual'))" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check "textual==$TEXTUAL_VERSION"

@@ -10,6 +10,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
+# Most tests hold what a rank recorded to that rank's own text (exact per-rank truths), so
+# their runs keep every rank's text (--per-rank all: ranks.tsv).  The default, summary, is
+# tested where it is the point (tests/e2e/test_ranks_tsv.py, test_reduce.py), with this
+# variable removed or overridden by the flag.
+os.environ.setdefault("PATHSCOPE_PER_RANK", "all")
+
 MPI_LAUNCHERS = {
     "openmpi": ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe"],
     "mpich": ["mpirun.mpich"],

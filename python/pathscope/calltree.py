@@ -12,7 +12,9 @@ tree.sum_stat, time_split):
 - from the rank files: the threads' CCTs merged here; a node keeps its exclusive metrics per
   rank (summed over the rank's threads) and its statistics are computed from them;
 - from tree.tsv (format 2.9, `--per-rank none` or not): the job merged them; a node holds the
-  statistics read from the file (ReducedNode), and nothing of one rank or thread.
+  statistics read from the file (ReducedNode), nothing of one thread, and each rank's value
+  only for the heaviest paths of `--per-rank summary` (its `rankvec` lines; tree.vector):
+  sums and differences of those paths are then exact per rank too.
 Rules kept here:
 - Threads merge by the sequence of frame identities from the root (pathscope.symbols.Frame),
   never by names: two call sites of one function stay two nodes.
@@ -57,6 +59,7 @@ METRIC_COUNT = COLUMN_COUNT
 # stored metrics' columns
 INCL_TIME, INCL_MPI, INCL_OFFCPU = INCLUSIVE
 Key = Union[int, str]         # a stored metric's column, or one of INCLUSIVE
+Vectors = dict[str, list[int]]   # tree.tsv column name -> each rank's value, rank 0 first
 # [(a part of a CCT node, None: the node itself; [(by_rank column, the value's getter)])]
 _Readers = list[tuple[Optional[str], list[tuple[int, Callable[[object], int]]]]]
 
@@ -171,14 +174,28 @@ class MergedNode:
         return frames[::-1]
 
 
+def _vector(stats: Mapping[str, Stats], vectors: Optional[Vectors], name: str,
+            ranks: int) -> Optional[list[int]]:
+    """Each rank's value of a column of a node with these statistics and rank vectors: a
+    column the node does not have is 0 on every rank; None when not known."""
+    if vectors is None:
+        return None
+    if name in vectors:
+        return vectors[name]
+    return None if name in stats else [0] * ranks
+
+
 class ReducedNode(MergedNode):
     """A node of tree.tsv: its values' statistics over the ranks, as the job merged them
-    (by column name: the stored metrics and INCLUSIVE), and no per-rank values."""
+    (by column name: the stored metrics and INCLUSIVE), and, for the paths of its `rankvec`
+    lines (`--per-rank summary`), each rank's value; nothing of one thread."""
 
     def __init__(self, frame: Frame, parent: Optional[MergedNode],
-                 stats: Optional[dict[str, Stats]] = None):
+                 stats: Optional[dict[str, Stats]] = None, vectors: Optional[Vectors] = None):
         super().__init__(frame, parent)
         self.stats: dict[str, Stats] = stats if stats is not None else {}
+        # column name -> each rank's value (rank 0 first); None: not kept for this path
+        self.vectors = vectors
         # communicator -> column name -> statistics (the `pcomm` children)
         self.comm_stats: dict[str, dict[str, Stats]] = {}
 
@@ -188,11 +205,28 @@ class ReducedNode(MergedNode):
             node = self.children[frame] = ReducedNode(frame, self)
         return node
 
-    def merge(self, stats: Mapping[str, Stats], ranks: int) -> None:
-        """Adds another node's values (the runtime threads' root merged into the app's)."""
+    def merge(self, stats: Mapping[str, Stats], vectors: Optional[Vectors], ranks: int) -> None:
+        """Adds another node's values (the runtime threads' root merged into the app's): the
+        rank vectors add up when both nodes have them, and then give exact statistics."""
+        merged: Optional[Vectors] = {}
+        for name in set(self.stats) | set(stats):
+            mine = _vector(self.stats, self.vectors, name, ranks)
+            theirs = _vector(stats, vectors, name, ranks)
+            if mine is None or theirs is None:
+                merged = None
+                break
+            merged[name] = [a + b for a, b in zip(mine, theirs)]
         for name, value in stats.items():
             mine = self.stats.get(name)
             self.stats[name] = value if mine is None else Stats.combine((mine, value), ranks)
+        self.vectors = merged
+        for name, values in (merged or {}).items():
+            if not self.stats[name].known:
+                self.stats[name] = Stats.of_vector(values)
+
+    def vector(self, key: Key, ranks: int) -> Optional[list[int]]:
+        """Each rank's value of key (rank 0 first), when tree.tsv keeps it for this path."""
+        return _vector(self.stats, self.vectors, _column_name(key), ranks)
 
     def total(self, metric: int) -> int:
         value = self.stats.get(STORED[metric].name)
@@ -215,11 +249,19 @@ class ReducedNode(MergedNode):
         return value.sum if value is not None else 0
 
     def per_rank(self, key: Key) -> Mapping[int, int]:
-        raise ProfileError("per-rank values are not kept in tree.tsv")
+        name = _column_name(key)
+        if self.vectors is None or (name in self.stats and name not in self.vectors):
+            raise ProfileError("per-rank values are not kept in tree.tsv")
+        return {r: v for r, v in enumerate(self.vectors.get(name, ())) if v}
 
     def stat(self, key: Key, ranks: Sequence[int]) -> Stats:
-        value = self.stats.get(key if isinstance(key, str) else STORED[key].name)
+        value = self.stats.get(_column_name(key))
         return value if value is not None else Stats.zero(len(ranks))
+
+
+def _column_name(key: Key) -> str:
+    """A tree.tsv column name: one of INCLUSIVE, or a stored metric's column by name."""
+    return key if isinstance(key, str) else STORED[key].name
 
 
 def rank_stats(values: Mapping[int, int], ranks: Sequence[int]) -> Stats:
@@ -246,10 +288,24 @@ class CallTree:
         INCLUSIVE)."""
         return node.stat(key, self.ranks)
 
+    def vector(self, node: Optional[MergedNode], key: Key) -> Optional[list[int]]:
+        """Each rank's value of node (None: 0 everywhere), in the order of self.ranks; None
+        when not known (a reduced tree keeps it for the paths of its `rankvec` lines)."""
+        if node is None:
+            return [0] * len(self.ranks)
+        if isinstance(node, ReducedNode):
+            return node.vector(key, len(self.ranks))
+        values = node.per_rank(key)
+        return [values.get(r, 0) for r in self.ranks]
+
     def sum_stat(self, nodes: Sequence[MergedNode], key: Key) -> Stats:
         """The statistics of the per-rank sum of a value over several nodes (a function's
-        call paths): from the per-rank values when the tree has them, else Stats.combine."""
+        call paths): from the per-rank values when the tree has them (a reduced tree: when
+        every node has its rank vector), else Stats.combine."""
         if self.reduced is not None:
+            total = _vector_sum([self.vector(n, key) for n in nodes], len(self.ranks))
+            if total is not None:
+                return Stats.of_vector(total)
             return Stats.combine((n.stat(key, self.ranks) for n in nodes), len(self.ranks))
         values: dict[int, int] = {}
         for node in nodes:
@@ -271,6 +327,19 @@ class CallTree:
     def pseudo(self, kind: str) -> Optional[MergedNode]:
         """The root's `[failed unwind]` or `[not unwound]` child, if any."""
         return self.root.children.get(Frame(kind))
+
+
+def _vector_sum(vectors: Sequence[Optional[list[int]]], ranks: int,
+                signs: Sequence[int] = ()) -> Optional[list[int]]:
+    """Rank by rank, the sum of the vectors (each times its sign: 1 when not given); None
+    when one is not known."""
+    total = [0] * ranks
+    for i, values in enumerate(vectors):
+        if values is None:
+            return None
+        sign = signs[i] if i < len(signs) else 1
+        total = [t + sign * v for t, v in zip(total, values)]
+    return total
 
 
 def per_rank_not_kept_message(profile: Profile) -> str:
@@ -386,7 +455,7 @@ def merge_reduced_roots(data: ReducedTree, roots: Sequence[str]) -> CallTree:
     """The subtrees of tree.tsv's roots of those names merged into one root; no source
     hooks, no incl_samples yet."""
     ranks = data.ranks
-    root = ReducedNode(ROOT_FRAME, None)
+    root = ReducedNode(ROOT_FRAME, None, {}, {})     # nothing merged yet: 0 on every rank
     tree = CallTree(root, list(range(ranks)), [], {}, {}, reduced=data,
                     knows_offcpu=version_at_least(data.version, *OFFCPU_FORMAT))
     placed: list[Optional[ReducedNode]] = []     # by file node id; None: left out
@@ -394,7 +463,7 @@ def merge_reduced_roots(data: ReducedTree, roots: Sequence[str]) -> CallTree:
         if node.parent is None:
             keep = node.name in roots
             if keep:
-                root.merge(node.stats, ranks)
+                root.merge(node.stats, data.rank_vectors.get(node.id), ranks)
             placed.append(root if keep else None)
             continue
         parent = placed[node.parent]
@@ -403,18 +472,19 @@ def merge_reduced_roots(data: ReducedTree, roots: Sequence[str]) -> CallTree:
                 _add_comm(parent, node, ranks)
             placed.append(None)
             continue
-        frame = _frame_of_tree_node(node, data)
+        frame = frame_of_tree_node(node, data)
         child = parent.children.get(frame)
         if child is None:
-            child = parent.children[frame] = ReducedNode(frame, parent, dict(node.stats))
+            child = parent.children[frame] = ReducedNode(frame, parent, dict(node.stats),
+                                                         data.rank_vectors.get(node.id))
         else:                       # the same path in the runtime threads' subtree
             assert isinstance(child, ReducedNode)
-            child.merge(node.stats, ranks)
+            child.merge(node.stats, data.rank_vectors.get(node.id), ranks)
         placed.append(child)
     return tree
 
 
-def _frame_of_tree_node(node: TreeNode, data: ReducedTree) -> Frame:
+def frame_of_tree_node(node: TreeNode, data: ReducedTree) -> Frame:
     """The rank files' frame identity (pathscope.symbols.frame_of) of a tree.tsv node."""
     module = data.modules.get(node.module) if node.module is not None else None
     path, build_id = (module.path, module.build_id) if module is not None else ("", "")
@@ -511,16 +581,28 @@ def time_split(tree: CallTree) -> TimeSplit:
 
 def _reduced_split(tree: CallTree) -> TimeSplit:
     """The rows from tree.tsv's statistics: exact where a row is one node's value or one
-    scalar, the sum alone where it is a difference of values that are not 0 (Stats.minus)."""
+    scalar, or a difference of nodes whose rank vectors are kept (`--per-rank summary`);
+    else the sum alone where it is a difference of values that are not 0 (Stats.minus)."""
     def of(node: Optional[MergedNode], key: str) -> Stats:
         return tree.stat(node, key) if node is not None else Stats.zero(len(tree.ranks))
 
     failed, not_unwound = tree.pseudo(FAILED), tree.pseudo(NOT_UNWOUND)
-    total, mpi, offcpu = (of(tree.root, k) for k in (INCL_TIME, INCL_MPI, INCL_OFFCPU))
-    execution = total.minus(of(failed, INCL_TIME)).minus(of(not_unwound, INCL_TIME))
-    execution_mpi = mpi.minus(of(failed, INCL_MPI)).minus(of(not_unwound, INCL_MPI))
-    execution_offcpu = offcpu.minus(of(failed, INCL_OFFCPU)).minus(
-        of(not_unwound, INCL_OFFCPU))
+    ranks = len(tree.ranks)
+    # each rank's execution values, when the rank vectors of the three nodes are kept
+    exact = {key: _vector_sum([tree.vector(n, key) for n in (tree.root, failed, not_unwound)],
+                              ranks, (1, -1, -1)) for key in INCLUSIVE}
+
+    def execution_of(key: str) -> Stats:
+        values = exact[key]
+        if values is not None:
+            return Stats.of_vector(values)
+        return of(tree.root, key).minus(of(failed, key)).minus(of(not_unwound, key))
+
+    total, mpi, offcpu = (of(tree.root, k) for k in INCLUSIVE)
+    execution, execution_mpi, execution_offcpu = (execution_of(k) for k in INCLUSIVE)
+    on_cpu = _vector_sum(list(exact.values()), ranks, (1, -1, -1))
+    oncpu = (Stats.of_vector(on_cpu) if on_cpu is not None
+             else execution.minus(execution_mpi).minus(execution_offcpu))
     elapsed = tree.scalar("thread.elapsed_ns")
     nodes = tree.scalar("thread.nodes").sum
     if tree.with_runtime:         # the runtime threads' root is merged in
@@ -528,8 +610,7 @@ def _reduced_split(tree: CallTree) -> TimeSplit:
         nodes += tree.scalar("runtime.nodes").sum
     return TimeSplit(elapsed, of(failed, INCL_TIME), of(failed, INCL_MPI),
                      of(not_unwound, INCL_TIME), of(not_unwound, INCL_MPI), execution,
-                     execution_mpi, execution.minus(execution_mpi).minus(execution_offcpu),
-                     execution_offcpu, offcpu, mpi,
+                     execution_mpi, oncpu, execution_offcpu, offcpu, mpi,
                      {"all ranks": (elapsed.sum - total.sum, nodes)})
 
 

@@ -282,6 +282,7 @@ class _ProfileTsv:
     comms: dict[str, Comm]
     ops: dict[tuple[str, str], OpStat]
     has_end: bool
+    hosts_only: bool = False      # `host` lines: the ranks' times are tree.tsv's statistics
 
 
 def _rank_count(record: Record, seen: Optional[int]) -> int:
@@ -327,6 +328,30 @@ def _read_profile_tsv(directory_fd: int, name: str) -> _ProfileTsv:
             raise ProfileError(f"{record.where}: rank {r} listed twice")
         result.ranks[r] = (record.text(1), record.number(2), record.number(3))
 
+    def host(record: Record) -> None:
+        # (format 2.10, --per-rank summary and none: a host and its ranks, no times)
+        record.need(2)
+        if result.nranks is None:
+            raise ProfileError(f"{record.where}: 'host' line before the 'nranks' line")
+        try:
+            groups, cut = ranges.parse(record.text(1))
+        except ValueError as e:
+            raise ProfileError(f"{record.where}: 'host' line: {e}") from None
+        if cut or len(groups) != 1 or not groups[0]:
+            raise ProfileError(f"{record.where}: 'host' line: '{record.text(1)}' is not a "
+                               f"list of ranks")
+        ranks_: list[int] = []
+        for first, last in groups[0]:
+            if first < 0 or last >= result.nranks:
+                raise ProfileError(f"{record.where}: 'host' line: ranks {first}-{last} are "
+                                   f"not below nranks {result.nranks}")
+            ranks_.extend(range(first, last + 1))
+        for r in ranks_:
+            if r in result.ranks:
+                raise ProfileError(f"{record.where}: rank {r} listed twice")
+            result.ranks[r] = (record.text(0), 0, 0)
+        result.hosts_only = True
+
     def comm(record: Record) -> None:
         record.need(12)
         c = record.text
@@ -357,7 +382,7 @@ def _read_profile_tsv(directory_fd: int, name: str) -> _ProfileTsv:
 
     handlers: dict[str, Callable[[Record], None]] = {
         k: text_meta for k in ("tool_version", "program", "command", "mpi_library")}
-    handlers.update(start_unix_ns=start, nranks=nranks, rank=rank, comm=comm, op=op,
+    handlers.update(start_unix_ns=start, nranks=nranks, rank=rank, host=host, comm=comm, op=op,
                     run=_run_line)
     with open_in_directory(directory_fd, PROFILE_FILE, name, PROFILE_MAGIC) as source:
         info = read_records(source, name, PROFILE_MAGIC, handlers)
@@ -368,7 +393,8 @@ def _read_profile_tsv(directory_fd: int, name: str) -> _ProfileTsv:
     if result.nranks is None:
         raise ProfileError(f"{name} has no 'nranks' line")
     if len(result.ranks) != result.nranks:
-        raise ProfileError(f"{name} has {len(result.ranks)} 'rank' lines for nranks "
+        what = "ranks in 'host' lines" if result.hosts_only else "'rank' lines"
+        raise ProfileError(f"{name} has {len(result.ranks)} {what} for nranks "
                            f"{result.nranks}")
     return result
 
@@ -765,6 +791,17 @@ def _rank_op_records(rank_file: _RankFile) -> Iterable[OpStat]:
         yield OpStat(TOTAL_COMM, op, calls, nbytes, ns, ns, r, ns, r, 1, hist)
 
 
+_SELF = re.compile(r"S\.[0-9]+")
+
+
+def _unused_self(comm: Comm, used: set[str]) -> bool:
+    """MPI_COMM_SELF of a rank that made no call on it: not merged (docs/format.md,
+    "Communicator names"; the runtime leaves it out of profile.tsv alike)."""
+    return (_SELF.fullmatch(comm.name) is not None and comm.name not in used
+            and not (comm.sent_msgs or comm.recv_msgs or comm.freed_recvs
+                     or comm.failed_requests))
+
+
 def merge_rank_files(rank_files: Iterable[_RankFile]) -> tuple[dict[str, Comm],
                                                                dict[tuple[str, str], OpStat]]:
     comms: dict[str, Comm] = {}
@@ -776,8 +813,11 @@ def merge_rank_files(rank_files: Iterable[_RankFile]) -> tuple[dict[str, Comm],
                 merge_op(ops[key], record)
             else:
                 ops[key] = record
+        used = {comm for comm, _ in rank_file.ops}
         for rank_comm in rank_file.comms:
             c = rank_comm.comm
+            if _unused_self(c, used):
+                continue
             if c.name not in comms:
                 comms[c.name] = Comm(c.name, c.size, c.remote_size, c.parent, c.creator, c.freed,
                                      c.members, [], c.topology, c.sent_msgs,

@@ -18,7 +18,7 @@ Nothing here prints or exits.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Optional
+from typing import Iterable, Mapping, Optional, Sequence
 
 SKETCH_BINS = 64              # bins 1..64: every value of 64 bits has its bin
 Sketch = tuple[tuple[int, int], ...]   # (bin, ranks) for the bins that are not empty, by bin
@@ -77,6 +77,11 @@ class Stats:
                 bins[k] = bins.get(k, 0) + 1
         return Stats(total, len(population), low, low_rank, high, high_rank, nonzero,
                      tuple(sorted(bins.items())))
+
+    @staticmethod
+    def of_vector(values: Sequence[int]) -> "Stats":
+        """From each rank's value, rank 0 first (every rank is of the population)."""
+        return Stats.of_ranks(dict(enumerate(values)), range(len(values)))
 
     @staticmethod
     def combine(parts: Iterable["Stats"], ranks: int) -> "Stats":

@@ -111,6 +111,11 @@ int ps_peer_signal(void);                 /* that signal (SIGRTMAX-3) */
 #define PS_PEER_WORDS 7
 void ps_peers_mine(uint64_t mine[PS_PEER_WORDS]);
 int ps_peers_adopt(const uint64_t *all, int nranks, int my_rank);
+/* The control thread's watch of the node's other ranks (output/peers.c): pidfds to poll
+ * (struct pollfd), and what to do when one is readable. */
+struct pollfd;
+int ps_peers_watch(struct pollfd *p, int *rank_of, int max);
+void ps_peers_watch_ended(int rank);
 void ps_signals_install(void); /* (re)install the fatal-signal handlers in front */
 void ps_set_outdir(const char *dir); /* choose the profile directory (not signal-safe) */
 

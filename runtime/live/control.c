@@ -35,6 +35,7 @@
 #define REQUEST_LINES 4096
 #define REQUEST_BYTES (1u << 20)
 #define REQUEST_MS 2000
+#define WATCHED_PEERS 1024 /* ranks of this node watched for an early end (output/peers.c) */
 
 static struct {
     int dirfd, listen_fd, wake_rd, wake_wr;
@@ -295,14 +296,20 @@ static void *control_main(void *arg)
             interval = ps_live_publish(PS_LIVE_RUNNING);
             next = now + interval;
         }
-        struct pollfd p[2] = {{live.wake_rd, POLLIN, 0}, {live.listen_fd, POLLIN, 0}};
-        /* (without a segment: sleep until a connection, or poll every second for the stop
+        static struct pollfd p[2 + WATCHED_PEERS];
+        static int peer_of[WATCHED_PEERS];
+        p[0] = (struct pollfd){live.wake_rd, POLLIN, 0};
+        p[1] = (struct pollfd){live.listen_fd, POLLIN, 0};
+        /* the node's other ranks, once MPI_Init made their table (output/peers.c) */
+        int npeer = ps_peers_watch(p + 2, peer_of, WATCHED_PEERS);
+        /* (without a segment: wake every second -- for the peers' table, and for the stop
          * flag if a descriptor was taken from us) */
-        int timeout = live.has_live ? (int)(next > now ? next - now : 0)
-                      : live.wake_rd >= 0 && live.listen_fd >= 0 ? -1 : 1000;
-        int n = poll(p, 2, timeout);
+        int timeout = live.has_live ? (int)(next > now ? next - now : 0) : 1000;
+        int n = poll(p, (nfds_t)(2 + npeer), timeout);
         if (n <= 0) continue;
         if (p[0].revents && atomic_load(&live.stop)) break;
+        for (int i = 0; i < npeer; i++)
+            if (p[2 + i].revents) ps_peers_watch_ended(peer_of[i]);
         if (p[0].revents) live.wake_rd = -1; /* closed under us: stop watching it */
         if (p[1].revents & POLLIN) accept_one();
         else if (p[1].revents & POLLNVAL) live.listen_fd = -1;

@@ -226,6 +226,19 @@ static int members_string(char *out, size_t cap, const ps_comm_t *c)
     return swapped;
 }
 
+/* MPI_COMM_SELF ("S.<world rank>"), a communicator of each rank, when this rank made no
+ * call on it: left out of profile.tsv, which would otherwise list one empty row per rank
+ * (its rank file keeps it).  Communicators made from it are others. */
+static int unused_self(const ps_comm_t *cm)
+{
+    if (cm->name[0] != 'S' || cm->name[1] != '.' || !cm->name[2] ||
+        strspn(cm->name + 2, "0123456789") != strlen(cm->name + 2))
+        return 0;
+    for (int op = 0; op < PS_NUM_OPS; op++)
+        if (cm->ops[op]) return 0;
+    return !cm->sent_msgs && !cm->recv_msgs && !cm->freed_recvs && !cm->failed_requests;
+}
+
 static set_t collect_local(void)
 {
     set_t s = {0};
@@ -237,7 +250,7 @@ static set_t collect_local(void)
     int *seen = calloc(PS_NUM_OPS, sizeof *seen);
     for (int c = 0; c < ps_ncomms; c++) {
         ps_comm_t *cm = ps_comms[c];
-        if (cm->state == PS_SLOT_FREE) continue;
+        if (cm->state == PS_SLOT_FREE || unused_self(cm)) continue;
         comm_rec_t *cr = &s.comms[s.ncomms++];
         snprintf(cr->name, sizeof cr->name, "%s", cm->name);
         snprintf(cr->parent, sizeof cr->parent, "%s", cm->parent_id >= 0 ? ps_comms[cm->parent_id]->name : "-");
@@ -344,6 +357,38 @@ static void field_tsv(ps_fmt_t *f, const char *s)
     ps_fmt_tsv(f, s);
 }
 
+static const char *sort_hosts; /* (qsort has no context argument) */
+
+static int by_host(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    int c = strcmp(sort_hosts + (size_t)x * HOST_MAX, sort_hosts + (size_t)y * HOST_MAX);
+    return c ? c : (x > y) - (x < y);
+}
+
+/* Without per-rank files (--per-rank summary, none) the ranks' times are tree.tsv's
+ * statistics, and profile.tsv keeps of each rank only its host: one `host` line per host
+ * with its ranks as ranges, so that the file does not grow with the ranks.  0 or -1. */
+static int host_lines(ps_fmt_t *f, const char *hosts, int nranks)
+{
+    int *order = malloc((size_t)nranks * sizeof *order);
+    if (!order) return -1;
+    for (int r = 0; r < nranks; r++) order[r] = r;
+    sort_hosts = hosts;
+    qsort(order, (size_t)nranks, sizeof *order, by_host);
+    for (int i = 0, j; i < nranks; i = j) {
+        const char *host = hosts + (size_t)order[i] * HOST_MAX;
+        for (j = i + 1; j < nranks && strcmp(hosts + (size_t)order[j] * HOST_MAX, host) == 0; j++) {}
+        ps_fmt_str(f, "host");
+        field_tsv(f, host);
+        ps_fmt_char(f, '\t');
+        ps_fmt_ranges(f, order + i, j - i);
+        ps_fmt_char(f, '\n');
+    }
+    free(order);
+    return 0;
+}
+
 /* Rank 0 writes profile.tsv through the profile directory's descriptor (output/outdir.c):
  * a temporary renamed into place, nothing left behind on failure.  rank_errors: each rank's
  * rank-file result, listed as `write_failed` lines.  Returns 0 or the error. */
@@ -370,12 +415,17 @@ static int write_profile(const set_t *s, const char *hosts, const uint64_t *per_
     ps_fmt_str(f, "mpi_library"); field_tsv(f, ps_mpi_library); ps_fmt_char(f, '\n');
     ps_fmt_str(f, "nranks"); field_i64(f, ps_world_size); ps_fmt_char(f, '\n');
     ps_fmt_str(f, "start_unix_ns"); field_u64(f, ps_start_realtime_ns); ps_fmt_char(f, '\n');
-    for (int r = 0; r < nranks; r++) {
-        ps_fmt_str(f, "rank"); field_i64(f, r);
-        field_tsv(f, hosts + (size_t)r * HOST_MAX);
-        field_u64(f, per_rank[3 * r]);
-        field_u64(f, per_rank[3 * r + 1]);
-        ps_fmt_char(f, '\n');
+    if (ps_per_rank_all()) {
+        for (int r = 0; r < nranks; r++) {
+            ps_fmt_str(f, "rank"); field_i64(f, r);
+            field_tsv(f, hosts + (size_t)r * HOST_MAX);
+            field_u64(f, per_rank[3 * r]);
+            field_u64(f, per_rank[3 * r + 1]);
+            ps_fmt_char(f, '\n');
+        }
+    } else if (host_lines(f, hosts, nranks) != 0) {
+        free(buf);
+        return ps_outfile_end(&out, ENOMEM);
     }
     for (int r = 0; r < nranks; r++) {
         int error = (int)(int64_t)per_rank[3 * r + 2];

@@ -26,6 +26,7 @@
  * inside MPI_Init, before any of it can run. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -51,6 +52,10 @@ typedef struct {
 } peer_t;
 
 static peer_t *peers;         /* by world rank */
+/* the control thread's watch of each peer (ps_peers_watch): its pidfd, and WATCH_* */
+enum { WATCH_NOT_YET, WATCH_ON, WATCH_DONE };
+typedef struct { ps_ownfd_t own; int state; } watch_t;
+static watch_t *watch;        /* by world rank; touched by the control thread only */
 static int npeers;            /* world size when the table was made */
 static uint64_t job_cookie;   /* rank 0's random value: a request carries it */
 static struct sigaction request_previous;
@@ -214,9 +219,69 @@ int ps_peers_adopt(const uint64_t *all, int nranks, int my_rank)
     }
     job_cookie = all[COOKIE];
     ps_run_id_adopt(all[RUN0], all[RUN1]);
+    watch = calloc((size_t)nranks, sizeof *watch);   /* (none: no watch, nothing else lost) */
     npeers = nranks;
     peers = table;
     return 1;
+}
+
+/* ---- watching them: a peer that dies while the job runs ------------------------------------
+ * A rank killed by SIGKILL cannot ask anyone, and MPICH's hydra then SIGKILLs every other rank
+ * within 10-40 ms: no rank kept its data (tests/e2e/test_scale_failures.py).  So the control
+ * thread (live/control.c) also waits on a pidfd of every peer of the node, and when one ends
+ * without a file before this rank reached MPI_Finalize -- no rank can end normally before all
+ * of them reach it: pathscope's reduction at MPI_Finalize needs every rank -- this rank
+ * writes its file at once, status `ended-by-rank R`, as if asked.  The launcher's kill then
+ * finds it written (a race on a node with more ranks than cores). */
+
+/* Fills p (at most max entries) with the pidfds of the peers still watched, rank_of[i] the
+ * peer of p[i]; opens those not opened yet (the table appears inside MPI_Init). */
+int ps_peers_watch(struct pollfd *p, int *rank_of, int max)
+{
+    if (!peers || !watch) return 0;
+    int n = 0;
+    for (int r = 0; r < npeers && n < max; r++) {
+        watch_t *w = &watch[r];
+        if (!peers[r].pid || w->state == WATCH_DONE) continue;
+        if (w->state == WATCH_NOT_YET) {
+            /* the pidfd first, then the identity (peer_ask's order): still the process that
+             * started then, or it has ended already */
+            int fd = (int)syscall(SYS_pidfd_open, peers[r].pid, 0);
+            int gone = fd < 0 && errno == ESRCH;
+            if (fd >= 0) fd = ps_fd_adopt(fd, &w->own);
+            if (fd < 0 && !gone) {
+                w->state = WATCH_DONE;      /* (Linux < 5.3, out of descriptors: no watch) */
+                continue;
+            }
+            if (gone || ps_proc_start_time(peers[r].pid) != peers[r].start) {
+                ps_peers_watch_ended(r);
+                continue;
+            }
+            w->state = WATCH_ON;
+        }
+        if (!ps_fd_owned(&w->own)) {        /* (the application closed it: watch no more) */
+            w->state = WATCH_DONE;
+            continue;
+        }
+        p[n].fd = w->own.fd;
+        p[n].events = POLLIN;
+        p[n].revents = 0;
+        rank_of[n++] = r;
+    }
+    return n;
+}
+
+int ps_rank_file_written_this_run(int rank); /* output/rankfile.c */
+
+/* Peer r has ended (its pidfd is readable, or it was gone when first looked at).  One that
+ * wrote its file ended by a way pathscope saw (a signal it caught, MPI_Abort, an exit: those
+ * ask the others themselves when they should -- a launcher stopping the job stops everyone);
+ * one without a file died by a signal nobody can catch, SIGKILL. */
+void ps_peers_watch_ended(int r)
+{
+    ps_fd_release(&watch[r].own);
+    watch[r].state = WATCH_DONE;
+    if (ps_state == PS_RUN_MPI && !ps_rank_file_written_this_run(r)) ps_write_for_peer(r);
 }
 
 /* ---- asking and waiting -------------------------------------------------------------------- */
@@ -245,8 +310,6 @@ static int peer_ask(int r)
     if (pidfd >= 0) ps_sys_close(pidfd);
     return sent;
 }
-
-int ps_rank_file_written_this_run(int rank); /* output/rankfile.c */
 
 void ps_notify_peers(int ask)
 {

@@ -85,8 +85,11 @@ void ps_write_rank_body(ps_fmt_t *f, const char *status)
         if (ps_sources[s]->summary) ps_sources[s]->summary(&sum);
     ps_fmt_str(f, "mpi_library\t"); ps_fmt_tsv(f, sum.library); ps_fmt_char(f, '\n');
     kv(f, "start_unix_ns", ps_start_realtime_ns);
-    kv(f, "wall_ns", ps_wall_ns());
+    uint64_t wall = ps_wall_ns();
+    kv(f, "wall_ns", wall);
     kv(f, "mpi_ns", sum.mpi_ns);
+    /* (its statistics over the ranks, in tree.tsv, give the extremes of the share exactly) */
+    kv(f, "mpi_share_ppm", wall ? (uint64_t)((unsigned __int128)sum.mpi_ns * 1000000u / wall) : 0);
     kv(f, "thread_multiple", (uint64_t)ps_threaded);
     kv(f, "counter_unknown_requests", atomic_load(&ps_counters.unknown_requests));
     kv(f, "counter_request_table_full", atomic_load(&ps_counters.request_table_full));

@@ -449,7 +449,7 @@ static int read_line(reading_t *r, const line_t *l)
 {
     str_t type = l->f[0];
     ltree_t *t = &r->t;
-    if (l->n == 2 && (is(type, "wall_ns") || is(type, "mpi_ns") || is(type, "thread_multiple") ||
+    if (l->n == 2 && (is(type, "wall_ns") || is(type, "mpi_ns") || is(type, "mpi_share_ppm") || is(type, "thread_multiple") ||
                       starts(type, "counter_"))) {
         flat(t, LIT("scalar"), NONE, type, C_VALUE, num(l->f[1]));
     } else if (l->n == 2 && (is(type, "status") || is(type, "program") || is(type, "command") ||

@@ -163,3 +163,19 @@ def test_heap_rank_files_are_rewritten_at_exit(openmpi, tmp_path):
         # the `heap` line's allocations: more by exit than at MPI_Finalize
         (at_finalize,), (at_exit,) = fields(secs[r], "heap"), fields(late.encode(), "heap")
         assert int(at_exit[1]) > int(at_finalize[1])
+
+
+def test_the_default_is_summary(mpi, tmp_path):
+    """Without --per-rank (and without PATHSCOPE_PER_RANK, which the test suite sets): no
+    rank file and no ranks.tsv, and tree.tsv carries each rank's values of the heaviest
+    paths."""
+    prof = tmp_path / "prof"
+    cmd, e = mpi.command(4, [mpi.prog("reduce_known")], prof)
+    e.pop("PATHSCOPE_PER_RANK", None)
+    p = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert sorted(os.listdir(prof)) == ["profile.tsv", "ranks", "tree.tsv"]
+    assert os.listdir(prof / "ranks") == []
+    rankvec = [line.split("\t") for line in (prof / "tree.tsv").read_text().splitlines()
+               if line.startswith("rankvec\t")]
+    assert rankvec and all(len(f[3].split(",")) == 4 for f in rankvec)

@@ -6,11 +6,12 @@ every rank file that exists holds exactly the calls made before it, and `pathsco
 names the ranks that are missing or did not complete.
 
 What happens at 64 ranks (measured on both MPIs, 2026-11-28):
-- SIGKILL, Open MPI: mpirun sends the others SIGTERM about 1 s later; each writes its file
-  (`signal 15`); only the killed rank's file is missing.
-- SIGKILL, MPICH: hydra SIGKILLs the others within 0.1 s; nobody could ask them for their
-  files, so no rank has one and the report finds no profile (user guide, *When a run does not
-  finish*).
+- SIGKILL, Open MPI: every other rank of the node sees the victim's pidfd end (the control
+  thread watches them) and writes its file at once, `ended-by-rank 21`; mpirun's SIGTERM about
+  1 s later finds them written; only the killed rank's file is missing.
+- SIGKILL, MPICH: hydra SIGKILLs the others within 10-40 ms, racing their watch on 2 cores
+  shared by 64 spinning ranks: from none to half of them wrote their file (when none, the
+  report finds no profile: user guide, *When a run does not finish*).
 - SIGTERM sent to one rank by anyone but its launcher: it writes `signal 15` and asks the
   ranks of its node for theirs (`ended-by-rank R`), as a crash does, before it dies.  (Before,
   it only waited 3 s for files nobody had asked for, and hydra then SIGKILLed every
@@ -157,10 +158,15 @@ def test_rank_killed(mpi, tmp_path, sig):
     assert seconds < BOUND_S, (seconds, stderr)
     others = [r for r in range(NP) if r != VICTIM]
     if sig == signal.SIGKILL and mpi.name == "mpich":
-        # hydra SIGKILLs every other rank at once: nothing is written, and the report says so
-        # (a known gap, docs/architecture.md "Not yet": keeping these files needs them written
-        # during the run)
-        assert list((out / "ranks").iterdir()) == []
+        # hydra SIGKILLs every other rank within 10-40 ms here: the ranks' watch of their
+        # peers (ps_peers_watch) races it on 2 cores shared by 64 spinning ranks, so any
+        # number of them, none included, wrote their file (measured: 0 to 32 of 63).  Every
+        # file there is is whole and exact, and the report names the missing ranks.
+        written = statuses(out)
+        assert set(written) <= set(others)
+        if written:
+            check_files(out, {r: f"ended-by-rank {VICTIM}" for r in written}, pids)
+            return
         with pytest.raises(ProfileError):
             load_profile(out)
         p = subprocess.run([str(ROOT / "bin" / "pathscope"), "report", str(out)],
@@ -169,11 +175,15 @@ def test_rank_killed(mpi, tmp_path, sig):
         assert p.stderr == (f"pathscope: not a pathscope profile directory: {out} "
                             "(no profile.tsv and no ranks/rank-*.tsv)\n")
         return
-    if sig == signal.SIGKILL:  # Open MPI: mpirun SIGTERMs the others
-        check_files(out, {r: "signal 15" for r in others}, pids)
+    if sig == signal.SIGKILL:
+        # Open MPI: the others' control threads see the victim's pidfd end and write their
+        # files at once (output/peers.c, ps_peers_watch), before mpirun SIGTERMs them about
+        # 1 s later
+        check_files(out, {r: f"ended-by-rank {VICTIM}" for r in others}, pids)
         assert report_ranks_section(out) == [
             f"  WARNING: {NP} of {NP} ranks did not complete; their data is partial or absent:",
-            "    ranks 0-20,22-63: killed by signal 15 (SIGTERM)",
+            "    ranks 0-20,22-63: stopped when rank 21 ended the job (its data up to then was "
+            "written)",
             "    rank 21: missing: no rank file (never initialised MPI under pathscope, or "
             "killed by SIGKILL)"]
         return

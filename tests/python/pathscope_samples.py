@@ -90,9 +90,7 @@ SAMPLE_OPS = [
 #                            sent_msgs sent_bytes recv_msgs recv_bytes
 SAMPLE_COMMS = [
     ("-", 0, 0, "-", "-", 0, "-", "-", 0, 0, 0, 0),
-    ("S.0", 1, 0, "-", "-", 0, "0", "-", 0, 0, 0, 0),
-    ("S.1", 1, 0, "-", "-", 0, "1", "-", 0, 0, 0, 0),
-    ("S.2", 1, 0, "-", "-", 0, "2", "-", 0, 0, 0, 0),
+    # (no S.r: MPI_COMM_SELF no rank used, only in the rank files since format 2.10)
     ("W", 3, 0, "-", "-", 0, "0-2", "-", 3, 3072, 3, 3072),
     ("W_s1.0", 2, 0, "W", "MPI_Comm_split", 1, "0-1", "-", 2, 200, 2, 200),
     ("W_s1.2", 1, 0, "W", "MPI_Comm_split", 0, "2", "cart ndims=1 dims=1 periods=0 reorder=0",

@@ -34,9 +34,6 @@ MPI_Wtime,15,0,0.000001,0.000001,0.000001,0,0,2,0.000002,-
 COMMS_CSV = """\
 name,size,remote_size,parent,creator,freed,members,hosts,topology,sent_msgs,sent_bytes,recv_msgs,recv_bytes,folded,memberships
 -,0,0,-,-,0,-,-,-,0,0,0,0,0,0
-S.0,1,0,-,-,0,0,node01,-,0,0,0,0,0,0
-S.1,1,0,-,-,0,1,node02,-,0,0,0,0,0,0
-S.2,1,0,-,-,0,2,node02,-,0,0,0,0,0,0
 W,3,0,-,-,0,0-2,node[01-02],-,3,3072,3,3072,0,0
 W_s1.0,2,0,W,MPI_Comm_split,1,0-1,node[01-02],-,2,200,2,200,0,0
 W_s1.2,1,0,W,MPI_Comm_split,0,2,node02,cart ndims=1 dims=1 periods=0 reorder=0,0,0,0,0,0,0
@@ -117,7 +114,7 @@ def test_cli_export_stdout_and_file(tmp_path, capsys):
     assert main(["export", str(d), "--table", "comms", "--format", "json", "-o",
                  str(target)]) == 0
     assert capsys.readouterr().out == ""
-    assert json.loads(target.read_text())[4]["name"] == "W"
+    assert json.loads(target.read_text())[1]["name"] == "W"
 
 
 def test_cli_export_unwritable_output(tmp_path, capsys):

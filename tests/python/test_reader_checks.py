@@ -459,7 +459,7 @@ def test_export_of_a_partial_profile(tmp_path, capsys):
                             f"exported what there is\n")
     assert captured.out.splitlines()[1:] == ["0,node01,complete,2,0.5,0.25,1000",
                                              "1,node02,complete,2.1,0.7,0.333333,1001",
-                                             "2,,unknown,0,0,,"]
+                                             "2,,unknown,,,,"]   # (cut before its times)
     assert main(["report", str(d)]) == 0            # report works, and says what is missing
     assert "rank 2: incomplete: rank file empty" in capsys.readouterr().out
 
@@ -490,3 +490,40 @@ def test_crash_after_mpi_finalize_next_to_profile_tsv(tmp_path):
     assert ranks_section(p) == [
         "  WARNING: 1 of 3 ranks did not complete; their data is partial or absent:",
         "    rank 2: killed by signal 11 (SIGSEGV) after MPI_Finalize"]
+
+
+# ---- profile.tsv's `host` lines (format 2.10: --per-rank summary and none) -------------------
+
+def _hosts_instead_of_ranks(d: Path, host_lines: list[str]) -> None:
+    lines = [l for l in (d / "profile.tsv").read_text().splitlines()
+             if not l.startswith("rank\t")]
+    at = next(i for i, l in enumerate(lines) if l.startswith("start_unix_ns")) + 1
+    (d / "profile.tsv").write_text("\n".join(lines[:at] + host_lines + lines[at:]) + "\n")
+
+
+def test_host_lines_give_each_rank_its_host_and_no_times(tmp_path):
+    d = write_sample(tmp_path / "prof")
+    _hosts_instead_of_ranks(d, ["host\tnode02\t1", "host\tnode01\t0,2"])
+    for r in range(3):
+        os.unlink(d / "ranks" / f"rank-00000{r}.tsv")
+    p = load_profile(d)
+    assert p.source == "profile" and p.notes == []
+    assert [(r.rank, r.host, r.wall_ns, r.mpi_ns) for r in p.ranks] == [
+        (0, "node01", 0, 0), (1, "node02", 0, 0), (2, "node01", 0, 0)]
+
+
+@pytest.mark.parametrize("host_lines, message", [
+    (["host\tnode01\t0-1", "host\tnode02\t1-2"], "{name}:9: rank 1 listed twice"),
+    (["host\tnode01\t0-3"], "{name}:8: 'host' line: ranks 0-3 are not below nranks 3"),
+    (["host\tnode01\t0-1"], "{name} has 2 ranks in 'host' lines for nranks 3"),
+    (["host\tnode01\t2-0"], "{name}:8: 'host' line: malformed rank list '2-0': range 2-0 "
+                            "goes down"),
+    (["host\tnode01\t-"], "{name}:8: 'host' line: '-' is not a list of ranks"),
+    (["host\tnode01"], "{name}:8: 'host' line has 1 fields after the type, expected 2"),
+])
+def test_host_lines_that_break_a_rule(tmp_path, host_lines, message):
+    d = write_sample(tmp_path / "prof")
+    _hosts_instead_of_ranks(d, host_lines)
+    p = load_profile(d)
+    assert p.source == "ranks"    # profile.tsv not used; the rank files are
+    assert p.notes == ["profile.tsv not used: " + message.format(name=f"{d}/profile.tsv")]

@@ -10,10 +10,14 @@ builder's docstring says what a row is.  `pathscope export --table` and its --he
 """
 from __future__ import annotations
 
+from typing import Any, Callable, Iterator
+
+from pathscope.metrics import STORED
 from pathscope.reader import Profile
 from pathscope.sources import SOURCES
 # Table, TableSpec: importable from here too (they were defined here)
 from pathscope.sources.base import Table, TableSpec  # noqa: F401
+from pathscope.treefile import INCLUSIVE
 from pathscope.units import seconds
 
 
@@ -57,13 +61,55 @@ def threads_table(profile: Profile) -> Table:
     return Table(THREADS_COLUMNS, rows)
 
 
-# The core's tables (a rank's warnings, its threads); with the sources' tables, by order (the
-# order of --help and of TABLES).
+RANKVEC_COLUMNS = ["node", "root", "path", "column", "unit", "rank", "value"]
+
+
+def rankvec_table(profile: Profile) -> Table:
+    """--per-rank summary: one row per path of tree.tsv's `rankvec` lines, column and rank
+    (the paths by node id, then the columns in the file's order, then rank 0 first): the
+    rank's exact value, in seconds for a time (unit `s`), else in the column's unit (`bytes`,
+    `count`; a column this reader does not know: as written, no unit).  node: tree.tsv's id;
+    root: its root's name (`app`, or `runtime` for the MPI library's threads); path: the
+    frames' names from the root's child down to the node, joined with `;` (empty for a root).
+    No rows without rank vectors."""
+    data = profile.tree
+    if data is None or not data.rank_vectors:
+        return Table(RANKVEC_COLUMNS, [])
+    from pathscope.calltree import frame_of_tree_node
+    from pathscope.symbolize import resolve_symbols
+    symbols = resolve_symbols(profile)
+    paths: dict[int, tuple[str, list[str]]] = {}      # node id -> root, names
+    for node in data.nodes:
+        if node.parent is None:
+            paths[node.id] = (node.name, [])
+        else:
+            root, names = paths[node.parent]
+            paths[node.id] = (root, names + symbols.names(frame_of_tree_node(node, data)))
+    units = {**{m.name: m.unit for m in STORED}, **{name: "ns" for name in INCLUSIVE}}
+
+    def rows() -> Iterator[dict[str, Any]]:
+        for node_id, vectors in sorted(data.rank_vectors.items()):
+            root, names = paths[node_id]
+            path = ";".join(names)
+            for column, values in vectors.items():
+                unit = units.get(column)
+                show: Callable[[int], Any] = seconds if unit == "ns" else int
+                for rank, value in enumerate(values):
+                    yield {"node": node_id, "root": root, "path": path, "column": column,
+                           "unit": "s" if unit == "ns" else unit, "rank": rank,
+                           "value": show(value)}
+    return Table(RANKVEC_COLUMNS, rows())
+
+
+# The core's tables (a rank's warnings, its threads, the rank vectors of tree.tsv); with the
+# sources' tables, by order (the order of --help and of TABLES).
 _CORE = (
     TableSpec("warnings", "the runtime's warnings per rank", WARNINGS_COLUMNS, warnings_table,
               30),
     TableSpec("threads", "per thread: elapsed, MPI, on-CPU, off-CPU and CPU time",
               THREADS_COLUMNS, threads_table, 40),
+    TableSpec("rankvec", "each rank's value of the heaviest paths (--per-rank summary)",
+              RANKVEC_COLUMNS, rankvec_table, 45),
 )
 TABLES: dict[str, TableSpec] = {spec.name: spec for spec in sorted(
     _CORE + tuple(t for source in SOURCES for t in source.tables), key=lambda t: t.order)}

@@ -99,6 +99,23 @@ def _grouped(by_rank: Mapping[int, str]) -> str:
                      f": {value}" for value in values)
 
 
+def frames_above_main(tree: CallTree, symbols: SymbolTable) -> list[MergedNode]:
+    """The frames from the root's child down to the shallowest `main`, not included."""
+    level = [c for c in tree.root.children.values() if c.frame.kind not in (FAILED, NOT_UNWOUND)]
+    while level:
+        for node in level:
+            names = symbols.names(node.frame)
+            if names and names[0] == MAIN:
+                above = []
+                parent = node.parent
+                while parent is not None and parent.parent is not None:
+                    above.append(parent)
+                    parent = parent.parent
+                return above[::-1]
+        level = [c for node in level for c in node.children.values()]
+    return []
+
+
 @dataclass
 class _Row:
     """A line of the tree: one merged node, or the chain of frames above main."""
@@ -124,26 +141,9 @@ class _View:
     def __init__(self, tree: CallTree, symbols: SymbolTable):
         self.tree = tree
         self.symbols = symbols
-        self.above_main = self._above_main()
+        self.above_main = frames_above_main(tree, symbols)
         self.root = _Row(ROOT_LABEL, [tree.root])
         self.total_ns = tree.root.incl_time_ns
-
-    def _above_main(self) -> list[MergedNode]:
-        """The frames from the root's child down to the shallowest `main`, not included."""
-        level = [c for c in self.tree.root.children.values()
-                 if c.frame.kind not in (FAILED, NOT_UNWOUND)]
-        while level:
-            for node in level:
-                names = self.symbols.names(node.frame)
-                if names and names[0] == MAIN:
-                    above = []
-                    parent = node.parent
-                    while parent is not None and parent.parent is not None:
-                        above.append(parent)
-                        parent = parent.parent
-                    return above[::-1]
-            level = [c for node in level for c in node.children.values()]
-        return []
 
     def label(self, node: MergedNode) -> str:
         names = self.symbols.names(node.frame)

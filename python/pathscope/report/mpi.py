@@ -63,21 +63,14 @@ def summary(profile: Profile) -> str:
     lines = ["Summary"]
     measured = [r for r in profile.ranks
                 if r.status not in (STATUS_MISSING, STATUS_UNREADABLE) and r.wall_ns > 0]
-    if not measured:
+    reduced = _reduced_times(profile) if not measured else None
+    if reduced:
+        lines.extend(reduced)
+    elif not measured:
         lines.append(f"{INDENT}no rank recorded its times")
         return "\n".join(lines)
-    longest = max(measured, key=lambda r: (r.wall_ns, -r.rank))
-    mpi_total = sum(r.mpi_ns for r in measured)
-    shares = [(r.mpi_ns / r.wall_ns, r.rank) for r in measured]
-    low = min(shares, key=lambda s: (s[0], s[1]))
-    high = max(shares, key=lambda s: (s[0], -s[1]))
-    mean = sum(s for s, _ in shares) / len(shares)
-    lines.append(f"{INDENT}wall time        {format_time(longest.wall_ns)} "
-                 f"(longest rank: {longest.rank})")
-    lines.append(f"{INDENT}MPI time         {format_time(mpi_total)} summed over "
-                 f"{len(measured)} ranks")
-    lines.append(f"{INDENT}MPI share/rank   min {format_percent(low[0])} (rank {low[1]}), "
-                 f"mean {format_percent(mean)}, max {format_percent(high[0])} (rank {high[1]})")
+    else:
+        lines.extend(_rank_times(measured))
     totals = sorted(profile.op_totals(), key=lambda s: (-s.time_sum_ns, s.op))
     if totals:
         ops_total = sum(s.time_sum_ns for s in totals)
@@ -88,6 +81,44 @@ def summary(profile: Profile) -> str:
         lines.append(_table(OP_HEADERS, [_op_row(s, ops_total) for s in shown], OP_ALIGN,
                             indent=INDENT * 2))
     return "\n".join(lines)
+
+
+def _rank_times(measured: list) -> list[str]:
+    longest = max(measured, key=lambda r: (r.wall_ns, -r.rank))
+    mpi_total = sum(r.mpi_ns for r in measured)
+    shares = [(r.mpi_ns / r.wall_ns, r.rank) for r in measured]
+    low = min(shares, key=lambda s: (s[0], s[1]))
+    high = max(shares, key=lambda s: (s[0], -s[1]))
+    mean = sum(s for s, _ in shares) / len(shares)
+    return _times_lines(longest.wall_ns, longest.rank, mpi_total, len(measured),
+                        (low[0], low[1], mean, high[0], high[1]))
+
+
+def _reduced_times(profile: Profile) -> Optional[list[str]]:
+    """The same lines from tree.tsv's statistics of the ranks' head lines (a profile without
+    per-rank times: --per-rank summary or none); None without them."""
+    scalars = profile.tree.scalars if profile.tree is not None else {}
+    wall, mpi = scalars.get("wall_ns"), scalars.get("mpi_ns")
+    if wall is None or mpi is None or not wall.known or not wall.max:
+        return None
+    share = scalars.get("mpi_share_ppm")    # (format 2.10)
+    shares = None
+    if share is not None and share.known:
+        shares = (share.min / 1e6, share.min_rank, share.mean / 1e6, share.max / 1e6,
+                  share.max_rank)
+    return _times_lines(wall.max, wall.max_rank, mpi.sum, wall.ranks, shares)
+
+
+def _times_lines(longest_ns: int, longest_rank: int, mpi_total: int, nranks: int,
+                 shares: Optional[tuple]) -> list[str]:
+    lines = [f"{INDENT}wall time        {format_time(longest_ns)} (longest rank: {longest_rank})",
+             f"{INDENT}MPI time         {format_time(mpi_total)} summed over {nranks} ranks"]
+    if shares is not None:
+        low, low_rank, mean, high, high_rank = shares
+        lines.append(f"{INDENT}MPI share/rank   min {format_percent(low)} (rank {low_rank}), "
+                     f"mean {format_percent(mean)}, max {format_percent(high)} (rank "
+                     f"{high_rank})")
+    return lines
 
 
 def _comm_names(profile: Profile) -> list[str]:

@@ -1,6 +1,7 @@
 """The text report (`pathscope report DIR`): header, ranks, summary, the call-path sections
 (pathscope.report.calltree: time split, call tree, hot path; only for profiles with call
-paths), communicators ranked by time, and the point-to-point consistency check.  The core's
+paths), the ranks of the heaviest paths (pathscope.report.rankvec; `--per-rank summary`),
+communicators ranked by time, and the point-to-point consistency check.  The core's
 sections are here; a measurement source's come from pathscope.sources (the MPI ones:
 pathscope.report.mpi), each at its place in SECTIONS.
 
@@ -16,7 +17,7 @@ from typing import Optional
 from pathscope import ranges
 from pathscope.reader import (PROFILE_FILE, REASON_BEFORE_INIT, REASON_EMPTY, REASON_NO_END,
                               STATUS_MISSING, UNREADABLE_PREFIX, Profile)
-from pathscope.report import calltree, walks
+from pathscope.report import calltree, rankvec, walks
 from pathscope.report.layout import INDENT, plural
 from pathscope.sources import SOURCES
 from pathscope.sources.base import Section
@@ -225,6 +226,7 @@ _CORE_SECTIONS = (
     Section(0, lambda profile, symbols: [_header(profile)]),
     Section(10, lambda profile, symbols: [_ranks(profile)]),
     Section(30, calltree.sections),
+    Section(35, rankvec.sections),
     Section(45, walks.sections),
 )
 SECTIONS = tuple(sorted(_CORE_SECTIONS + tuple(s for source in SOURCES for s in source.sections),

@@ -272,7 +272,9 @@ def ranks_table(profile: "Profile") -> Table:
     `unreadable` when its file breaks a rule of the format)."""
     def rows() -> Iterator[dict[str, Any]]:
         for info in profile.ranks:
-            known = info.status != "missing" or info.wall_ns > 0
+            # (0: not known -- a missing rank, or a reduced profile's: tree.tsv has the
+            # statistics of the ranks' times, profile.tsv only their hosts)
+            known = info.wall_ns > 0
             yield {"rank": info.rank, "host": info.host or None, "status": info.status,
                    "wall_s": seconds(info.wall_ns) if known else None,
                    "mpi_s": seconds(info.mpi_ns) if known else None,

@@ -1,0 +1,231 @@
+"""A profile as pandas DataFrames (issue 15): what notebooks, DuckDB, Hatchet and the exports
+work from.
+
+    import pathscope
+    p = pathscope.open("prof")
+    p.comm_ops                    # every table of `pathscope export --table`, by name
+    p.table("heap-timeline")      # ... or by its export name
+    p.nodes                       # the merged call tree: one row per node
+    p.metrics                     # per node, rank and metric: the rank's value (long form)
+    p.node_stats                  # per node and metric: sum, min/max with their ranks, ...
+
+Columns are pyarrow-backed (`int64[pyarrow]`, `string[pyarrow]`, nullable: None is <NA>),
+in the order `export` writes them.  Frames are built on first use and kept.
+
+The call tree is the report's (pathscope.calltree.build_tree with the MPI library's threads
+merged in): `nodes` numbers its nodes depth first from 0 (the root), parents before children,
+with each node's frame and its values summed over the ranks, exclusive and inclusive.
+`metrics` has a row per node, rank and metric wherever the rank's value is known and not 0:
+every node with the rank files (`--per-rank all`), the heaviest paths' `rankvec` values of a
+reduced profile (`--per-rank summary`), nothing with `--per-rank none`.  `node_stats` is the
+statistics over the ranks (a rank without a value counts as 0; the lowest rank on ties):
+computed from `metrics` by a groupby where every node's per-rank values are known, else the
+job's own statistics from tree.tsv.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable, Optional, Union
+
+import pandas as pd
+import pyarrow as pa
+
+from pathscope.calltree import INCL_MPI, INCL_OFFCPU, INCL_TIME, CallTree, MergedNode, build_tree
+from pathscope.export.tables import TABLES
+from pathscope.metrics import STORED
+from pathscope.reader import Profile, load_profile
+from pathscope.symbols import SymbolTable
+
+# the metrics of the call tree, by name: the stored ones, then the inclusive sums
+NODE_METRICS = [m.name for m in STORED] + [INCL_TIME, INCL_MPI, INCL_OFFCPU]
+NODES_COLUMNS = ["node", "parent", "depth", "kind", "name", "file", "line", "module",
+                 "address"] + NODE_METRICS
+METRICS_COLUMNS = ["node", "rank", "metric", "value"]
+STATS_COLUMNS = ["node", "metric", "sum", "mean", "min", "min_rank", "max", "max_rank",
+                 "nonzero"]
+
+
+def open(path: Union[str, Path]) -> "ProfileFrames":   # noqa: A001 (pathscope.open)
+    """The profile directory at path (pathscope.reader.load_profile's rules and errors)."""
+    return ProfileFrames(load_profile(path))
+
+
+def frame(columns: list[str], rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """rows (dicts of plain values) as a DataFrame with pyarrow columns in this order.  A
+    histogram ({bin: count}) becomes a list of {bin, count} in bin order."""
+    records = [{c: _plain(row.get(c)) for c in columns} for row in rows]
+    table = pa.Table.from_pylist(records) if records else pa.table(
+        {c: pa.array([], pa.null()) for c in columns})
+    return table.select(columns).to_pandas(types_mapper=pd.ArrowDtype)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return [{"bin": int(k), "count": int(v)} for k, v in sorted(value.items())]
+    return value
+
+
+class ProfileFrames:
+    """The tables of one profile (module docstring)."""
+
+    def __init__(self, profile: Profile, symbols: Optional[SymbolTable] = None):
+        self.profile = profile
+        self._symbols = symbols
+        self._frames: dict[str, pd.DataFrame] = {}
+        self._tree: Optional[CallTree] = None
+        self._order: list[MergedNode] = []
+
+    # ---- the export tables -------------------------------------------------------------------
+
+    @property
+    def table_names(self) -> list[str]:
+        return list(TABLES)
+
+    def table(self, name: str) -> pd.DataFrame:
+        """The table `pathscope export --table NAME` writes."""
+        if name not in TABLES:
+            raise KeyError(f"no table '{name}' (tables: {', '.join(TABLES)})")
+        if name not in self._frames:
+            spec = TABLES[name]
+            built = spec.build(self.profile)
+            self._frames[name] = frame(list(built.columns), built.rows)
+        return self._frames[name]
+
+    def __getattr__(self, attribute: str) -> pd.DataFrame:
+        name = attribute.replace("_", "-")
+        if attribute.startswith("_") or name not in TABLES:
+            raise AttributeError(attribute)
+        return self.table(name)
+
+    # ---- the call tree ----------------------------------------------------------------------
+
+    @property
+    def symbols(self) -> SymbolTable:
+        if self._symbols is None:
+            from pathscope.symbolize import resolve_symbols
+            self._symbols = resolve_symbols(self.profile)
+        return self._symbols
+
+    @property
+    def tree(self) -> Optional[CallTree]:
+        """The merged call tree (None without call paths)."""
+        if self._tree is None and (self.profile.has_call_paths or self.profile.tree is not None):
+            self._tree = build_tree(self.profile, runtime_threads=True)
+            self._order = list(self._tree.root.walk())
+        return self._tree
+
+    @property
+    def nodes(self) -> pd.DataFrame:
+        if "nodes" not in self._frames:
+            self._frames["nodes"] = frame(NODES_COLUMNS, self._node_rows())
+        return self._frames["nodes"]
+
+    def _node_rows(self) -> Iterable[dict[str, Any]]:
+        tree = self.tree
+        if tree is None:
+            return
+        ids = {id(n): i for i, n in enumerate(self._order)}
+        for i, node in enumerate(self._order):
+            f = node.frame
+            lines = self.symbols.lines(f) if node.parent is not None else []
+            depth, up = 0, node.parent
+            while up is not None:
+                depth, up = depth + 1, up.parent
+            row: dict[str, Any] = {
+                "node": i, "parent": ids[id(node.parent)] if node.parent is not None else None,
+                "depth": depth, "kind": f.kind,
+                "name": " / ".join(self.symbols.names(f)) if node.parent is not None else "[all threads]",
+                "file": lines[-1].file if lines else None,      # (the innermost level)
+                "line": lines[-1].line if lines else None,
+                "module": f.module or None,
+                "address": f"0x{f.address:x}" if f.module else None}
+            for metric in STORED:
+                row[metric.name] = node.total(metric.column)
+            row[INCL_TIME], row[INCL_MPI] = node.incl_time_ns, node.incl_mpi_ns
+            row[INCL_OFFCPU] = node.incl_offcpu_ns
+            yield row
+
+    @property
+    def metrics(self) -> pd.DataFrame:
+        if "metrics" not in self._frames:
+            self._frames["metrics"] = frame(METRICS_COLUMNS, self._metric_rows())
+        return self._frames["metrics"]
+
+    def _metric_rows(self) -> Iterable[dict[str, Any]]:
+        tree = self.tree
+        if tree is None:
+            return
+        keys = [(m.name, m.column) for m in STORED] + [(k, k) for k in (INCL_TIME, INCL_MPI,
+                                                                       INCL_OFFCPU)]
+        for i, node in enumerate(self._order):
+            for name, key in keys:
+                values = tree.vector(node, key)
+                if values is None:
+                    continue
+                for rank, value in zip(tree.ranks, values):
+                    if value:
+                        yield {"node": i, "rank": rank, "metric": name, "value": value}
+
+    @property
+    def per_rank_known(self) -> bool:
+        """Every node's per-rank values are in `metrics` (the rank files were read)."""
+        tree = self.tree
+        return tree is not None and tree.reduced is None
+
+    @property
+    def node_stats(self) -> pd.DataFrame:
+        if "node_stats" not in self._frames:
+            self._frames["node_stats"] = (self._stats_by_groupby() if self.per_rank_known
+                                          else frame(STATS_COLUMNS, self._reduced_stats()))
+        return self._frames["node_stats"]
+
+    def _stats_by_groupby(self) -> pd.DataFrame:
+        """From `metrics`: each (node, metric) over the tree's ranks, the ranks without a
+        row counting as 0."""
+        tree = self.tree
+        assert tree is not None
+        m = self.metrics
+        if m.empty:
+            return frame(STATS_COLUMNS, [])
+        population = len(tree.ranks)
+        g = m.groupby(["node", "metric"], sort=True)
+        out = g["value"].agg(["sum", "count"]).rename(columns={"count": "nonzero"})
+        # the extremes with their lowest rank: sort by value then rank, take the first/last
+        ordered = m.sort_values(["node", "metric", "value", "rank"])
+        low = ordered.groupby(["node", "metric"], sort=True).first()
+        high = m.sort_values(["node", "metric", "value", "rank"],
+                             ascending=[True, True, False, True]).groupby(
+            ["node", "metric"], sort=True).first()
+        out["mean"] = out["sum"].astype("float64[pyarrow]") / population
+        out["min"], out["min_rank"] = low["value"], low["rank"]
+        out["max"], out["max_rank"] = high["value"], high["rank"]
+        # a rank without a value holds the minimum 0: the lowest such rank
+        missing = out["nonzero"] < population
+        if missing.any():
+            present = m.groupby(["node", "metric"])["rank"].agg(list)
+            for key in out.index[missing.to_numpy()]:
+                out.at[key, "min"] = 0
+                out.at[key, "min_rank"] = _lowest_absent(present[key], tree.ranks)
+        out = out.reset_index()
+        return out[STATS_COLUMNS].astype({c: "int64[pyarrow]" for c in STATS_COLUMNS
+                                          if c not in ("metric", "mean")})
+
+    def _reduced_stats(self) -> Iterable[dict[str, Any]]:
+        tree = self.tree
+        if tree is None:
+            return
+        keys = [(m.name, m.column) for m in STORED] + [(k, k) for k in (INCL_TIME, INCL_MPI,
+                                                                       INCL_OFFCPU)]
+        for i, node in enumerate(self._order):
+            for name, key in keys:
+                s = tree.stat(node, key)
+                if not s.sum:
+                    continue
+                yield {"node": i, "metric": name, "sum": s.sum, "mean": s.mean, "min": s.min,
+                       "min_rank": s.min_rank, "max": s.max, "max_rank": s.max_rank,
+                       "nonzero": s.nonzero}
+
+
+def _lowest_absent(present: list[int], ranks: list[int]) -> int:
+    have = set(present)
+    return next(r for r in ranks if r not in have)

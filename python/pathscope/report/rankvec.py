@@ -1,0 +1,191 @@
+"""The report's section of the rank vectors (`--per-rank summary`: tree.tsv's `rankvec` lines,
+each rank's value of every column of the heaviest paths): how the heaviest paths' time, and
+the MPI calls' counts and bytes, are spread over the ranks, from each rank's exact value
+(never the power-of-two sketch).
+
+Pure formatting: takes a Profile and its SymbolTable, returns the section; none when the
+report's call tree does not come from tree.tsv or tree.tsv has no rank vectors.  Display
+choices (docs/user-guide.md says the same):
+- A path is named by its frames below main (pathscope.report.heap.path_label) and the file
+  and line of its innermost code frame.
+- Time rows: the TOP_PATHS paths with rank vectors that have the most inclusive time, below
+  main (neither the root nor the frames above main: they are the whole run), but not a path
+  whose time is all in one child on every rank (a call site and its call: the child says it).
+  A path with time in and outside MPI gets an `MPI share` row, when some rank has at least
+  SHARE_SHOWN of its time on the path in MPI: each rank's MPI time over its time on that
+  path (ranks without the path left out).
+- Count rows: the MPI calls with rank vectors whose visits or bytes differ between ranks, by
+  MPI time, at most TOP_PATHS: their visits and bytes (uneven work handed out).
+- Columns: the total over the ranks (a share: of the totals); min and max with their rank
+  (the lowest on ties); median and p90 by nearest rank (the value of the ⌈q·P⌉-th rank in
+  ascending order: a value some rank had); max/mean; the ranks more than SLOW_PERCENT above
+  the mean; and the ranks left to right as one character each, or per group of ⌈P/SPARK_WIDTH⌉
+  consecutive ranks (their largest value), ▁ to █ from 0 to the row's maximum (a share: to
+  100%), blank for 0.
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable, Sequence
+
+from pathscope import ranges
+from pathscope.calltree import (BYTES, INCL_MPI, INCL_TIME, VISITS, CallTree, Key,
+                                MergedNode, build_tree, is_mpi)
+from pathscope.cct import CODE_KINDS
+from pathscope.reader import Profile
+from pathscope.report.calltree import frames_above_main
+from pathscope.report.heap import SPARK_CHARS, path_label
+from pathscope.report.layout import INDENT, TOP_PATHS, plural, table
+from pathscope.symbols import SymbolTable
+from pathscope.units import format_bytes, format_percent, format_time
+
+SLOW_PERCENT = 10             # a rank more than this above the mean is listed
+SHARE_SHOWN = 0.01            # the MPI share row of a path where some rank has this much
+SPARK_WIDTH = 64              # characters of the ranks column at most
+RANKS_SHOWN = 24              # characters of the list of slow ranks at most
+HEADERS = ["value", "total", "min (rank)", "median", "p90", "max (rank)", "max/mean",
+           f">mean+{SLOW_PERCENT}%", "ranks", "call path"]
+
+
+def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
+    """The section, or [] when the profile has no rank vectors."""
+    if not profile.reduced_only() or profile.tree is None or not profile.tree.rank_vectors:
+        return []
+    tree = build_tree(profile, runtime_threads=False)
+    above = {id(n) for n in frames_above_main(tree, symbols)}
+    kept = [n for n in tree.root.walk() if n.parent is not None and id(n) not in above
+            and tree.vector(n, INCL_TIME) is not None and not _one_child(tree, n)]
+    if not kept:                    # only the root and the frames above main
+        return []
+    ranks = len(tree.ranks)
+    lines = [f"Ranks of the heaviest paths (--per-rank summary: each rank's value, "
+             f"{plural(len(profile.tree.rank_vectors), 'path')})",
+             f"{INDENT}median, p90: the value of the rank at that place in ascending order; "
+             f">mean+{SLOW_PERCENT}%: the ranks more than {SLOW_PERCENT}% above the mean",
+             f"{INDENT}ranks: {_ranks_note(ranks)}; ▁ to █: from 0 to the row's max (a share: "
+             f"to 100%), blank: 0"]
+    heaviest = sorted(kept, key=lambda n: (-n.incl_time_ns, _label(n, symbols)))[:TOP_PATHS]
+    lines.append(f"{INDENT}Time: the {plural(len(heaviest), 'path')} with the most inclusive "
+                 f"time below main")
+    lines.append(table(HEADERS, [row for n in heaviest for row in _time_rows(tree, n, symbols)],
+                       "lrrrrrrlll"))
+    uneven = sorted((n for n in kept if is_mpi(n) and _uneven(tree, n)),
+                    key=lambda n: (-n.incl_mpi_ns, _label(n, symbols)))
+    if uneven:
+        shown = uneven[:TOP_PATHS]
+        lines.append(f"{INDENT}MPI calls whose visits or bytes differ between ranks "
+                     f"({len(shown)} of {len(uneven)}, by MPI time)")
+        lines.append(table(HEADERS, [row for n in shown for row in _count_rows(tree, n, symbols)],
+                           "lrrrrrrlll"))
+    return ["\n".join(lines)]
+
+
+def _ranks_note(ranks: int) -> str:
+    group = -(-ranks // SPARK_WIDTH)
+    each = "one character each" if group == 1 else (f"one character per {group} ranks "
+                                                     f"(their largest value)")
+    return f"ranks {ranges.compress(range(ranks))} left to right, {each}"
+
+
+def _one_child(tree: CallTree, node: MergedNode) -> bool:
+    """True when one child has all of node's time on every rank (a call site's frame and
+    the call it makes): the child's row says the same, and where."""
+    time = tree.vector(node, INCL_TIME)
+    return any(tree.vector(child, INCL_TIME) == time for child in node.children.values())
+
+
+def _label(node: MergedNode, symbols: SymbolTable) -> str:
+    """The path's frames below main (pathscope.report.heap.path_label), then the file and
+    line of its innermost code frame (a call site, or a sampled function's own line)."""
+    label = path_label(node, symbols)
+    code = [frame for frame in node.path() if frame.kind in CODE_KINDS]
+    lines = symbols.lines(code[-1]) if code else []
+    if not lines or not lines[-1].file:
+        return label
+    where = os.path.basename(lines[-1].file)
+    return label + (f" ({where}:{lines[-1].line})" if lines[-1].line else f" ({where})")
+
+
+def _vector(tree: CallTree, node: MergedNode, key: Key) -> list[int]:
+    values = tree.vector(node, key)
+    assert values is not None       # the rows are of nodes with rank vectors
+    return values
+
+
+def _uneven(tree: CallTree, node: MergedNode) -> bool:
+    return any(len(set(_vector(tree, node, key))) > 1 for key in (VISITS, BYTES))
+
+
+def _time_rows(tree: CallTree, node: MergedNode, symbols: SymbolTable) -> list[list[str]]:
+    label = _label(node, symbols)
+    time = _vector(tree, node, INCL_TIME)
+    rows = [_row("time", time, format_time, label)]
+    mpi = _vector(tree, node, INCL_MPI)
+    # not all of it in MPI, nor almost none of it
+    shares = [m / t for t, m in zip(time, mpi) if t]
+    if shares and max(shares) >= SHARE_SHOWN and min(shares) < 1:
+        rows.append(_share_row(time, mpi))
+    return rows
+
+
+def _count_rows(tree: CallTree, node: MergedNode, symbols: SymbolTable) -> list[list[str]]:
+    rows = [_row("visits", _vector(tree, node, VISITS), lambda v: f"{v:,.0f}",
+                 _label(node, symbols))]
+    nbytes = _vector(tree, node, BYTES)
+    if any(nbytes):
+        rows.append(_row("bytes", nbytes, lambda v: format_bytes(round(v)), ""))
+    return rows
+
+
+def _row(name: str, values: Sequence[int], show: Callable[[float], str],
+         label: str) -> list[str]:
+    """One value's cells: each rank's value, shown by show."""
+    ordered = sorted(values)
+    total = sum(values)
+    low, high = min(values), max(values)
+    slow = [r for r, v in enumerate(values) if v * 100 * len(values) > total * (100 + SLOW_PERCENT)]
+    return [name, show(total), f"{show(low)} ({values.index(low)})",
+            show(_nearest_rank(ordered, 50)), show(_nearest_rank(ordered, 90)),
+            f"{show(high)} ({values.index(high)})",
+            f"{high * len(values) / total:.2f}" if total else "-", _ranks_cell(slow),
+            _sparkline(values, high), label]
+
+
+def _share_row(time: Sequence[int], mpi: Sequence[int]) -> list[str]:
+    """Each rank's MPI time over its time (ranks without time on the path left out)."""
+    shares = {r: m / t for r, (t, m) in enumerate(zip(time, mpi)) if t}
+    ordered = sorted(shares.values())
+    low = min(shares, key=lambda r: (shares[r], r))
+    high = min(shares, key=lambda r: (-shares[r], r))
+    cells = [round(shares[r] * 1_000_000) if r in shares else 0 for r in range(len(time))]
+    return ["MPI share", format_percent(sum(mpi) / sum(time)),
+            f"{format_percent(shares[low])} ({low})", format_percent(_nearest_rank(ordered, 50)),
+            format_percent(_nearest_rank(ordered, 90)),
+            f"{format_percent(shares[high])} ({high})", "", "", _sparkline(cells, 1_000_000), ""]
+
+
+def _nearest_rank(ordered: Sequence[float], percent: int) -> float:
+    """The value of the ⌈percent·n/100⌉-th of the n ascending values."""
+    return ordered[max(0, -(-percent * len(ordered) // 100) - 1)]
+
+
+def _ranks_cell(ranks: list[int]) -> str:
+    """`3: 5-7`; a long list cut at RANKS_SHOWN characters."""
+    if not ranks:
+        return "-"
+    text = ranges.compress(ranks)
+    if len(text) > RANKS_SHOWN:
+        cut = text.rfind(",", 0, RANKS_SHOWN)
+        text = text[:cut if cut > 0 else RANKS_SHOWN] + ",..."
+    return f"{len(ranks)}: {text}"
+
+
+def _sparkline(values: Sequence[int], top: int) -> str:
+    """One character per rank, or per group of consecutive ranks (their largest value): the
+    eighths of top, (0, top/8] as ▁ up to (7·top/8, top] as █; blank for 0."""
+    group = -(-len(values) // SPARK_WIDTH)
+    out = []
+    for start in range(0, len(values), group):
+        value = min(top, max(values[start:start + group]))
+        out.append(SPARK_CHARS[(value * len(SPARK_CHARS) - 1) // top] if value > 0 else " ")
+    return "".join(out)
