@@ -308,10 +308,10 @@ def lammps_expected_calls(log: str) -> dict[str, int]:
 def probe_calls(profile: Path) -> dict[str, list[int]]:
     """Per probe SPEC, the calls of each rank (visits of its `probe` nodes)."""
     calls: dict[str, list[int]] = {}
-    files = sorted((profile / "ranks").glob("rank-*.tsv"))
-    for rank, path in enumerate(files):
+    files = list(bl.rank_texts(profile).values())
+    for rank, text in enumerate(files):
         names: dict[str, str] = {}
-        for line in path.read_text().splitlines():
+        for line in text.splitlines():
             f = line.split("\t")
             if f[0] == "probe":  # id, module, address, size, state, added, removed, SPEC, name
                 names[f[1]] = f[8]
@@ -521,11 +521,11 @@ def check_kernel(case: Case, variant: str, profile: Path) -> dict:
     """Every rank file has kernel tables from the source asked for, with calls counted."""
     want = KERNEL_VARIANTS[variant]
     calls = ns = 0
-    files = sorted((profile / "ranks").glob("rank-*.tsv"))
+    files = list(bl.rank_texts(profile).values())
     if len(files) != case.ranks:
-        raise bl.BenchError(f"{variant}: {len(files)} rank files in {profile} for {case.ranks}")
-    for f in files:
-        rows = [line.split("\t") for line in f.read_text().splitlines()]
+        raise bl.BenchError(f"{variant}: {len(files)} rank texts in {profile} for {case.ranks}")
+    for text in files:
+        rows = [line.split("\t") for line in text.splitlines()]
         kernel = [r for r in rows if r[0] == "kernel"]
         kend = [r for r in rows if r[0] == "kend"]
         ksys = [r for r in rows if r[0] == "ksys"]
@@ -600,8 +600,8 @@ def check_sampler(case: Case, variant: str, profile: Path) -> list[str]:
     """The sampler sources of the rank files (`sampler` lines); the one a variant asks for must
     be the only one."""
     sources = set()
-    for f in sorted((profile / "ranks").glob("rank-*.tsv")):
-        for line in f.read_text().splitlines():
+    for text in bl.rank_texts(profile).values():
+        for line in text.splitlines():
             fields = line.split("\t")
             if fields[0] == "sampler" and len(fields) > 1:
                 sources.add(fields[1])

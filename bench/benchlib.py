@@ -15,6 +15,7 @@ import re
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -22,6 +23,9 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 REPO = Path(__file__).resolve().parent.parent
+# the rank texts of a profile, from ranks/ files or ranks.tsv (format 2.10): the tests' reader
+sys.path.append(str(REPO / "tests"))
+from profile_files import has_rank_text, rank_text, rank_texts  # noqa: E402,F401
 WORK = REPO / "build" / "bench"
 MPIS = ("openmpi", "mpich")
 MPICC = {"openmpi": "mpicc.openmpi", "mpich": "mpicc.mpich"}
@@ -142,9 +146,8 @@ def profile_summary(directory: Path) -> dict:
     Returns its size, the directory's size, and the per-operation call counts of `op *` lines."""
     tsv = directory / "profile.tsv"
     if not tsv.is_file():
-        ranks = sorted(p.name for p in (directory / "ranks").glob("*")) \
-            if (directory / "ranks").is_dir() else []
-        raise BenchError(f"no profile.tsv in {directory} (rank files: {ranks or 'none'})")
+        ranks = sorted(rank_texts(directory))
+        raise BenchError(f"no profile.tsv in {directory} (ranks with a text: {ranks or 'none'})")
     lines = tsv.read_text().splitlines()
     if not lines or lines[-1] != "end":
         raise BenchError(f"{tsv} has no `end` line")

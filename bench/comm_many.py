@@ -29,7 +29,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import REPO, WORK, BenchError, clean_environment, mpirun  # noqa: E402
+from benchlib import (REPO, WORK, BenchError, clean_environment, mpirun,  # noqa: E402
+                      rank_text, rank_texts)
 
 HERE = WORK / "comm_many"
 CLI = [sys.executable, "-m", "pathscope"]
@@ -65,9 +66,9 @@ def time_cli(args: list[str], package: Path = REPO / "python") -> tuple[float, s
     return elapsed, p.stdout
 
 
-def counters(rank_file: Path) -> dict[str, int]:
+def counters(text: str) -> dict[str, int]:
     out = {}
-    for line in rank_file.read_text().splitlines():
+    for line in text.splitlines():
         if line.startswith("counter_"):
             key, value = line.split("\t")
             out[key[len("counter_"):]] = int(value)
@@ -91,12 +92,12 @@ def bench_run(mpi: str, counts: list[int], reps: int) -> None:
                 else:
                     base.append(run_program(mpi, count, None))
         b, i = statistics.median(base), statistics.median(inst)
-        c = counters(out / "ranks" / "rank-000000.tsv")
+        c = counters(rank_text(out, 0))
         untracked = c["comm_table_full"] + c["unknown_comms"] + c["tree_full"]
         report_s, _ = time_cli(["report", str(out)])
         print(f"{count:>10} {b:>10.2f} {i:>9.2f} {(i - b) / count * 1e6:>11.1f} "
               f"{(out / 'profile.tsv').stat().st_size:>9} "
-              f"{(out / 'ranks' / 'rank-000000.tsv').stat().st_size:>8} {untracked:>9} "
+              f"{len(rank_text(out, 0).encode()):>8} {untracked:>9} "
               f"{report_s:>8.2f}", flush=True)
 
 
@@ -164,6 +165,10 @@ def bench_synthetic(mpi: str, comms: int, package: Path, report_only: bool) -> N
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(template, out)
     add_comms(out / "profile.tsv", comms, None)
+    # the ranks' texts as ranks/ files (a template of format 2.10 has them in ranks.tsv)
+    for r, text in rank_texts(out).items():
+        (out / "ranks" / f"rank-{r:06d}.tsv").write_text(text)
+    (out / "ranks.tsv").unlink(missing_ok=True)
     for r in range(4):
         add_comms(out / "ranks" / f"rank-{r:06d}.tsv", comms, r)
     size = sum(p.stat().st_size for p in out.rglob("*.tsv"))

@@ -105,10 +105,9 @@ def command(variant: str, program: list[str], outdir: Path, libs: dict[str, Path
 
 def heap_line(outdir: Path) -> Optional[list[str]]:
     """The `heap` line of the rank file, split on tabs, or None if there is none."""
-    rank = outdir / "ranks" / "rank-000000.tsv"
-    if not rank.is_file():
-        raise bl.BenchError(f"no rank file {rank}")
-    for line in rank.read_text().splitlines():
+    if not bl.has_rank_text(outdir, 0):
+        raise bl.BenchError(f"no text of rank 0 in {outdir}")
+    for line in bl.rank_text(outdir, 0).splitlines():
         if line.startswith("heap\t"):
             return line.split("\t")
     return None

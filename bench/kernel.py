@@ -187,10 +187,9 @@ def command(variant: str, program: list[str], outdir: Path,
 
 
 def rank_lines(outdir: Path) -> list[list[str]]:
-    rank = outdir / "ranks" / "rank-000000.tsv"
-    if not rank.is_file():
-        raise bl.BenchError(f"no rank file {rank}")
-    return [line.split("\t") for line in rank.read_text().splitlines()]
+    if not bl.has_rank_text(outdir, 0):
+        raise bl.BenchError(f"no text of rank 0 in {outdir}")
+    return [line.split("\t") for line in bl.rank_text(outdir, 0).splitlines()]
 
 
 def check_kernel(variant: str, outdir: Path, mode: str, calls: int) -> dict:

@@ -160,8 +160,8 @@ def pathscope_facts(out: Path) -> tuple[list[str], int, int, float]:
     samples taken (kept, inside MPI, dropped) and the CPU seconds (format 2.4 `thread` cpu_ns;
     0 when the runtime does not write it)."""
     samplers, kept, taken, cpu_ns = [], 0, 0, 0
-    for rank in sorted((out / "ranks").glob("rank-*.tsv")):
-        for line in rank.read_text().splitlines():
+    for text in bl.rank_texts(out).values():
+        for line in text.splitlines():
             fields = line.split("\t")
             if fields[0] == "sampler":
                 samplers.append(" ".join(fields[1:]))

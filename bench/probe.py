@@ -137,11 +137,11 @@ def probe_lines(outdir: Path) -> dict:
     visits: dict[str, int] = {}
     timing: set[str] = set()
     untimed = fast = 0
-    rank_files = sorted((outdir / "ranks").glob("rank-*.tsv"))
+    rank_files = list(bl.rank_texts(outdir).values())
     if not rank_files:
-        raise bl.BenchError(f"no rank file in {outdir}/ranks")
-    for path in rank_files:
-        for line in path.read_text().splitlines():
+        raise bl.BenchError(f"no rank text in {outdir}")
+    for text in rank_files:
+        for line in text.splitlines():
             f = line.split("\t")
             if f[0] == "probes":  # metrics, text writer, exit timing, ..., (2.7) fast entries
                 timing.add(f[3])

@@ -10,6 +10,8 @@ import os, subprocess, sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.append(str(ROOT / "tests"))
+from profile_files import rank_texts  # noqa: E402  (ranks/ files, or ranks.tsv's sections)
 build = Path(sys.argv[1]).resolve()
 work = Path(sys.argv[2]).resolve()
 mpi = build.name
@@ -39,9 +41,9 @@ for name, cmd in runs:
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=180,
                        env=dict(os.environ, OMPI_MCA_rmaps_base_oversubscribe="1"))
     print(f"== {name} rc={p.returncode}")
-    for f in sorted((out / "ranks").glob("*.tsv")) if (out / "ranks").exists() else []:
+    for rank, text in rank_texts(out).items():
         seq = []
-        for line in f.read_text().splitlines():
+        for line in text.splitlines():
             fs = line.split("\t")
             key = fs[0]
             if key in ("status",):
@@ -49,7 +51,7 @@ for name, cmd in runs:
             item = (key, len(fs))
             if seq and seq[-1][0] == item: seq[-1][1] += 1
             else: seq.append([item, 1])
-        print(f"-- {f.name}")
+        print(f"-- rank-{rank:06d}.tsv")
         for (k, n), c in seq:
             print(f"   {k} {n}")
     for g in ["profile.tsv"]:

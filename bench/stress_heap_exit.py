@@ -29,6 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))
+from profile_files import has_rank_text, rank_text  # noqa: E402  (ranks/ files or ranks.tsv)
+
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCHERS = {
     "openmpi": ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe"],
@@ -79,10 +82,9 @@ def one_run(builds, mpi, mode, np, outdir, timeout):
     if ok != list(range(np)):
         return f"result lines of ranks {ok}", p.returncode, out, err
     for r in range(np):
-        f = outdir / "ranks" / f"rank-{r:06d}.tsv"
-        if not f.exists():
-            return f"no rank file for rank {r}", p.returncode, out, err
-        lines = f.read_text().splitlines()
+        if not has_rank_text(outdir, r):
+            return f"no rank text for rank {r}", p.returncode, out, err
+        lines = rank_text(outdir, r).splitlines()
         status = [l.split("\t", 1)[1] for l in lines if l.startswith("status\t")]
         if status != ["complete"] or not lines or lines[-1] != "end":
             return f"rank {r}: status {status}, last line {lines[-1:]}", p.returncode, out, err

@@ -21,6 +21,12 @@ listed there under "How readers check a profile"):
   (empty, no `end` line) or ended with a status other than `complete`.  A rank file that
   breaks a rule is *unreadable*: that rank is reported with the message (file and line) and
   its data left out; the other ranks are still read.
+- A rank's text is its file ranks/rank-NNNNNN.tsv or (format 2.10) its section of ranks.tsv;
+  the file of the run wins (a heap run rewrites it at exit).  Sections are read one at a
+  time by offset (never the whole ranks.tsv), with the same rules and bounds as a rank file;
+  messages call them "DIR/ranks.tsv (rank R)", their lines "DIR/ranks.tsv (rank R, line N)".
+  A ranks.tsv whose head breaks a rule is not used (Profile.notes says why); one of another
+  run, a link or not a regular file is stray.
 - A newer major format version is refused (FormatVersionError); unknown line types and
   trailing fields (newer minor versions) are ignored.  1.x files simply have no call paths.
 - Call paths come from the rank files only (profile.tsv has none); pathscope.cct checks them,
@@ -36,7 +42,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Callable, Iterable, Mapping, Optional, Sequence, Union
+from typing import BinaryIO, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from pathscope import ranges
 from pathscope.cct import CallPathParser, RankCallPaths
@@ -49,14 +55,20 @@ from pathscope.sources.mpi import (NO_COMM, TOTAL_COMM, UNDEFINED_RANK, Comm,  #
 # parse_hist, unescape, READER_MAJOR, MAX_WORLD_SIZE: importable from here too (they were
 # defined here)
 from pathscope.treefile import TREE_FILE, ReducedTree, read_tree_tsv
-from pathscope.tsv import (MAX_WORLD_SIZE, READER_MAJOR, CutShort, Record,  # noqa: F401
-                           RefusedFile, open_directory, open_in_directory, parse_hist,
-                           read_records, unescape, version_at_least)
+from pathscope import tsv as tsv_rules
+from pathscope.tsv import (MAX_WORLD_SIZE, READ_FLAGS,  # noqa: F401
+                           READER_MAJOR, CutShort, Record, RefusedFile, open_directory,
+                           open_in_directory, open_region, parse_hist, read_records, unescape,
+                           version_at_least)
 
 PROFILE_FILE = "profile.tsv"
 RANKS_DIR = "ranks"
+RANKS_FILE = "ranks.tsv"           # (format 2.10) the rank texts of --per-rank all, one file
 PROFILE_MAGIC = "pathscope-profile"
 RANK_MAGIC = "pathscope-rank"
+RANKS_MAGIC = "pathscope-ranks"
+MAX_RANKS_HEAD_BYTES = 64 << 20    # ranks.tsv up to its data line: an index of MAX_WORLD_SIZE
+                                   # ranks takes at most 50 MiB
 STATUS_COMPLETE = "complete"
 STATUS_MISSING = "missing"
 STATUS_UNREADABLE = "unreadable"   # a rank file that breaks a rule: its data is left out
@@ -405,10 +417,12 @@ class _Head:
     cut: bool = False             # empty or ended before the run line: run unknown
     error: Optional[ProfileError] = None   # unreadable (FormatVersionError is raised)
     refused: Optional[str] = None          # stray: a link, not a regular file, too large
+    source: Optional["_Source"] = None     # where the text is
 
 
-def _read_head(directory_fd: int, entry: str, name: str, magic: str) -> _Head:
-    head = _Head(name)
+def _read_head(source: "_Source", magic: str) -> _Head:
+    name = source.name
+    head = _Head(name, source=source)
 
     def run(record: Record) -> None:
         if record.line != 2:
@@ -454,10 +468,10 @@ def _read_head(directory_fd: int, entry: str, name: str, magic: str) -> _Head:
         head.version = version
 
     try:
-        with open_in_directory(directory_fd, entry, name, magic) as source:
+        with source.open(magic) as stream:
             try:
-                info = read_records(source, name, magic, handlers, line_two(other),
-                                    on_version=on_version)
+                info = read_records(stream, name, magic, handlers, line_two(other),
+                                    on_version=on_version, where=source.where)
                 if head.run is None and version_at_least(info.version, *RUN_FORMAT):
                     if info.lines > 1:
                         raise ProfileError(f"{name} has no run line")
@@ -473,6 +487,179 @@ def _read_head(directory_fd: int, entry: str, name: str, magic: str) -> _Head:
     except ProfileError as e:
         head.error = e
     return head
+
+
+# ---- where a text is: a file, or a rank's section of ranks.tsv -------------------------------
+
+@dataclass
+class _Source:
+    """A file's text: the file `entry` of the directory fd, or (entry None) a rank's section
+    of ranks.tsv, length bytes from offset of the file fd."""
+    name: str                     # as messages call it: "prof/ranks/rank-000002.tsv",
+                                  # "prof/ranks.tsv (rank 2)"
+    fd: int
+    entry: Optional[str] = None
+    offset: int = 0
+    length: int = 0
+
+    @property
+    def rank_origin(self) -> str:
+        """Who says which rank this text is of."""
+        if self.entry is None:
+            return "the index of ranks.tsv gives this section to"
+        return "the file is named for"
+
+    @property
+    def where(self) -> tuple[str, str]:
+        """The text around N of line N as messages show it: "prof/ranks/rank-000002.tsv:N",
+        "prof/ranks.tsv (rank 2, line N)" (a section's lines count from its first)."""
+        if self.entry is None:
+            return f"{self.name[:-1]}, line ", ")"
+        return f"{self.name}:", ""
+
+    def open(self, magic: str) -> BinaryIO:
+        """The text to read; RefusedFile for a section larger than a file of its kind may be
+        (the rank file limit), as for a file."""
+        if self.entry is None:
+            limit = tsv_rules.MAX_FILE_BYTES.get(magic, 256 << 20)
+            if self.length > limit:
+                raise RefusedFile(f"{self.name} is larger than {limit} bytes (the limit for a "
+                                  f"{magic} file; not read)")
+            return open_region(self.fd, self.offset, self.length)
+        return open_in_directory(self.fd, self.entry, self.name, magic)
+
+
+# ---- ranks.tsv (format 2.10) ------------------------------------------------------------------
+
+@dataclass
+class _RanksTsv:
+    """The head of ranks.tsv: its run, world size and where each rank's section is."""
+    name: str                     # as messages call it
+    fd: int
+    run: Optional[str] = None
+    ranks: int = 0
+    sections: dict[int, tuple[int, int]] = field(default_factory=dict)  # rank -> offset in
+                                  # the file, length
+
+    def source(self, rank: int) -> _Source:
+        offset, length = self.sections[rank]
+        return _Source(f"{self.name} (rank {rank})", self.fd, None, offset, length)
+
+
+def _open_ranks_tsv(dir_fd: int, name: str) -> int:
+    """A descriptor of ranks.tsv for pread.  RefusedFile for a link or a file that is not
+    regular (opened without blocking: a FIFO is never waited on)."""
+    try:
+        fd = os.open(RANKS_FILE, READ_FLAGS, dir_fd=dir_fd)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise RefusedFile(f"{name} is a symbolic link (not followed)") from None
+        raise ProfileError(f"cannot read {name}: {e.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RefusedFile(f"{name} is not a regular file (not read)")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_ranks_head(ranks: _RanksTsv) -> None:
+    """Reads ranks.tsv up to its data line and checks the index against the file's size
+    (docs/format.md, "ranks.tsv").  ProfileError for a broken rule (FormatVersionError for a
+    newer major version)."""
+    name = ranks.name
+    size = os.fstat(ranks.fd).st_size
+    placed = {2: ("run", "run<TAB>RUNID"), 3: ("ranks", "ranks<TAB>P")}
+    state = {"next": 0, "last": -1, "data": -1}
+
+    def checked(handler: Callable[[Record], None]) -> Callable[[Record], None]:
+        """Line 2 is the run line, line 3 the ranks line."""
+        def check(record: Record) -> None:
+            kind, shown = placed.get(record.line, (record.kind, ""))
+            if record.kind != kind:
+                raise ProfileError(f"{record.where}: line {record.line} is not '{shown}'")
+            handler(record)
+        return check
+
+    def run(record: Record) -> None:
+        if record.line != 2:
+            raise ProfileError(f"{record.where}: 'run' line not on line 2")
+        record.need(1)
+        ranks.run = record.word(0, RUN_ID, "a run id (32 lowercase hex digits)")
+
+    def world(record: Record) -> None:
+        if record.line != 3:
+            raise ProfileError(f"{record.where}: 'ranks' line not on line 3")
+        ranks.ranks = _rank_count(record, None)
+
+    def index(record: Record) -> None:
+        record.need(3)
+        rank, offset, length = record.number(0), record.number(1), record.number(2)
+        what = f"{record.where}: 'index' line: rank {rank}"
+        if rank >= ranks.ranks:
+            raise ProfileError(f"{what} is not below ranks {ranks.ranks}")
+        if rank <= state["last"]:
+            raise ProfileError(f"{what} after rank {state['last']} (the index is in "
+                               f"increasing rank order)")
+        if offset != state["next"]:
+            raise ProfileError(f"{what}: section at offset {offset}, expected "
+                               f"{state['next']} (sections follow each other from offset 0)")
+        if length == 0:
+            raise ProfileError(f"{what}: section of length 0")
+        ranks.sections[rank] = (offset, length)
+        state["last"], state["next"] = rank, offset + length
+
+    def data(record: Record) -> None:
+        state["data"] = stream.tell()
+        raise _HeadDone()
+
+    handlers = {"run": run, "ranks": world, "index": index, "data": data}
+    with open_region(ranks.fd, 0, min(size, MAX_RANKS_HEAD_BYTES)) as stream:
+        try:
+            read_records(stream, name, RANKS_MAGIC,
+                         {kind: checked(h) for kind, h in handlers.items()},
+                         checked(lambda record: None), max_bytes=MAX_RANKS_HEAD_BYTES)
+        except _HeadDone:
+            pass
+    start = state["data"]
+    if start < 0:
+        if size > MAX_RANKS_HEAD_BYTES:
+            raise ProfileError(f"{name} has no 'data' line in its first "
+                               f"{MAX_RANKS_HEAD_BYTES} bytes (the limit for its head)")
+        raise ProfileError(f"{name} is cut short before its 'data' line")
+    end = start + state["next"]
+    if size < end:
+        raise ProfileError(f"{name} is cut short: {size} bytes, its index ends at byte {end}")
+    if size > end:
+        raise ProfileError(f"{name} has {size - end} bytes after its last section (byte "
+                           f"{end})")
+    ranks.sections = {rank: (start + offset, length)
+                      for rank, (offset, length) in ranks.sections.items()}
+
+
+def _read_ranks_tsv(scan: "_Scan", stray: list[StrayFile],
+                    notes: list[str]) -> Optional[_RanksTsv]:
+    """ranks.tsv when it is there and its head keeps the rules; else None, with a stray file
+    (a link, not a regular file) or a note (a broken rule) saying why.  Its descriptor stays
+    open in scan for the sections."""
+    name = scan.name(RANKS_FILE, in_ranks=False)
+    if not scan.has_ranks_tsv:
+        return None
+    try:
+        scan.ranks_tsv_fd = _open_ranks_tsv(scan.fd, name)
+        ranks = _RanksTsv(name, scan.ranks_tsv_fd)
+        _read_ranks_head(ranks)
+    except FormatVersionError:
+        raise
+    except RefusedFile as e:
+        stray.append(StrayFile(name, str(e)[len(name) + 1:]))
+        return None
+    except ProfileError as e:
+        notes.append(f"{RANKS_FILE} not used: {e}")
+        return None
+    return ranks
 
 
 # ---- rank files -----------------------------------------------------------------------------
@@ -491,8 +678,8 @@ class _RankFile:
     callpaths: Optional[RankCallPaths] = None
 
 
-def _read_rank_file(directory_fd: int, entry: str, name: str, rank_from_name: int,
-                    world: int) -> _RankFile:
+def _read_rank_file(source: "_Source", rank_from_name: int, world: int) -> _RankFile:
+    name = source.name
     info = RankInfo(rank_from_name, "", 0, 0, "")
     result = _RankFile(rank_from_name, None, info, None, None, "", [], {})
     parsers = {source.name: source.parser(name, world) for source in SOURCES}
@@ -509,8 +696,8 @@ def _read_rank_file(directory_fd: int, entry: str, name: str, rank_from_name: in
         single(record)
         value = record.number(0)
         if value != rank_from_name:
-            raise ProfileError(f"{record.where}: 'rank' line says rank {value}, but the file "
-                               f"is named for rank {rank_from_name}")
+            raise ProfileError(f"{record.where}: 'rank' line says rank {value}, but "
+                               f"{source.rank_origin} rank {rank_from_name}")
 
     def size(record: Record) -> None:
         single(record)
@@ -568,8 +755,8 @@ def _read_rank_file(directory_fd: int, entry: str, name: str, rank_from_name: in
     if handlers.keys() & more.keys():
         raise ValueError(f"line kinds taken twice: {sorted(handlers.keys() & more.keys())}")
     handlers.update(more)
-    with open_in_directory(directory_fd, entry, name, RANK_MAGIC) as source:
-        file = read_records(source, name, RANK_MAGIC, handlers, other)
+    with source.open(RANK_MAGIC) as stream:
+        file = read_records(stream, name, RANK_MAGIC, handlers, other, where=source.where)
     result.version = file.version
     info.has_end = file.has_end
     if not info.status:
@@ -688,6 +875,8 @@ class _Scan:
     has_profile: bool
     identity: tuple[int, int]
     is_link: bool
+    has_ranks_tsv: bool = False             # ranks.tsv is there (format 2.10)
+    ranks_tsv_fd: Optional[int] = None      # open while the sections are read
 
     def name(self, entry: str, in_ranks: bool = True) -> str:
         return str(self.directory / RANKS_DIR / entry) if in_ranks else str(
@@ -702,6 +891,14 @@ def _profile_directory(path: Path) -> Path:
     if not path.is_dir():
         raise ProfileError(f"not a profile directory: {path}")
     return path
+
+
+def _exists(dir_fd: int, entry: str) -> bool:
+    try:
+        os.stat(entry, dir_fd=dir_fd, follow_symlinks=False)
+        return True
+    except OSError:
+        return False
 
 
 def _is_link(dir_fd: int, entry: str) -> bool:
@@ -725,11 +922,8 @@ def _scan(directory: Path) -> _Scan:
         is_link = True
     st = os.fstat(fd)
     scan = _Scan(directory, fd, None, {}, [], [], False, (st.st_dev, st.st_ino), is_link)
-    try:
-        os.stat(PROFILE_FILE, dir_fd=fd, follow_symlinks=False)
-        scan.has_profile = True
-    except OSError:
-        pass
+    scan.has_profile = _exists(fd, PROFILE_FILE)
+    scan.has_ranks_tsv = _exists(fd, RANKS_FILE)
     try:
         scan.ranks_fd = os.open(RANKS_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW |
                                 os.O_CLOEXEC, dir_fd=fd)
@@ -768,13 +962,14 @@ def _scan(directory: Path) -> _Scan:
 
 # ---- choosing the run -----------------------------------------------------------------------
 
-def _choose_run(profile_head: Optional[_Head], heads: dict[int, _Head]) -> Optional[str]:
-    """The run of profile.tsv if it names one, else the run most rank files name (ties: the
-    newest by start_unix_ns, then the lowest id); None when no file names a run."""
+def _choose_run(profile_head: Optional[_Head], heads: Iterable[_Head]) -> Optional[str]:
+    """The run of profile.tsv if it names one, else the run most rank texts name (files and
+    sections of ranks.tsv; ties: the newest by start_unix_ns, then the lowest id); None when
+    no file names a run."""
     if profile_head is not None and profile_head.run is not None:
         return profile_head.run
     votes: dict[str, list[int]] = {}
-    for head in heads.values():
+    for head in heads:
         if head.run is not None:
             votes.setdefault(head.run, []).append(head.start_unix_ns or 0)
     if not votes:
@@ -822,14 +1017,15 @@ def load_profile(path: Union[str, Path]) -> Profile:
         return _load(scan)
     finally:
         os.close(scan.fd)
-        if scan.ranks_fd is not None:
-            os.close(scan.ranks_fd)
+        for fd in (scan.ranks_fd, scan.ranks_tsv_fd):
+            if fd is not None:
+                os.close(fd)
 
 
 def _load(scan: _Scan) -> Profile:
     directory = scan.directory
     profile_name = scan.name(PROFILE_FILE, in_ranks=False)
-    if not scan.has_profile and not scan.rank_entries:
+    if not scan.has_profile and not scan.rank_entries and not scan.has_ranks_tsv:
         if scan.stray:
             raise ProfileError(f"not a pathscope profile directory: {directory} (no "
                                f"{PROFILE_FILE} and no readable {RANKS_DIR}/rank-*.tsv: "
@@ -843,10 +1039,16 @@ def _load(scan: _Scan) -> Profile:
 
     profile_head = None
     if scan.has_profile:
-        profile_head = _read_head(scan.fd, PROFILE_FILE, profile_name, PROFILE_MAGIC)
-    heads = {rank: _read_head(scan.ranks_fd, entry, scan.name(entry), RANK_MAGIC)
-             for rank, entry in sorted(scan.rank_entries.items())}
-    run = _choose_run(profile_head, heads)
+        profile_head = _read_head(_Source(profile_name, scan.fd, PROFILE_FILE), PROFILE_MAGIC)
+    ranks_tsv = _read_ranks_tsv(scan, stray, notes)
+    file_heads = {rank: _read_head(_Source(scan.name(entry), scan.ranks_fd, entry), RANK_MAGIC)
+                  for rank, entry in sorted(scan.rank_entries.items())}
+    section_heads = {rank: _read_head(ranks_tsv.source(rank), RANK_MAGIC)
+                     for rank in ranks_tsv.sections} if ranks_tsv is not None else {}
+    run = _choose_run(profile_head, [*file_heads.values(), *section_heads.values()])
+    if ranks_tsv is not None and run is not None and ranks_tsv.run != run:
+        stray.append(StrayFile(ranks_tsv.name, f"belongs to another run ({ranks_tsv.run})"))
+        ranks_tsv, section_heads = None, {}
 
     # profile.tsv: of the run, readable?
     if profile_head is not None:
@@ -861,12 +1063,18 @@ def _load(scan: _Scan) -> Profile:
             unused = f"{profile_name} {why}"
             profile_head = None
 
-    # rank files: of the run?
-    for rank, head in list(heads.items()):
-        why = _belongs(head, run)
-        if why is not None:
-            stray.append(StrayFile(head.name, why))
-            del heads[rank]
+    # rank texts: of the run?  A rank's file of the run wins over its section (heap: the
+    # file is written again at exit); a section it replaces is not looked at
+    heads: dict[int, _Head] = {}
+    for rank in sorted(file_heads.keys() | section_heads.keys()):
+        for head in (file_heads.get(rank), section_heads.get(rank)):
+            if head is None or rank in heads:
+                continue
+            why = _belongs(head, run)
+            if why is not None:
+                stray.append(StrayFile(head.name, why))
+            else:
+                heads[rank] = head
     tsv: Optional[_ProfileTsv] = None
     if profile_head is not None:
         try:
@@ -879,12 +1087,19 @@ def _load(scan: _Scan) -> Profile:
             profile_head = None
     tree = _read_tree(scan, run, stray, notes)
     world = _world_size(profile_head, heads)
+    if world is None and ranks_tsv is not None:
+        world = ranks_tsv.ranks
     if world is None:
         world = tree.ranks if tree is not None and not heads else max(heads, default=-1) + 1
     if tree is not None and tree.ranks != world:
         stray.append(StrayFile(tree.name, f"is of a run of {tree.ranks} ranks, not of this "
                                           f"run's {world}"))
         tree = None
+    if ranks_tsv is not None and ranks_tsv.ranks != world:
+        stray.append(StrayFile(ranks_tsv.name, f"is of a run of {ranks_tsv.ranks} ranks, not "
+                                               f"of this run's {world}"))
+        heads = {rank: head for rank, head in heads.items()
+                 if head.source is None or head.source.entry is not None}
     for rank, head in list(heads.items()):
         if run is None and head.size is not None and head.size != world:
             # no run ids (format 2.2 and older): the size tells runs apart
@@ -896,7 +1111,7 @@ def _load(scan: _Scan) -> Profile:
             stray.append(StrayFile(head.name, f"is for rank {rank}, outside the run's "
                                               f"{world} ranks"))
             del heads[rank]
-    partial = [r for r in scan.partial if r < world]
+    partial = [r for r in scan.partial if r < world and r not in heads]
 
     # read the rank files of the run
     rank_files: dict[int, _RankFile] = {}
@@ -910,8 +1125,8 @@ def _load(scan: _Scan) -> Profile:
                                     problem=REASON_EMPTY)
             continue
         try:
-            rank_files[rank] = _read_rank_file(scan.ranks_fd, scan.rank_entries[rank],
-                                               head.name, rank, world)
+            assert head.source is not None
+            rank_files[rank] = _read_rank_file(head.source, rank, world)
         except FormatVersionError:
             raise
         except ProfileError as e:
@@ -921,13 +1136,15 @@ def _load(scan: _Scan) -> Profile:
         if profile_error is not None:      # a malformed profile.tsv was all there was
             raise profile_error
         stray.sort(key=lambda f: f.path)
-        more = f" (and {len(stray) - 1} more)" if len(stray) > 1 else ""
-        raise ProfileError(f"nothing of {directory} can be read: {stray[0]}{more}")
+        reasons = [str(f) for f in stray] or notes   # notes: a ranks.tsv not used
+        more = f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else ""
+        raise ProfileError(f"nothing of {directory} can be read: {reasons[0]}{more}")
     if tsv is None and unused is not None:
         notes.append(f"{PROFILE_FILE} not used: {unused}")
     # --per-rank none: tree.tsv stands for every rank (it is written only when all of them
-    # reached MPI_Finalize); a rank without a file is then not missing
-    reduced = tree is not None and not heads
+    # reached MPI_Finalize); a rank without a text is then not missing.  A ranks.tsv says
+    # --per-rank all, even one that could not be used: its ranks are missing
+    reduced = tree is not None and not heads and not scan.has_ranks_tsv
     reduced_library = _reduced_string(tree, "mpi_library") if reduced else None
 
     if tsv is not None:

@@ -227,15 +227,17 @@ class CutShort(ProfileError):
 
 def read_records(source: BinaryIO, name: str, magic: str, handlers: dict[str, Handler],
                  other: Optional[Handler] = None, max_bytes: Optional[int] = None,
-                 on_version: Optional[Callable[[str], None]] = None) -> FileInfo:
+                 on_version: Optional[Callable[[str], None]] = None,
+                 where: tuple[str, str] = ("", "")) -> FileInfo:
     """Reads a file's records from source (a binary stream at its start) and feeds each to
     its handler (other: for line types without one, e.g. the `counter_*` lines).  name is
-    what messages call the file.  ProfileError for an empty file, a wrong first line, a line
-    or file beyond the limits, or a malformed record (see the module's rules); CutShort for
-    an empty file or one cut in its first line.  on_version: called with the version once the
-    first line is checked."""
+    what messages call the file, and line N "name:N" (where: the text around N instead).  ProfileError for
+    an empty file, a wrong first line, a line or file beyond the limits, or a malformed
+    record (see the module's rules); CutShort for an empty file or one cut in its first
+    line.  on_version: called with the version once the first line is checked."""
     limit = MAX_FILE_BYTES.get(magic, 256 << 20) if max_bytes is None else max_bytes
     total = 0
+    before, after = where if where[0] else (f"{name}:", "")
 
     def next_line(line: int) -> Optional[bytes]:
         nonlocal total
@@ -247,7 +249,7 @@ def read_records(source: BinaryIO, name: str, magic: str, handlers: dict[str, Ha
             return None
         total += len(raw)
         if len(raw) > MAX_LINE_BYTES:
-            raise ProfileError(f"{name}:{line}: line longer than {MAX_LINE_BYTES} bytes")
+            raise ProfileError(f"{before}{line}{after}: line longer than {MAX_LINE_BYTES} bytes")
         if total > limit:
             raise ProfileError(f"{name} is larger than {limit} bytes (the limit for a "
                                f"{magic} file)")
@@ -264,7 +266,7 @@ def read_records(source: BinaryIO, name: str, magic: str, handlers: dict[str, Ha
         raise ProfileError(f"{name} is not a pathscope file (first line is not "
                            f"'{magic}<TAB>VERSION')")
     version = head[1]
-    check_version(version, f"{name}:1")
+    check_version(version, f"{before}1{after}")
     if on_version is not None:
         on_version(version)
     info = FileInfo(version, False, 1)
@@ -293,7 +295,8 @@ def read_records(source: BinaryIO, name: str, magic: str, handlers: dict[str, Ha
         handler = handlers.get(kind, other)
         if handler is None:
             continue
-        record = Record(kind, rest.split("\t") if _ else [], f"{name}:{number}", number)
+        record = Record(kind, rest.split("\t") if _ else [], f"{before}{number}{after}",
+                        number)
         try:
             handler(record)
         except ProfileError as e:
@@ -340,6 +343,42 @@ def open_in_directory(dir_fd: int, entry: str, name: str, magic: str) -> BinaryI
     except BaseException:
         os.close(fd)
         raise
+
+
+class _Region(io.RawIOBase):
+    """Bytes offset to offset+length of an open file, read with pread (the descriptor is
+    shared: several regions of one file may be read in turn without seeking it)."""
+
+    def __init__(self, fd: int, offset: int, length: int):
+        super().__init__()
+        self._fd, self._start, self._offset, self._end = fd, offset, offset, offset + length
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        """Within the region (tell() is the position from its start)."""
+        base = {io.SEEK_SET: self._start, io.SEEK_CUR: self._offset, io.SEEK_END: self._end}
+        self._offset = min(max(base[whence] + offset, self._start), self._end)
+        return self._offset - self._start
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+        count = min(len(buffer), self._end - self._offset)
+        if count <= 0:
+            return 0
+        data = os.pread(self._fd, count, self._offset)
+        buffer[:len(data)] = data
+        self._offset += len(data)
+        return len(data)
+
+
+def open_region(fd: int, offset: int, length: int, buffering: int = 1 << 16) -> BinaryIO:
+    """A binary stream of length bytes of the regular file fd from offset (a section of
+    ranks.tsv): nothing before or after it is read.  Closing it leaves fd open."""
+    return io.BufferedReader(_Region(fd, offset, length), buffer_size=buffering)  # type: ignore[return-value]
 
 
 def open_directory(path: str, follow: bool) -> int:

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from conftest import ROOT
+from profile_files import rank_text
 
 PY_ENV = dict(os.environ, PYTHONPATH=str(ROOT / "python"), PATHSCOPE_HOME=str(ROOT))
 for _k in [k for k in PY_ENV if k.startswith("PATHSCOPE_") and k != "PATHSCOPE_HOME"]:
@@ -38,10 +39,10 @@ def folded_time(out, rank, frame):
     return total
 
 
-def warnings_of(rank_file):
-    """{key: (count, first_ns, text)} from a rank file's warning lines."""
+def warnings_of(out, rank):
+    """{key: (count, first_ns, text)} from a rank's warning lines."""
     found = {}
-    for line in rank_file.read_text().splitlines():
+    for line in rank_text(out, rank).splitlines():
         if line.startswith("warning\t"):
             _, key, count, first_ns, text = line.split("\t")
             found[key] = (int(count), int(first_ns), text)
@@ -99,7 +100,7 @@ def test_descriptors_taken_by_the_application(mpi, tmp_path, how, mode):
         assert (plain_logs / f"log-{rank}.txt").read_text() == expected_log(line)
         assert folded_time(out, rank, "main_after_fds") > 0
         assert folded_time(out, rank, "worker_after_fds") > 0
-        assert warnings_of(out / "ranks" / f"rank-{rank:06d}.tsv") == {}
+        assert warnings_of(out, rank) == {}
     assert "pathscope: rank" not in run.stderr
 
 
@@ -125,7 +126,7 @@ def test_serial_descriptors_closed_while_a_thread_runs(mpi, tmp_path):
     for i in range(4):
         assert (tmp_path / "files" / f"file-{i}.txt").read_text() == f"file {i} on {i + 3}\n"
     assert folded_time(out, 0, "worker_after_close") > 0
-    assert warnings_of(out / "ranks" / "rank-000000.tsv") == {}
+    assert warnings_of(out, 0) == {}
 
 
 def test_application_sigprof_handler(mpi, tmp_path):
@@ -150,7 +151,7 @@ def test_application_sigprof_handler(mpi, tmp_path):
         assert len(lines) == 2, run.stderr
         taken, restored = TAKEN.fullmatch(lines[0]), RESTORED.fullmatch(lines[1])
         assert taken and restored, lines
-        warnings = warnings_of(out / "ranks" / f"rank-{rank:06d}.tsv")
+        warnings = warnings_of(out, rank)
         assert set(warnings) == {"sigprof-taken", "sigprof-restored"}
         count, first_ns, text = warnings["sigprof-taken"]
         assert (count, text) == (1, lines[0])

@@ -18,6 +18,7 @@ import pytest
 
 from conftest import ROOT
 from pathscope.reader import load_profile
+from profile_files import rank_text_size
 
 # iterations per MPI: MPICH busy-polls, and 4 ranks on 2 cores make each of its collectives
 # slow, so it runs a shorter loop of the same shape
@@ -142,8 +143,9 @@ def test_bounded_files_and_quick_report(mpi, runs, tmp_path_factory):
     small = 301
     out_big = run_many(mpi, runs, tmp_path_factory, big)
     out_small = run_many(mpi, runs, tmp_path_factory, small)
-    for name in ["profile.tsv"] + [f"ranks/rank-00000{r}.tsv" for r in range(4)]:
-        size_big, size_small = (os.path.getsize(o / name) for o in (out_big, out_small))
+    for name in ["profile.tsv"] + [f"rank {r}" for r in range(4)]:
+        size_big, size_small = (os.path.getsize(o / name) if name == "profile.tsv" else
+                                rank_text_size(o, int(name[5:])) for o in (out_big, out_small))
         assert size_big < 64 * 1024, name
         assert abs(size_big - size_small) < 2048, (name, size_small, size_big)
     started = time.monotonic()

@@ -3,6 +3,7 @@ status 2, and the program never runs."""
 import subprocess
 
 from conftest import ROOT
+from profile_files import check_rank_layout
 
 PS = str(ROOT / "bin" / "pathscope")
 
@@ -59,6 +60,5 @@ def test_default_directory_agreed_by_all_ranks(mpi, tmp_path):
     assert p.returncode == 0, p.stderr
     dirs = [d for d in tmp_path.iterdir() if d.name.startswith("pathscope-lifecycle-")]
     assert len(dirs) == 1
-    assert sorted(f.name for f in (dirs[0] / "ranks").iterdir()) == [
-        "rank-000000.tsv", "rank-000001.tsv", "rank-000002.tsv"]
+    check_rank_layout(dirs[0], 3)
     assert (dirs[0] / "profile.tsv").exists()

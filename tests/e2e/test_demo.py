@@ -2,12 +2,13 @@
 collective traffic per communicator (formulas in examples/stencil/README.md), no request the
 runtime could not match, and a consistent point-to-point balance."""
 from pathscope.reader import load_profile
+from profile_files import rank_text
 
 
 def rank_counters(out, nranks):
     counters = {}
     for r in range(nranks):
-        for line in (out / "ranks" / f"rank-{r:06d}.tsv").read_text().splitlines():
+        for line in rank_text(out, r).splitlines():
             key, _, value = line.partition("\t")
             if key.startswith("counter_"):
                 counters[key] = counters.get(key, 0) + int(value)

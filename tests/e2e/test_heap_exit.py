@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 from conftest import ROOT
+from profile_files import rank_text
 
 sys.path.insert(0, str(ROOT / "bench"))
 from stress_heap_exit import one_run  # noqa: E402  (the stress script's own check of a run)
@@ -28,7 +29,7 @@ def test_dlclose_while_another_thread_allocates(openmpi, tmp_path):
     expected_sum = sum(3 * i + 1 for i in range(cycles))
     assert (p.returncode, p.stdout, p.stderr) == (
         0, f"heap_dlclose: {cycles} cycles, sum {expected_sum}\n", "")
-    text = (out / "ranks" / "rank-000000.tsv").read_text().splitlines()
+    text = rank_text(out, 0).splitlines()
     assert "status\tcomplete" in text and text[-1] == "end"
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import MPI_ENV, MPI_LAUNCHERS, ROOT
+from profile_files import rank_text
 
 HYBRID = ROOT / "tests" / "python" / "data" / "hybrid"   # a call-path profile (pprof export)
 
@@ -103,13 +104,14 @@ def test_installed_cli_profiles_and_reports_a_real_run(prefix, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = clean_env(**MPI_ENV["openmpi"])
+    # (--per-rank all: the rank texts are read below; the environment here is a clean one)
     done = run(MPI_LAUNCHERS["openmpi"] + ["-np", "2", p / "bin" / "pathscope", "run", "-o", "prof",
-                                           "--", ROOT / "build" / "openmpi" / "stencil", "16", "4"],
+                                           "--per-rank", "all", "--", ROOT / "build" / "openmpi" / "stencil", "16", "4"],
                cwd=elsewhere, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"pathscope: profile written to {elsewhere}/prof" in done.stderr
     # the prefix's runtime was preloaded, not the checkout's
-    rank0 = (elsewhere / "prof" / "ranks" / "rank-000000.tsv").read_text()
+    rank0 = rank_text(elsewhere / "prof", 0)
     assert re.search(rf"^module\t\d+\t{re.escape(str(p))}/lib/pathscope/openmpi/libpathscope\.so\t",
                      rank0, re.M)
     assert f"{ROOT}/build/openmpi/libpathscope.so" not in rank0
@@ -189,8 +191,8 @@ def test_pip_install_gives_the_pathscope_command(prefix, tmp_path):
     # with PATHSCOPE_HOME naming an installed prefix: that prefix's runtime
     p, _ = prefix
     home = clean_env(PATHSCOPE_HOME=str(p))
-    ran = run([command, "run", "--mpi", "openmpi", "-o", "prof", "--",
+    ran = run([command, "run", "--mpi", "openmpi", "-o", "prof", "--per-rank", "all", "--",
                ROOT / "build" / "openmpi" / "heap_calls"], cwd=elsewhere, env=home)
     assert ran.returncode == 0, ran.stderr
-    rank0 = (elsewhere / "prof" / "ranks" / "rank-000000.tsv").read_text()
+    rank0 = rank_text(elsewhere / "prof", 0)
     assert f"\t{p}/lib/pathscope/openmpi/libpathscope.so\t" in rank0

@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from test_paths import PATHSCOPE, PY_ENV, rank_records
+from profile_files import rank_text_size
 
 N = 1000
 SOCKET_DIR = Path("/run/pathscope")
@@ -155,7 +156,7 @@ def records(out, kind):
 
 
 def rank_file_size(out):
-    return (out / "ranks" / "rank-000000.tsv").stat().st_size
+    return rank_text_size(out, 0)
 
 
 def warning_lines(stderr):

@@ -9,10 +9,11 @@ import pytest
 
 from conftest import ROOT
 from pathscope.reader import load_profile
+from profile_files import rank_text
 
 
 def rank_lines(out, rank, key):
-    text = (out / "ranks" / f"rank-{rank:06d}.tsv").read_text()
+    text = rank_text(out, rank)
     return [l.split("\t")[1:] for l in text.splitlines() if l.split("\t")[0] == key]
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from profile_files import has_rank_text, rank_text
 
 UID = os.geteuid()
 OTHER_UID = 54321          # a uid nobody uses here: its own private directory
@@ -165,7 +166,7 @@ def test_files_while_running_and_gone_after_exit(phases):
     assert p.do("exit") is None
     assert p.wait() == 0
     assert_gone(p)
-    assert (p.outdir / "ranks" / "rank-000000.tsv").exists()
+    assert has_rank_text(p.outdir, 0)
 
 
 def test_gone_after_sigterm(phases):
@@ -214,7 +215,7 @@ def test_exec_without_cleanup_replaces_stale_files(phases):
     p.do("exit")
     assert p.wait() == 0
     assert_gone(p)
-    assert "warning\t" not in (p.outdir / "ranks" / "rank-000000.tsv").read_text()
+    assert "warning\t" not in rank_text(p.outdir, 0)
 
 
 def test_fork_child_leaves_the_parents_files(phases):
@@ -324,7 +325,7 @@ def other_user_run(openmpi):
         found = sorted(x.name for x in squat.iterdir()) if squat.is_dir() else None
         p.do("exit")
         assert p.wait() == 0, p.proc.stderr.read()
-        rank_file = (work / "prof" / "ranks" / "rank-000000.tsv").read_text()
+        rank_file = rank_text(work / "prof", 0)
         return p, found, rank_file
 
     yield run

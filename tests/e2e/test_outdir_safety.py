@@ -11,11 +11,21 @@ from pathlib import Path
 import pytest
 
 from conftest import MPI_ENV, ROOT
+from profile_files import check_rank_layout, rank_text, rank_texts
 
 PS = str(ROOT / "bin" / "pathscope")
 SYMLINK = "is a symbolic link (pathscope does not follow links in the output directory)"
 OTHER_RUN = ("holds another run's profile ({what}): choose another directory, or add --force "
              "(PATHSCOPE_FORCE=on) to delete those files first")
+
+
+def rank_texts_layout(prof, nranks):
+    """The files holding the rank texts of a run that reached MPI_Finalize: ranks.tsv (format
+    2.10), or one rank file per rank where MPI-IO could not be used."""
+    check_rank_layout(prof, nranks)
+    if (prof / "ranks.tsv").exists():
+        return ["ranks.tsv"]
+    return [f"ranks/rank-{r:06d}.tsv" for r in range(nranks)]
 
 
 def run_id(path):
@@ -133,13 +143,13 @@ for name in {names!r}:
         f"pathscope: profile written to {prof} (view: pathscope report {prof})"]
     assert secret.untouched()
     rid = run_id(prof / "profile.tsv")
-    for name in ("profile.tsv", "tree.tsv", "ranks/rank-000000.tsv", "ranks/rank-000001.tsv"):
+    texts = rank_texts_layout(prof, 2)
+    for name in ("profile.tsv", "tree.tsv", *texts):
         assert not (prof / name).is_symlink() and (prof / name).is_file()
         assert run_id(prof / name) == rid
     # every one of the attacker's links is gone (pathscope's temporaries are regular files)
     left = sorted(str(p.relative_to(prof)) for p in prof.rglob("*"))
-    assert left == ["profile.tsv", "ranks", "ranks/rank-000000.tsv", "ranks/rank-000001.tsv",
-                    "tree.tsv"]
+    assert left == sorted(["profile.tsv", "ranks", "tree.tsv", *texts])
 
 
 @pytest.fixture
@@ -172,7 +182,9 @@ def test_full_disk(mpi, full_tmpfs):
     # (Open MPI stops the job once a rank exits non-zero: the other may not get to print)
     assert " done\n" in p.stdout and " done\n" in bare.stdout
     enospc = "No space left on device"
+    # (format 2.10: ranks.tsv first, then each rank's own file in its place)
     assert pathscope_lines(p.stderr) == sorted([
+        f"pathscope: rank 0: profile not written: ranks.tsv: {enospc}",
         f"pathscope: rank 0: profile not written: ranks/rank-000000.tsv: {enospc}",
         f"pathscope: rank 1: profile not written: ranks/rank-000001.tsv: {enospc}",
         f"pathscope: rank 0: profile not written: profile.tsv: {enospc}",
@@ -196,6 +208,7 @@ def test_directory_removed_during_the_run(mpi, tmp_path):
     assert sorted(p.stdout.split()) == sorted("outdir: rank 0 done outdir: rank 1 done".split())
     gone = "the output directory was removed during the run"
     assert pathscope_lines(p.stderr) == sorted([
+        f"pathscope: rank 0: profile not written: ranks.tsv: {gone}",
         f"pathscope: rank 0: profile not written: ranks/rank-000000.tsv: {gone}",
         f"pathscope: rank 1: profile not written: ranks/rank-000001.tsv: {gone}",
         f"pathscope: rank 0: profile not written: profile.tsv: {gone}",
@@ -203,17 +216,15 @@ def test_directory_removed_during_the_run(mpi, tmp_path):
         f"pathscope: no profile written to {prof}: not written: profile.tsv, tree.tsv, the "
         f"rank files of all 2 ranks"])
     assert not prof.exists()  # nothing was created again behind the user's back
-    if mpi.name == "openmpi":  # only ranks/ removed: profile.tsv is written, the notice says what is not
+    if mpi.name == "openmpi":  # only ranks/ removed: nothing is lost in a complete run, whose
+        # rank texts go to ranks.tsv beside it (format 2.10)
         p = mpi.run(2, [mpi.prog("outdir"), "remove", prof / "ranks"], prof)
-        assert pathscope_lines(p.stderr) == sorted([
-            f"pathscope: rank 0: profile not written: ranks/rank-000000.tsv: {gone}",
-            f"pathscope: rank 1: profile not written: ranks/rank-000001.tsv: {gone}",
-            f"pathscope: profile written to {prof} incompletely: not written: the rank files of "
-            f"all 2 ranks (view: pathscope report {prof})"])
-        assert sorted(os.listdir(prof)) == ["profile.tsv", "tree.tsv"]
-        failed = [l for l in (prof / "profile.tsv").read_text().splitlines()
-                  if l.startswith("write_failed\t")]
-        assert failed == [f"write_failed\t{r}\tranks/rank-00000{r}.tsv\t{gone}" for r in (0, 1)]
+        assert pathscope_lines(p.stderr) == [
+            f"pathscope: profile written to {prof} (view: pathscope report {prof})"]
+        assert sorted(os.listdir(prof)) == ["profile.tsv", "ranks.tsv", "tree.tsv"]
+        assert not [l for l in (prof / "profile.tsv").read_text().splitlines()
+                    if l.startswith("write_failed\t")]
+        assert sorted(rank_texts(prof)) == [0, 1]
 
 
 def test_over_long_path_refused_before_start(openmpi, tmp_path):
@@ -243,13 +254,15 @@ def test_rerun_into_a_previous_run(mpi, tmp_path):
     mpi.run(3, [mpi.prog("lifecycle"), "normal"], prof)
     old_id = run_id(prof / "profile.tsv")
     old = {str(p.relative_to(prof)): p.read_bytes() for p in prof.rglob("*.tsv")}
-    assert sorted(old) == ["profile.tsv", "ranks/rank-000000.tsv", "ranks/rank-000001.tsv",
-                           "ranks/rank-000002.tsv", "tree.tsv"]
+    texts = rank_texts_layout(prof, 3)
+    old_rank1 = rank_text(prof, 1)
+    assert sorted(old) == sorted(["profile.tsv", "tree.tsv", *texts])
     assert {run_id(prof / name) for name in old} == {old_id}
     p = mpi.run(3, [mpi.prog("lifecycle"), "segv"], prof, check=False)
     assert p.returncode != 0
     refusal = f"pathscope: output directory '{prof}' " + OTHER_RUN.format(
-        what="profile.tsv, tree.tsv, 3 rank files")
+        what="profile.tsv, tree.tsv, " + ("ranks.tsv" if texts == ["ranks.tsv"] else
+                                           "3 rank files"))
     assert set(pathscope_lines(p.stderr)) == {refusal}
     assert {str(p.relative_to(prof)): p.read_bytes() for p in prof.rglob("*.tsv")} == old
     (prof / "notes.txt").write_text("mine")
@@ -260,7 +273,7 @@ def test_rerun_into_a_previous_run(mpi, tmp_path):
     new_ids = {run_id(prof / "ranks" / f"rank-{r:06d}.tsv") for r in range(3)}
     assert len(new_ids) == 1 and new_ids != {old_id}
     # a rank file of the old run put back by hand carries the old run's id
-    (prof / "ranks" / "rank-000003.tsv").write_bytes(old["ranks/rank-000001.tsv"])
+    (prof / "ranks" / "rank-000003.tsv").write_text(old_rank1)
     assert run_id(prof / "ranks" / "rank-000003.tsv") == old_id
 
 

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from conftest import MPI_ENV, ROOT
+from profile_files import rank_text
 
 PATHSCOPE = [sys.executable, "-m", "pathscope"]
 PY_ENV = dict(os.environ, PYTHONPATH=str(ROOT / "python"), PATHSCOPE_HOME=str(ROOT))
@@ -68,7 +69,7 @@ def truths(stdout):
 
 
 def rank_records(out, rank):
-    text = (out / "ranks" / f"rank-{rank:06d}.tsv").read_text()
+    text = rank_text(out, rank)
     return [line.split("\t") for line in text.splitlines()]
 
 

@@ -1,12 +1,14 @@
 """The reader on rank files written by real runs, where the runtime matters: a program that
 exits before MPI_Init (the report said both "the run did not reach MPI_Finalize" and "all 2
-ranks complete"), rank files of two runs in one directory, and rank files cut short."""
+ranks complete"), rank files of two runs in one directory, rank files cut short, and the
+ranks.tsv of a complete run (format 2.10)."""
 import shutil
 import subprocess
 from pathlib import Path
 
 from pathscope.reader import load_profile
 from pathscope.report import render
+from profile_files import check_rank_layout, rank_texts
 
 ROOT = Path(__file__).resolve().parents[2]
 PATHSCOPE = ROOT / "bin" / "pathscope"
@@ -88,3 +90,48 @@ def test_rank_files_of_two_runs_and_cut_files(mpi, tmp_path):
     assert (done.returncode, done.stdout, done.stderr) == (3, "", (
         f"pathscope: incomplete profile {mixed}: ranks 0-1 incomplete; nothing exported "
         f"(pathscope report shows the details; --allow-partial exports what there is)\n"))
+
+
+def test_ranks_tsv_of_a_complete_run(mpi, tmp_path):
+    """A complete run of 3 ranks with --per-rank all leaves ranks.tsv (format 2.10): read as the
+    same texts in ranks/ files would be; cut in the middle of a section, it is not used (a
+    note says why) and profile.tsv still is; another run's ranks.tsv is stray."""
+    out = tmp_path / "prof"
+    mpi.run(3, [mpi.prog("lifecycle"), "normal"], out)
+    check_rank_layout(out, 3)
+    assert (out / "ranks.tsv").exists(), "ranks.tsv not written (MPI-IO not usable here?)"
+    files = tmp_path / "files"
+    shutil.copytree(out, files)
+    (files / "ranks.tsv").unlink()
+    for rank, text in rank_texts(out).items():
+        (files / "ranks" / f"rank-{rank:06d}.tsv").write_text(text)
+    for a, b in ((out, files), (copy_without_profile(out, tmp_path / "a"),
+                                copy_without_profile(files, tmp_path / "b"))):
+        one, many = load_profile(a), load_profile(b)
+        assert (one.source, one.comms, one.ops, one.ranks, one.callpaths, one.problems()) == \
+            (many.source, many.comms, many.ops, many.ranks, many.callpaths, [])
+    assert load_profile(tmp_path / "a").source == "ranks"
+
+    cut = tmp_path / "cut"
+    shutil.copytree(out, cut)
+    data = (cut / "ranks.tsv").read_bytes()
+    (cut / "ranks.tsv").write_bytes(data[:len(data) - 1000])
+    p = load_profile(cut)
+    assert p.notes == [f"ranks.tsv not used: {cut}/ranks.tsv is cut short: {len(data) - 1000} "
+                       f"bytes, its index ends at byte {len(data)}"]
+    assert (p.source, p.missing_ranks) == ("profile", [0, 1, 2])
+
+    other = tmp_path / "other"
+    mpi.run(3, [mpi.prog("lifecycle"), "normal"], other)
+    shutil.copy(other / "ranks.tsv", cut / "ranks.tsv")
+    p = load_profile(cut)
+    assert [str(s) for s in p.stray_files] == [
+        f"{cut}/ranks.tsv belongs to another run ({run_line(other / 'ranks.tsv')})"]
+    assert p.missing_ranks == [0, 1, 2]
+
+
+def copy_without_profile(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    for name in ("profile.tsv", "tree.tsv"):
+        (dst / name).unlink()
+    return dst

@@ -23,6 +23,7 @@ from pathscope.calltree import COLUMNS, build_tree
 from pathscope.reader import load_profile
 from pathscope.reduced import differences as reader_differences
 from pathscope.symbols import Frame
+from profile_files import check_rank_layout
 
 INCLUSIVE = ("incl_time", "incl_mpi", "incl_offcpu")
 
@@ -136,7 +137,7 @@ def test_reduced_tree_equals_the_rank_files(mpi, np, tmp_path):
     p, _ = run_known(mpi, np, prof)
     assert p.stderr.strip().splitlines()[-1] == (
         f"pathscope: profile written to {prof} (view: pathscope report {prof})")
-    assert sorted(os.listdir(prof / "ranks")) == [f"rank-{r:06d}.tsv" for r in range(np)]
+    check_rank_layout(prof, np)
     assert differences(prof) == []
     # and the analysis package's reader of tree.tsv, both roots (the runtime's threads too)
     assert reader_differences(prof) == []

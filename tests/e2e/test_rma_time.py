@@ -6,6 +6,7 @@ polls: before polls' scaled time was bounded (wrap.h: ps_poll_estimate), a few l
 times 16 put up to 0.75 s more MPI time in its tree than it had lived."""
 from pathscope.reader import load_profile
 from pathscope.report import render
+from profile_files import rank_text
 
 ITERATIONS = 30
 BIG = 65536 * 8
@@ -28,7 +29,7 @@ EXPECTED = {
 
 
 def rank_records(out, rank):
-    text = (out / "ranks" / f"rank-{rank:06d}.tsv").read_text()
+    text = rank_text(out, rank)
     return [line.split("\t") for line in text.splitlines()]
 
 

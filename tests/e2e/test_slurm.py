@@ -26,6 +26,7 @@ from conftest import ROOT, _mpi
 from pathscope.reader import load_profile
 from slurm_cluster import KILL_WAIT, SlurmCluster, SlurmError, missing_programs
 import test_p2p
+from profile_files import has_rank_text, rank_text
 
 PLUGIN = {"openmpi": "pmix", "mpich": "pmi2"}
 MPIRUN = {"openmpi": ["mpirun.openmpi", "--allow-run-as-root"], "mpich": ["mpirun.mpich"]}
@@ -82,8 +83,7 @@ def statuses(out, nranks=4):
     """Each rank file's status, None for a rank without a file."""
     found = []
     for r in range(nranks):
-        f = out / "ranks" / f"rank-{r:06d}.tsv"
-        lines = f.read_text().splitlines() if f.exists() else []
+        lines = rank_text(out, r).splitlines() if has_rank_text(out, r) else []
         found.append(next((l.split("\t")[1] for l in lines if l.startswith("status\t")), None))
     return found
 
@@ -131,7 +131,7 @@ def p2p_calls_per_rank():
 
 def rank_calls(out, rank):
     calls = {}
-    for line in (out / "ranks" / f"rank-{rank:06d}.tsv").read_text().splitlines():
+    for line in rank_text(out, rank).splitlines():
         f = line.split("\t")
         if f[0] == "op" and f[2] != "MPI_Test":
             calls[(f[1], f[2])] = int(f[3])
@@ -233,8 +233,10 @@ def test_sbatch(slurm, name, launcher, tmp_path):
     assert lines[-1] == f"pathscope report: {out}"
     if launcher == "srun":
         assert lines[-2] == "second srun: 2"
+        # (format 2.10: the rank texts in ranks.tsv, or where MPI-IO failed, 4 rank files)
+        texts = "ranks.tsv" if (out / "ranks.tsv").exists() else "4 rank files"
         assert lines.count(f"pathscope: output directory '{out}' holds another run's profile "
-                           "(profile.tsv, tree.tsv, 4 rank files): choose another directory, or add "
+                           f"(profile.tsv, tree.tsv, {texts}): choose another directory, or add "
                            "--force (PATHSCOPE_FORCE=on) to delete those files first") == 4
     check_p2p(out)
 

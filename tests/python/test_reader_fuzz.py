@@ -7,7 +7,9 @@ The cases are derived, with random.Random(seed), from real profiles (tests/pytho
 the hand-written hybrid fixture, format 2.0; runs of the runtime, format 2.2; and their
 format 2.3 variants with run and warning lines added as docs/format.md describes, and a 2.4
 variant with off-CPU and CPU times), the hand-written format 1.0 sample and the format 2.6
-profile with probed functions of test_probe_reader.py.  Mutations: truncation (also mid-line and to nothing),
+profile with probed functions of test_probe_reader.py, and format 2.10 variants whose rank files
+are sections of ranks.tsv (mutated as a file, or mutated as rank files and then packed, so
+that the sections' own rules are reached).  Mutations: truncation (also mid-line and to nothing),
 lines duplicated, deleted or swapped, fields made huge, negative, NaN, non-numeric or
 empty, binary bytes, long lines, rank/size/nranks/run lines changed, escapes broken, a
 file replaced by a symbolic link, a FIFO or a directory.  The line and file limits of
@@ -109,6 +111,26 @@ def _with_offcpu(tree: dict[str, bytes]) -> dict[str, bytes]:
     return out
 
 
+PACKED = "+packed"              # a base whose rank files are packed into ranks.tsv after mutation
+
+
+def pack_ranks(tree: dict, run: str = RUN_A) -> dict:
+    """The 2.10 layout of tree: its rank files (those with bytes) as the sections of ranks.tsv,
+    head and index as docs/format.md, "ranks.tsv", gives them."""
+    texts = {int(name[len("ranks/rank-"):-len(".tsv")]): data for name, data in tree.items()
+             if name.startswith("ranks/rank-") and isinstance(data, bytes) and data}
+    out = {name: data for name, data in tree.items()
+           if not (name.startswith("ranks/rank-") and isinstance(data, bytes) and data)}
+    head = [b"pathscope-ranks\t2.10", b"run\t" + run.encode(),
+            b"ranks\t%d" % (max(texts, default=0) + 1)]
+    offset = 0
+    for rank in sorted(texts):
+        head.append(b"index\t%d\t%d\t%d" % (rank, offset, len(texts[rank])))
+        offset += len(texts[rank])
+    out["ranks.tsv"] = b"\n".join(head) + b"\ndata\n" + b"".join(texts[r] for r in sorted(texts))
+    return out
+
+
 def base_profiles() -> dict[str, dict[str, bytes]]:
     sys.path.insert(0, str(HERE))
     from pathscope_samples import write_sample   # noqa: E402
@@ -125,7 +147,10 @@ def base_profiles() -> dict[str, dict[str, bytes]]:
             "hybrid-2.3": _with_run(hybrid, RUN_A, warnings=True),
             "heap-2.3": _with_run(heap, RUN_B, warnings=False),
             "hybrid-2.4": _with_offcpu(_with_run(hybrid, RUN_A, warnings=False)),
-            "probe-2.6": probes}
+            "probe-2.6": probes,
+            "kernel-ranks.tsv": pack_ranks(_with_run(kernel, RUN_A, warnings=True)),
+            "hybrid-ranks.tsv": pack_ranks(_with_run(hybrid, RUN_A, warnings=False)),
+            "hybrid" + PACKED: _with_run(hybrid, RUN_A, warnings=True)}
 
 
 # ---- mutations ------------------------------------------------------------------------------
@@ -240,6 +265,8 @@ def make_case(rng: random.Random, bases: dict[str, dict[str, bytes]]) -> tuple[s
             continue
         tree[target], what = mutate(rng, data)
         steps.append(f"{target}: {what}")
+    if name.endswith(PACKED):
+        tree = pack_ranks(tree)
     return name, tree, steps
 
 

@@ -7,7 +7,7 @@ Runs BUILD_DIR/PROGRAM on NP ranks with mpirun (PS_MPIRUN, from the environment 
 with BUILD_DIR/libpathscope.so -- built with -fsanitize=address,undefined -- preloaded behind
 the compiler's libasan (AddressSanitizer must be the first library loaded), a fresh profile
 directory, and passes when the program exited 0, no sanitizer reported anything, and every
-rank file ended "complete" and tree.tsv is whole.  Leak checking is off: the MPI libraries keep their memory to the
+rank's text (its rank file, or its section of ranks.tsv) ended "complete" and tree.tsv is whole.  Leak checking is off: the MPI libraries keep their memory to the
 end.  Exit 77 (skipped) when libasan cannot be found.
 """
 import os
@@ -17,6 +17,9 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from profile_files import rank_texts  # noqa: E402  (tests/: a rank file, or ranks.tsv's section)
 
 SKIPPED = 77
 
@@ -59,13 +62,13 @@ def main():
     for pattern in (r"ERROR: AddressSanitizer", r"runtime error:", r"ERROR: LeakSanitizer"):
         if re.search(pattern, p.stdout + p.stderr):
             problems.append(f"sanitizer report ({pattern})")
-    files = sorted((out / "ranks").glob("rank-*.tsv")) if (out / "ranks").is_dir() else []
-    if len(files) != int(np):
-        problems.append(f"{len(files)} rank files for {np} ranks")
-    for f in files:
-        status = re.search(r"^status\t(.*)$", f.read_text(), re.M)
+    texts = rank_texts(out)
+    if sorted(texts) != list(range(int(np))):
+        problems.append(f"rank texts of ranks {sorted(texts)} for {np} ranks")
+    for rank, text in texts.items():
+        status = re.search(r"^status\t(.*)$", text, re.M)
         if not status or status.group(1) != "complete":
-            problems.append(f"{f.name}: status {status.group(1) if status else 'missing'}")
+            problems.append(f"rank {rank}: status {status.group(1) if status else 'missing'}")
     # (every run that reaches MPI_Finalize reduces its call trees: the merge ran sanitized)
     tree = out / "tree.tsv"
     if not tree.is_file() or not tree.read_text().endswith("\nend\n"):
@@ -76,7 +79,7 @@ def main():
         print(p.stderr[-20000:], file=sys.stderr)
         print("FAIL: " + "; ".join(problems))
         sys.exit(1)
-    print(f"{prog} on {np} ranks: clean, {len(files)} rank files and tree.tsv complete")
+    print(f"{prog} on {np} ranks: clean, {len(texts)} rank texts and tree.tsv complete")
 
 
 if __name__ == "__main__":
