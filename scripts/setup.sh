@@ -17,7 +17,8 @@ PACKAGES=(build-essential cmake pkg-config python3 python3-venv python3-dev
           tmux)            # tests/e2e/test_top.py drives `pathscope top` in a real terminal
 case "${1:-}" in
   --test) PACKAGES+=(lammps lammps-examples linux-perf slurmctld slurmd slurm-client munge
-                     strace) ;;   # strace: tests/python/test_launcher.py
+                     strace      # strace: tests/python/test_launcher.py
+                     chromium chromium-driver) ;;   # tests/e2e/test_html_report.py
   --bench) PACKAGES+=(lammps lammps-examples linux-perf hpcc gromacs netpipe-openmpi strace
                       bpftrace hyperfine heaptrack) ;;
 esac
@@ -62,4 +63,12 @@ fi
 # `pathscope top`'s terminal UI (pyproject.toml's extra `top`; Debian's python3-textual is too old)
 if ! .venv/bin/python -c "import importlib.util as u, sys; sys.exit(not u.find_spec('textual'))" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check "textual==$TEXTUAL_VERSION"
+fi
+# `report --html`'s plotly.js bundle (.deps/html, pinned and checked by sha256)
+scripts/fetch-html-deps.sh
+# the browser tests' WebDriver client (make test: tests/e2e/test_html_report.py)
+SELENIUM_VERSION=4.50.0   # 4.52.0 needs a certifi newer than PyPI has here
+if [ "${1:-}" = --test ] && ! .venv/bin/python -c "import importlib.util as u, sys
+sys.exit(not u.find_spec('selenium'))" 2>/dev/null; then
+  .venv/bin/pip install -q --disable-pip-version-check "selenium==$SELENIUM_VERSION"
 fi

@@ -8,6 +8,7 @@ work from.
     p.nodes                       # the merged call tree: one row per node
     p.metrics                     # per node, rank and metric: the rank's value (long form)
     p.node_stats                  # per node and metric: sum, min/max with their ranks, ...
+    p.rank_comm_ops               # per rank, communicator and operation (the rank files')
 
 Columns are pyarrow-backed (`int64[pyarrow]`, `string[pyarrow]`, nullable: None is <NA>),
 in the order `export` writes them.  Frames are built on first use and kept.
@@ -43,6 +44,7 @@ NODES_COLUMNS = ["node", "parent", "depth", "kind", "name", "file", "line", "mod
 METRICS_COLUMNS = ["node", "rank", "metric", "value"]
 STATS_COLUMNS = ["node", "metric", "sum", "mean", "min", "min_rank", "max", "max_rank",
                  "nonzero"]
+RANK_COMM_OPS_COLUMNS = ["rank", "comm", "op", "calls", "bytes", "time_s"]
 
 
 def open(path: Union[str, Path]) -> "ProfileFrames":   # noqa: A001 (pathscope.open)
@@ -96,6 +98,19 @@ class ProfileFrames:
         if attribute.startswith("_") or name not in TABLES:
             raise AttributeError(attribute)
         return self.table(name)
+
+    @property
+    def rank_comm_ops(self) -> pd.DataFrame:
+        """Each rank's calls, bytes (as comm-ops counts them) and time per communicator and
+        operation, from its rank file; empty for a profile without rank files (profile.tsv
+        keeps only the statistics over the ranks: comm-ops)."""
+        if "rank_comm_ops" not in self._frames:
+            rows = ({"rank": r, "comm": comm, "op": op, "calls": calls, "bytes": nbytes,
+                     "time_s": ns / 1e9}
+                    for r, ops in sorted(self.profile.rank_ops.items())
+                    for (comm, op), (calls, nbytes, ns) in sorted(ops.items()))
+            self._frames["rank_comm_ops"] = frame(RANK_COMM_OPS_COLUMNS, rows)
+        return self._frames["rank_comm_ops"]
 
     # ---- the call tree ----------------------------------------------------------------------
 
