@@ -18,7 +18,7 @@ PACKAGES=(build-essential cmake pkg-config python3 python3-venv python3-dev
 case "${1:-}" in
   --test) PACKAGES+=(lammps lammps-examples linux-perf slurmctld slurmd slurm-client munge
                      strace      # strace: tests/python/test_launcher.py
-                     chromium chromium-driver) ;;   # tests/e2e/test_html_report.py
+                     chromium chromium-driver) ;;   # tests/e2e/test_html_browser.py
   --bench) PACKAGES+=(lammps lammps-examples linux-perf hpcc gromacs netpipe-openmpi strace
                       bpftrace hyperfine heaptrack) ;;
 esac
@@ -66,8 +66,8 @@ if ! .venv/bin/python -c "import importlib.util as u, sys; sys.exit(not u.find_s
 fi
 # `report --html`'s plotly.js bundle (.deps/html, pinned and checked by sha256)
 scripts/fetch-html-deps.sh
-# the browser tests' WebDriver client (make test: tests/e2e/test_html_report.py)
-SELENIUM_VERSION=4.50.0   # 4.52.0 needs a certifi newer than PyPI has here
+# the browser tests' WebDriver client (make test: tests/e2e/test_html_browser.py)
+SELENIUM_VERSION=4.50.0   # (4.52.0 requires certifi>=2026.10.23, not released when pinned)
 if [ "${1:-}" = --test ] && ! .venv/bin/python -c "import importlib.util as u, sys
 sys.exit(not u.find_spec('selenium'))" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check "selenium==$SELENIUM_VERSION"

@@ -109,6 +109,7 @@ function pathOf(node) {
 // nodes under 1/PRUNE of the shown root's value are not drawn (under about a pixel wide): a
 // tree of thousands of nodes stays quick to draw; clicking a node draws its subtree afresh
 const PRUNE = 1000;
+const TEXT_ALL = 300, TEXT_MIN = 100;   // over TEXT_ALL tiles: text only from 1/TEXT_MIN
 const LAST = (() => {            // each node's last descendant (depth first: a subtree is i..LAST[i])
   const last = T ? T.parent.map((_, i) => i) : [];
   for (let i = last.length - 1; i > 0; i--) last[T.parent[i]] = Math.max(last[T.parent[i]], last[i]);
@@ -120,11 +121,12 @@ function drawTree() {
   const incl = inclusive(exclusive(m, state.rank));
   if (!(incl[state.root] > 0)) state.root = 0;        // nothing there for this metric or rank
   const root = state.root;
-  const ids = [], labels = [], parents = [], values = [], custom = [];
+  const ids = [], labels = [], parents = [], values = [], custom = [], texts = [];
   const add = i => {
     ids.push(String(i)); labels.push(T.label[i]);
     parents.push(i === 0 ? "" : String(T.parent[i]));
     values.push(incl[i]); custom.push([T.where[i] || T.kind[i], fmt(incl[i], m.unit)]);
+    texts.push(incl[i] * TEXT_MIN >= incl[root] ? "%{label}<br>%{customdata[1]}" : "");
   };
   const chain = [];
   for (let i = T.parent[root]; root > 0 && i >= 0; i = T.parent[i]) chain.push(i);
@@ -135,6 +137,9 @@ function drawTree() {
     if (incl[i] * PRUNE < incl[root]) { hidden++; continue; }
     add(i);
   }
+  // a small tree: text on every tile; a large one: none on tiles too narrow to hold it
+  // (measuring the text of a thousand tiles is most of plotly's drawing time)
+  if (ids.length <= TEXT_ALL) texts.fill("%{label}<br>%{customdata[1]}");
   const rankText = state.rank === "all" ? "all ranks" : `rank ${state.rank}`;
   el("flame-status").textContent =
     `${METRIC_LABELS[m.name] || m.name}, ${rankText}: ${fmt(incl[root], m.unit)} in ` +
@@ -143,7 +148,7 @@ function drawTree() {
     (hidden ? `, ${hidden} under 0.1% of it not drawn)` : ")");
   Plotly.react("flame", [{
     type: "icicle", ids, labels, parents, values, customdata: custom, branchvalues: "total",
-    level: String(root), texttemplate: "%{label}<br>%{customdata[1]}", maxdepth: 14,
+    level: String(root), texttemplate: texts, maxdepth: 10,
     tiling: { orientation: "v" },
     hovertemplate: "<b>%{label}</b><br>%{customdata[0]}<br>%{customdata[1]} " +
                    "(%{percentRoot:.1%} of the shown root)<extra></extra>",
