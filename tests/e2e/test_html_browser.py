@@ -162,3 +162,34 @@ def test_real_run(openmpi, browser, tmp_path):
     shot = tmp_path / "real.png"
     assert browser.save_screenshot(str(shot))
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("name", ["mpi-kernel", "serial-heap"])
+def test_kernel_and_heap_sections(browser, tmp_path, name):
+    """Profiles of real runs (tests/python/data/real-2.2): the system-call table per thread
+    (--kernel) shows the profile's rows; a program without MPI (and a heap profile of format
+    2.2: no timeline yet) says what it does not have."""
+    import pathscope
+    directory = ROOT / "tests" / "python" / "data" / "real-2.2" / name
+    frames = pathscope.open(directory)
+    page = report_html(directory, tmp_path / f"{name}.html")
+    assert load(browser, page) == []
+    threads = browser.find_elements(By.CSS_SELECTOR, "#syscall-threads tbody tr")
+    calls = browser.find_elements(By.CSS_SELECTOR, "#syscall-calls tbody tr")
+    assert (len(threads), len(calls)) == (len(frames.table("kernel-threads")),
+                                          min(300, len(frames.table("kernel-syscalls"))))
+    heap = browser.execute_script(
+        "return [...document.getElementById('heap').data || []].map(t => t.name)")
+    ranks = sorted(set(frames.table("heap-timeline")["rank"].astype(int)))
+    assert heap == [f"rank {r}" for r in ranks]
+    if name == "mpi-kernel":
+        assert len(threads) == 6 and heap == []
+        first = [c.text for c in calls[0].find_elements(By.TAG_NAME, "td")]
+        assert first == ["1", "25621", "1", "libc", "poll", "2", "0.284224065"]
+    else:
+        assert (len(threads), heap) == (0, [])
+        assert browser.find_element(By.ID, "syscall-note").text == (
+            "no kernel data in this profile (pathscope run --kernel)")
+        assert browser.find_element(By.ID, "heap-note").text == (
+            "no heap timeline in this profile (pathscope run --heap)")
+        assert browser.find_element(By.ID, "comm-note").text == "no MPI operations recorded"
