@@ -79,8 +79,8 @@ def test_hybrid_page(browser, tmp_path):
     page = report_html(HYBRID, tmp_path / "hybrid.html")
     assert load(browser, page) == []
     # time over both ranks (README.md: rank 0 + rank 1)
-    assert status(browser) == ("time, all ranks: 6.700 s in the whole tree (24 nodes drawn, 1 under 0.1% "
-                               "of it not drawn)")  # MPI_Comm_dup: 2 ms
+    assert status(browser) == ("time, all ranks: 6.700 s in the whole tree (24 nodes drawn, "
+                               "1 under 0.1% of it not drawn)")   # MPI_Comm_dup: 2 ms
     tiles = set(shown(browser))
     for tile in ("[all threads] 6.700 s", "main 3.469 s", "solve / update 2.569 s",
                  "compute 2.269 s",                         # 1100 + 1169 ms sampled

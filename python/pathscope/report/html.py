@@ -169,6 +169,8 @@ def _per_rank(frames: "ProfileFrames", names: list[str]) -> tuple[dict[str, dict
     """{metric: {rank: [[node...], [value...]]}} of the nonzero per-rank values, or {} and
     why not."""
     from pathscope.metrics import METRICS
+    if frames.tree is None:
+        return {}, ""
     if not frames.per_rank_known:
         return {}, ("per-rank call trees need the rank files (--per-rank all); this profile "
                     "has the job's statistics (the icicle shows all ranks; per-path imbalance "

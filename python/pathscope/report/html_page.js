@@ -110,9 +110,12 @@ function pathOf(node) {
 // tree of thousands of nodes stays quick to draw; clicking a node draws its subtree afresh
 const PRUNE = 1000;
 const TEXT_ALL = 300, TEXT_MIN = 100;   // over TEXT_ALL tiles: text only from 1/TEXT_MIN
-const LAST = (() => {            // each node's last descendant (depth first: a subtree is i..LAST[i])
+// each node's last descendant (depth first: a subtree is i..LAST[i])
+const LAST = (() => {
   const last = T ? T.parent.map((_, i) => i) : [];
-  for (let i = last.length - 1; i > 0; i--) last[T.parent[i]] = Math.max(last[T.parent[i]], last[i]);
+  for (let i = last.length - 1; i > 0; i--) {
+    last[T.parent[i]] = Math.max(last[T.parent[i]], last[i]);
+  }
   return last;
 })();
 
@@ -292,9 +295,10 @@ function setupComms() {
     const key = select.value;
     const comms = [...new Set(C.comm)];
     const ops = [...new Set(C.op)];
+    const cell = new Map();                       // "comm\top" -> value
+    C.comm.forEach((c, i) => cell.set(`${c}\t${C.op[i]}`, C[key][i]));
     const traces = ops.map(op => ({
-      type: "bar", name: op, x: comms,
-      y: comms.map(c => C.comm.reduce((s, cc, i) => s + (cc === c && C.op[i] === op ? C[key][i] : 0), 0)),
+      type: "bar", name: op, x: comms, y: comms.map(c => cell.get(`${c}\t${op}`) || 0),
     }));
     Plotly.react("comm-bars", traces, {
       barmode: "stack", margin: { t: 30 }, title: { text: "per communicator and operation" },
@@ -335,7 +339,10 @@ function setupComms() {
 
 function setupHeap() {
   const H = D.heap;
-  if (!H.series) { note("heap-note", "no heap timeline in this profile (pathscope run --heap)"); return; }
+  if (!H.series) {
+    note("heap-note", "no heap timeline in this profile (pathscope run --heap)");
+    return;
+  }
   const ranks = Object.keys(H.series);
   if (H.ranks_total > ranks.length)
     note("heap-note", `the ${ranks.length} ranks with the highest peak of ${H.ranks_total}`);
@@ -347,14 +354,19 @@ function setupHeap() {
 
 function setupSyscalls() {
   const S = D.syscalls;
-  if (!S.threads) { note("syscall-note", "no kernel data in this profile (pathscope run --kernel)"); return; }
+  if (!S.threads) {
+    note("syscall-note", "no kernel data in this profile (pathscope run --kernel)");
+    return;
+  }
   const columns = cols => cols.map((c, i) => ({
-    title: c, text: ["thread", "source", "syscall"].includes(c), get: r => r[i] === null ? "-" : r[i],
+    title: c, text: ["thread", "source", "syscall"].includes(c),
+    get: r => r[i] === null ? "-" : r[i],
   }));
   table("syscall-threads", columns(S.threads.columns), S.threads.rows);
   table("syscall-calls", columns(S.calls.columns), S.calls.rows);
   if (S.calls_total > S.calls.rows.length)
-    note("syscall-note", `system calls: the ${S.calls.rows.length} with the most time of ${S.calls_total}`);
+    note("syscall-note",
+         `system calls: the ${S.calls.rows.length} with the most time of ${S.calls_total}`);
 }
 
 // performance marks (read by bench/html_report.py): each part's end
