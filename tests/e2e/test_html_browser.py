@@ -132,7 +132,12 @@ def test_hybrid_page(browser, tmp_path):
     Select(browser.find_element(By.ID, "comm-metric")).select_by_value("calls")
     heat = browser.execute_script(
         "const t = document.getElementById('comm-heatmap').data[0]; return [t.x, t.y, t.z]")
-    assert heat == [["-", "W", "W_d1"], [0, 1], [[1, 16, 10], [1, 16, 10]]]
+    assert heat == [["W", "W_d1"], [0, 1], [[16, 10], [16, 10]]]     # not "-": MPI_Finalize
+    bars = browser.execute_script(
+        "return document.getElementById('comm-bars').data.map(t => [t.name, t.x, t.y])")
+    assert bars == [["MPI_Allreduce", ["W", "W_d1"], [20, 20]],
+                    ["MPI_Comm_dup", ["W", "W_d1"], [2, 0]],
+                    ["MPI_Recv", ["W", "W_d1"], [5, 0]], ["MPI_Send", ["W", "W_d1"], [5, 0]]]
 
 
 def test_real_run(openmpi, browser, tmp_path):

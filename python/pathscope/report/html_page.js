@@ -286,6 +286,8 @@ function showRanks(row) {
 
 // ---- communicators -----------------------------------------------------------------------------
 
+const NO_COMM = "-";
+
 function setupComms() {
   const C = D.comms;
   if (!C.comm.length) { note("comm-note", "no MPI operations recorded"); return; }
@@ -293,8 +295,10 @@ function setupComms() {
   const unit = { time_s: "s", bytes: "bytes", calls: "count" };
   const draw = () => {
     const key = select.value;
-    const comms = [...new Set(C.comm)];
-    const ops = [...new Set(C.op)];
+    // the charts are per communicator (mpisee's figures): not the calls made without one
+    // ("-": MPI_Init, MPI_Finalize, ...), which the table below still lists
+    const comms = [...new Set(C.comm)].filter(c => c !== NO_COMM);
+    const ops = [...new Set(C.op.filter((_, i) => C.comm[i] !== NO_COMM))];
     const cell = new Map();                       // "comm\top" -> value
     C.comm.forEach((c, i) => cell.set(`${c}\t${C.op[i]}`, C[key][i]));
     const traces = ops.map(op => ({
@@ -310,11 +314,13 @@ function setupComms() {
       note("comm-note", C.rank_note);
     } else {
       const ranks = [...new Set(R.rank)].sort((a, b) => a - b);
-      const rcomms = [...new Set(R.comm)];
+      const rcomms = [...new Set(R.comm)].filter(c => c !== NO_COMM);
       const z = ranks.map(() => rcomms.map(() => 0));
       const row = new Map(ranks.map((r, i) => [r, i]));
       const col = new Map(rcomms.map((c, i) => [c, i]));
-      R.rank.forEach((r, i) => { z[row.get(r)][col.get(R.comm[i])] += R[key][i]; });
+      R.rank.forEach((r, i) => {
+        if (col.has(R.comm[i])) z[row.get(r)][col.get(R.comm[i])] += R[key][i];
+      });
       Plotly.react("comm-heatmap", [{
         type: "heatmap", x: rcomms, y: ranks, z, colorscale: "Viridis",
         hovertemplate: "rank %{y}, %{x}: %{z}<extra></extra>",
