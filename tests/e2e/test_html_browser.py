@@ -174,8 +174,12 @@ def test_kernel_and_heap_sections(browser, tmp_path, name):
     """Profiles of real runs (tests/python/data/real-2.2): the system-call table per thread
     (--kernel) shows the profile's rows; a program without MPI (and a heap profile of format
     2.2: no timeline yet) says what it does not have."""
+    import shutil
+
     import pathscope
-    directory = ROOT / "tests" / "python" / "data" / "real-2.2" / name
+    # a copy: the report writes symbols.tsv into the profile directory
+    directory = shutil.copytree(ROOT / "tests" / "python" / "data" / "real-2.2" / name,
+                                tmp_path / name)
     frames = pathscope.open(directory)
     page = report_html(directory, tmp_path / f"{name}.html")
     assert load(browser, page) == []
