@@ -31,11 +31,12 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+import pandas as pd
+import pyarrow as pa
+
 from pathscope.errors import PathscopeError
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from pathscope.frames import ProfileFrames
 
 # plotly.js as scripts/fetch-html-deps.sh stores it (the same pinned digest)
@@ -143,20 +144,20 @@ def _tree(frames: "ProfileFrames", notes: list[str]) -> Optional[dict[str, Any]]
         m["ranks"] = ranks.get(m["name"], {})
     return {"parent": [-1 if p is None else int(p) for p in _plain(nodes["parent"])],
             "label": _plain(nodes["name"]), "kind": _plain(nodes["kind"]),
-            "where": [_where(r) for r in nodes[["file", "line", "module", "address"]]
-                      .itertuples(index=False)],
+            "where": [_where(*row) for row in zip(*(_plain(nodes[c]) for c in (
+                "file", "line", "module", "address")))],
             "ranks": sorted(frames.tree.ranks) if frames.tree is not None else [],
             "per_rank": bool(ranks), "metrics": metrics}
 
 
-def _plain(series: "pd.Series") -> list[Any]:
+def _plain(series: pd.Series) -> list[Any]:
     """Plain Python values, None for a missing one."""
-    import pyarrow as pa
     return pa.array(series).to_pylist()
 
 
-def _where(row: tuple[Any, ...]) -> str:
-    file, line, module, address = (None if v is None or v is pd_na() else v for v in row)
+def _where(file: Optional[str], line: Optional[int], module: Optional[str],
+           address: Optional[str]) -> str:
+    """file:line, else module+address (the module's file name), else nothing."""
     if file:
         return f"{file}:{line}" if line else str(file)
     if module:
@@ -237,12 +238,7 @@ def _imbalance(frames: "ProfileFrames") -> dict[str, Any]:
 
 
 def _int(value: Any) -> Optional[int]:
-    return None if value is None or value is pd_na() else int(value)
-
-
-def pd_na() -> Any:
-    import pandas as pd
-    return pd.NA
+    return None if value is None or pd.isna(value) else int(value)
 
 
 def _path_label(node: int, parents: dict[int, Any], names: dict[int, Any], depth: int = 3) -> str:
@@ -292,7 +288,7 @@ def _heap(frames: "ProfileFrames") -> dict[str, Any]:
     return out
 
 
-def _table(df: "pd.DataFrame") -> dict[str, Any]:
+def _table(df: pd.DataFrame) -> dict[str, Any]:
     return {"columns": list(df.columns), "rows": [list(r) for r in zip(*(
         _plain(df[c]) for c in df.columns))]}
 
