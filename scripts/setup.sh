@@ -20,7 +20,8 @@ case "${1:-}" in
                      strace      # strace: tests/python/test_launcher.py
                      chromium chromium-driver) ;;   # tests/e2e/test_html_browser.py
   --bench) PACKAGES+=(lammps lammps-examples linux-perf hpcc gromacs netpipe-openmpi strace
-                      bpftrace hyperfine heaptrack) ;;
+                      bpftrace hyperfine heaptrack
+                      chromium chromium-driver) ;;   # bench/html_report.py
 esac
 
 # One dpkg-query for all of them: with nothing missing this script is a quiet no-op (under 0.1 s;
@@ -66,9 +67,10 @@ if ! .venv/bin/python -c "import importlib.util as u, sys; sys.exit(not u.find_s
 fi
 # `report --html`'s plotly.js bundle (.deps/html, pinned and checked by sha256)
 scripts/fetch-html-deps.sh
-# the browser tests' WebDriver client (make test: tests/e2e/test_html_browser.py)
+# the WebDriver client of the browser tests (make test: tests/e2e/test_html_browser.py) and of
+# bench/html_report.py
 SELENIUM_VERSION=4.50.0   # (4.52.0 requires certifi>=2026.10.23, not released when pinned)
-if [ "${1:-}" = --test ] && ! .venv/bin/python -c "import importlib.util as u, sys
+if [[ ${1:-} == --test || ${1:-} == --bench ]] && ! .venv/bin/python -c "import importlib.util as u, sys
 sys.exit(not u.find_spec('selenium'))" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check "selenium==$SELENIUM_VERSION"
 fi
