@@ -19,9 +19,11 @@ PACKAGES=(build-essential cmake pkg-config python3 python3-venv python3-dev
           golang-go)       # `go tool pprof` reads the pprof export back (tests/python/test_pprof.py)
 case "${1:-}" in
   --test) PACKAGES+=(lammps lammps-examples linux-perf slurmctld slurmd slurm-client munge
-                     strace) ;;   # strace: tests/python/test_launcher.py
+                     strace      # strace: tests/python/test_launcher.py
+                     chromium chromium-driver) ;;   # tests/e2e/test_html_browser.py
   --bench) PACKAGES+=(lammps lammps-examples linux-perf hpcc gromacs netpipe-openmpi strace
-                      bpftrace hyperfine heaptrack) ;;
+                      bpftrace hyperfine heaptrack
+                      chromium chromium-driver) ;;   # bench/html_report.py
 esac
 
 # One dpkg-query for all of them: with nothing missing this script is a quiet no-op (under 0.1 s;
@@ -78,4 +80,13 @@ sys.exit(not all(u.find_spec(m) for m in ('hatchet', 'thicket', 'pytest')))" 2>/
   rm -rf .venv-hatchet
   /usr/bin/python3 -m venv .venv-hatchet
   .venv-hatchet/bin/pip install -q --disable-pip-version-check "${HATCHET_PACKAGES[@]}"
+fi
+# `report --html`'s plotly.js bundle (.deps/html, pinned and checked by sha256)
+scripts/fetch-html-deps.sh
+# the WebDriver client of the browser tests (make test: tests/e2e/test_html_browser.py) and of
+# bench/html_report.py
+SELENIUM_VERSION=4.50.0   # (4.52.0 requires certifi>=2026.10.23, not released when pinned)
+if [[ ${1:-} == --test || ${1:-} == --bench ]] && ! .venv/bin/python -c "import importlib.util as u, sys
+sys.exit(not u.find_spec('selenium'))" 2>/dev/null; then
+  .venv/bin/pip install -q --disable-pip-version-check "selenium==$SELENIUM_VERSION"
 fi

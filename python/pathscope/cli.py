@@ -264,7 +264,33 @@ def _command_report(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     from pathscope.reader import load_profile
     from pathscope.report import render
 
+    if args.html or args.output is not None:
+        return _report_html(parser, args)
     sys.stdout.write(render(load_profile(_directory(parser, args)), "text"))
+    return 0
+
+
+def _report_html(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """report --html -o FILE: the page is built whole (plotly.js checked first) before FILE
+    is opened, so a failure leaves no partial file."""
+    from pathscope.frames import open as open_frames
+    from pathscope.report.html import load_plotly, render_html
+
+    if not args.html:
+        parser.error("-o/--output applies to --html")
+    if args.output is None:
+        parser.error("--html needs -o FILE")
+    directory = _directory(parser, args)
+    plotly = load_plotly()
+    frames = open_frames(directory)
+    _print_notes(frames.symbols.notes)
+    page = render_html(frames, plotly)
+    out = _open_output(args.output)
+    try:
+        with out:
+            out.write(page)
+    except OSError as e:
+        raise OutputError(f"cannot write '{args.output}': {e.strerror}") from e
     return 0
 
 
@@ -520,6 +546,10 @@ def build_parser(options: Optional[Sequence[Option]]) -> tuple[
     report = sub.add_parser("report", help="print the text report of a profile directory",
                             description="Print the text report of a profile directory.")
     report.add_argument("directory", metavar="DIR")
+    report.add_argument("--html", action="store_true",
+                        help="write the interactive HTML report (one self-contained file: "
+                             "icicle, communicators, imbalance, heap, system calls) to -o FILE")
+    report.add_argument("-o", "--output", metavar="FILE", help="with --html: the file to write")
     table_phrases = [f.phrase for f in _export.FORMATS.values()]
     path_phrases = [f.phrase for f in _export.CALL_PATH_FORMATS.values()]
     file_phrases = [f.phrase for f in _export.FILE_FORMATS.values()]

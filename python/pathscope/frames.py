@@ -10,6 +10,7 @@ work from.
     p.node_stats                  # per node and metric: sum, min/max with their ranks, ...
     p.node_comms                  # per MPI node and communicator: calls, time, bytes
     p.rank_matrix("mpi_ns")       # a metric per node and rank as one numpy array
+    p.rank_comm_ops               # per rank, communicator and operation (the rank files')
 
 Columns are pyarrow-backed (`int64[pyarrow]`, `string[pyarrow]`, nullable: None is <NA>),
 in the order `export` writes them.  Frames are built on first use and kept.
@@ -47,6 +48,7 @@ METRICS_COLUMNS = ["node", "rank", "metric", "value"]
 COMMS_COLUMNS = ["node", "comm", "calls", "time_ns", "bytes"]
 STATS_COLUMNS = ["node", "metric", "sum", "mean", "min", "min_rank", "max", "max_rank",
                  "nonzero"]
+RANK_COMM_OPS_COLUMNS = ["rank", "comm", "op", "calls", "bytes", "time_s"]
 
 
 def open(path: Union[str, Path], runtime_threads: bool = True  # noqa: A001 (pathscope.open)
@@ -105,6 +107,19 @@ class ProfileFrames:
         if attribute.startswith("_") or name not in TABLES:
             raise AttributeError(attribute)
         return self.table(name)
+
+    @property
+    def rank_comm_ops(self) -> pd.DataFrame:
+        """Each rank's calls, bytes (as comm-ops counts them) and time per communicator and
+        operation, from its rank file; empty for a profile without rank files (profile.tsv
+        keeps only the statistics over the ranks: comm-ops)."""
+        if "rank_comm_ops" not in self._frames:
+            rows = ({"rank": r, "comm": comm, "op": op, "calls": calls, "bytes": nbytes,
+                     "time_s": ns / 1e9}
+                    for r, ops in sorted(self.profile.rank_ops.items())
+                    for (comm, op), (calls, nbytes, ns) in sorted(ops.items()))
+            self._frames["rank_comm_ops"] = frame(RANK_COMM_OPS_COLUMNS, rows)
+        return self._frames["rank_comm_ops"]
 
     # ---- the call tree ----------------------------------------------------------------------
 
@@ -169,23 +184,38 @@ class ProfileFrames:
     @property
     def metrics(self) -> pd.DataFrame:
         if "metrics" not in self._frames:
-            self._frames["metrics"] = frame(METRICS_COLUMNS, self._metric_rows())
+            self._frames["metrics"] = self._metrics_frame()
         return self._frames["metrics"]
 
-    def _metric_rows(self) -> Iterable[dict[str, Any]]:
+    def _metrics_frame(self) -> pd.DataFrame:
+        """Built column by column (a profile of rank files has ranks x nodes x metrics rows:
+        840,000 for 64 ranks x 5,000 paths; a dict per row took most of report --html)."""
         tree = self.tree
         if tree is None:
-            return
+            return frame(METRICS_COLUMNS, [])
         keys = [(m.name, m.column) for m in STORED] + [(k, k) for k in (INCL_TIME, INCL_MPI,
                                                                        INCL_OFFCPU)]
+        nodes: list[int] = []
+        ranks: list[int] = []
+        names: list[str] = []
+        values: list[int] = []
         for i, node in enumerate(self._order):
             for name, key in keys:
-                values = tree.vector(node, key)
-                if values is None:
+                vector = tree.vector(node, key)
+                if vector is None:
                     continue
-                for rank, value in zip(tree.ranks, values):
+                for rank, value in zip(tree.ranks, vector):
                     if value:
-                        yield {"node": i, "rank": rank, "metric": name, "value": value}
+                        nodes.append(i)
+                        ranks.append(rank)
+                        names.append(name)
+                        values.append(value)
+        if not nodes:
+            return frame(METRICS_COLUMNS, [])
+        table = pa.table({"node": pa.array(nodes, pa.int64()), "rank": pa.array(ranks, pa.int64()),
+                          "metric": pa.array(names, pa.string()),
+                          "value": pa.array(values, pa.int64())})
+        return table.to_pandas(types_mapper=pd.ArrowDtype)
 
     @property
     def node_comms(self) -> pd.DataFrame:
@@ -248,12 +278,11 @@ class ProfileFrames:
         out["min"], out["min_rank"] = low["value"], low["rank"]
         out["max"], out["max_rank"] = high["value"], high["rank"]
         # a rank without a value holds the minimum 0: the lowest such rank
-        missing = out["nonzero"] < population
+        missing = (out["nonzero"] < population).to_numpy()
         if missing.any():
-            present = m.groupby(["node", "metric"])["rank"].agg(list)
-            for key in out.index[missing.to_numpy()]:
-                out.at[key, "min"] = 0
-                out.at[key, "min_rank"] = _lowest_absent(present[key], tree.ranks)
+            absent = _lowest_absent(m, np.asarray(tree.ranks, dtype=np.int64))
+            out.loc[missing, "min"] = 0
+            out.loc[missing, "min_rank"] = absent.reindex(out.index[missing]).to_numpy()
         out = out.reset_index()
         return out[STATS_COLUMNS].astype({c: "int64[pyarrow]" for c in STATS_COLUMNS
                                           if c not in ("metric", "mean")})
@@ -274,6 +303,20 @@ class ProfileFrames:
                        "nonzero": s.nonzero}
 
 
-def _lowest_absent(present: list[int], ranks: list[int]) -> int:
-    have = set(present)
-    return next(r for r in ranks if r not in have)
+def _lowest_absent(m: pd.DataFrame, ranks: "np.ndarray") -> pd.Series:
+    """Per (node, metric) of the long form m: the lowest of ranks (ascending) without a row.
+    With a group's present ranks in order, the k-th one is ranks[k] until the first gap; the
+    first k where it is not gives ranks[k], and a group without a gap lacks ranks[count]."""
+    ordered = m.sort_values(["node", "metric", "rank"])
+    keys = [ordered["node"], ordered["metric"]]
+    position = ordered.groupby(keys, sort=False).cumcount().to_numpy()
+    expected = ranks[position]
+    none = np.iinfo(np.int64).max
+    gaps = np.where(ordered["rank"].to_numpy(dtype=np.int64) != expected, expected, none)
+    index = pd.MultiIndex.from_arrays([ordered["node"].to_numpy(),
+                                       ordered["metric"].to_numpy(dtype=object)],
+                                      names=["node", "metric"])
+    first_gap = pd.Series(gaps, index=index).groupby(level=[0, 1], sort=False).min()
+    count = pd.Series(position, index=index).groupby(level=[0, 1], sort=False).max() + 1
+    after = pd.Series(ranks[np.minimum(count.to_numpy(), len(ranks) - 1)], index=count.index)
+    return first_gap.where(first_gap != none, after)

@@ -189,6 +189,10 @@ class Profile:
     directory_identity: Optional[tuple[int, int]] = None  # (st_dev, st_ino) of the directory
     directory_is_link: bool = False   # the path given was a symbolic link to the directory
     tree: Optional[ReducedTree] = None  # tree.tsv (format 2.9), of the run and readable
+    # by world rank: its rank file's own (comm, op) -> (calls, bytes, time_ns); the per-rank
+    # detail that `ops` sums (none without rank files)
+    rank_ops: dict[int, dict[tuple[str, str], tuple[int, int, int]]] = field(
+        default_factory=dict)
 
     def has_call_paths(self) -> bool:
         """True when some rank unwound something (not for 1.x profiles, nor for runs with the
@@ -1199,9 +1203,11 @@ def _load(scan: _Scan) -> Profile:
             incomplete.append((info.rank, REASON_BEFORE_INIT))
     callpaths = {r: f.callpaths for r, f in rank_files.items() if f.callpaths is not None}
     stray.sort(key=lambda f: f.path)
+    rank_ops = {r: {key: (calls, nbytes, ns) for key, (calls, nbytes, ns, _) in f.ops.items()
+                    if key[0] != TOTAL_COMM} for r, f in rank_files.items()}
     return Profile(meta, nranks, source, ranks, comms, ops, missing, incomplete, directory,
                    partial, callpaths, run, stray, notes, unused, scan.identity, scan.is_link,
-                   tree)
+                   tree, rank_ops)
 
 
 def _read_tree(scan: _Scan, run: Optional[str], stray: list[StrayFile],
