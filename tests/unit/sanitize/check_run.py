@@ -46,6 +46,8 @@ def main():
         "LD_PRELOAD": f"{asan}:{build / 'libpathscope.so'}",
         "PATHSCOPE_OUTPUT": str(out),
         "PATHSCOPE_QUIET": "on",
+        # every rank's text, in ranks.tsv: its MPI-IO writers run sanitized too
+        "PATHSCOPE_PER_RANK": "all",
         "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:exitcode=99",
         "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=98",
     }
