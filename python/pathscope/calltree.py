@@ -17,7 +17,9 @@ tree.sum_stat, time_split):
   sums and differences of those paths are then exact per rank too.
 Rules kept here:
 - Threads merge by the sequence of frame identities from the root (pathscope.symbols.Frame),
-  never by names: two call sites of one function stay two nodes.
+  never by names: two call sites of one function stay two nodes.  merge_call_sites then
+  gives the tree by function, where the sibling call sites of one function (by its names)
+  are one node whose values are their sums (what the report and the HTML show by default).
 - Every value has a sum and per-rank min/mean/max with the ranks at min and max, nonzero and
   the sketch (pathscope.stats); a rank without the node counts as 0; on ties the lowest rank.
 - Time is sample_ns + mpi_ns; inclusive = the node plus its subtree.  Off-CPU time is part
@@ -31,9 +33,9 @@ Nothing here prints or exits.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import attrgetter
-from typing import Callable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Callable, Hashable, Iterator, Mapping, Optional, Sequence, Union
 
 from pathscope import ranges
 from pathscope.cct import (CODE_KINDS, FAILED, MPI, NOT_UNWOUND, OFFCPU_FORMAT, ROOT, Module,
@@ -43,7 +45,7 @@ from pathscope.metrics import COLUMN_COUNT, COLUMNS, METRICS, STORED
 from pathscope.reader import Profile
 from pathscope.sources import SOURCES
 from pathscope.stats import Stats
-from pathscope.symbols import ROOT_FRAME, Frame, frame_of
+from pathscope.symbols import ROOT_FRAME, Frame, SymbolTable, frame_of
 from pathscope.treefile import APP_ROOT, INCLUSIVE, PCOMM, RUNTIME_ROOT, ReducedTree, TreeNode
 from pathscope.tsv import version_at_least
 
@@ -96,6 +98,9 @@ class MergedNode:
     incl_mpi: dict[int, int] = field(default_factory=dict)        # rank -> inclusive MPI time
     incl_offcpu: dict[int, int] = field(default_factory=dict)     # rank -> inclusive off-CPU
     incl_samples: int = 0         # samples of the subtree, all ranks (its sampled time's basis)
+    # merge_call_sites: the nodes of the original tree merged into this one, heaviest first
+    # (empty: this node is one call site, the tree's own)
+    sites: list["MergedNode"] = field(default_factory=list)
 
     def child(self, frame: Frame) -> "MergedNode":
         node = self.children.get(frame)
@@ -612,6 +617,75 @@ def _reduced_split(tree: CallTree) -> TimeSplit:
                      of(not_unwound, INCL_TIME), of(not_unwound, INCL_MPI), execution,
                      execution_mpi, oncpu, execution_offcpu, offcpu, mpi,
                      {"all ranks": (elapsed.sum - total.sum, nodes)})
+
+
+def function_key(symbols: SymbolTable) -> Callable[[Frame], Hashable]:
+    """What makes two sibling frames one function: a code frame's module and names (its
+    function and the functions inlined into it, as resolved; an unresolved frame's name
+    is its address, so it merges with nothing), any other frame itself."""
+    def key(frame: Frame) -> Hashable:
+        if frame.kind in CODE_KINDS:
+            return (frame.module, tuple(symbols.names(frame)))
+        return frame
+    return key
+
+
+def merge_call_sites(tree: CallTree, key: Callable[[Frame], Hashable]) -> CallTree:
+    """The tree with the sibling nodes of one key (function_key: one function at several
+    call sites, or its sampled lines) merged, level by level from the root: a merged node's
+    children are its sites' children, merged the same way.  Sums, per-rank values and the
+    statistics stay exact (siblings' subtrees are disjoint; a reduced tree's sums of values
+    without rank vectors keep only the sum: Stats.combine).  A merged node's frame is its
+    heaviest site's (most inclusive time; the first on ties), node.sites its sites."""
+    root = _merged_node([tree.root], None, len(tree.ranks))
+    stack = [(root, [tree.root])]
+    while stack:
+        into, sources = stack.pop()
+        groups: dict[Hashable, list[MergedNode]] = {}
+        for source in sources:
+            for child in source.children.values():
+                groups.setdefault(key(child.frame), []).append(child)
+        for members in groups.values():
+            members.sort(key=lambda n: -n.incl_time_ns)
+            merged = _merged_node(members, into, len(tree.ranks))
+            into.children[merged.frame] = merged
+            stack.append((merged, members))
+    return replace(tree, root=root)
+
+
+def _merged_node(members: Sequence[MergedNode], parent: Optional[MergedNode],
+                 ranks: int) -> MergedNode:
+    """One node holding the values of members (no children yet)."""
+    frame = members[0].frame
+    if isinstance(members[0], ReducedNode):
+        node: MergedNode = ReducedNode(frame, parent, {}, {})
+        for m in members:
+            assert isinstance(m, ReducedNode) and isinstance(node, ReducedNode)
+            node.merge(m.stats, m.vectors, ranks)
+            for comm, columns in m.comm_stats.items():
+                into = node.comm_stats.setdefault(comm, {})
+                for column, value in columns.items():
+                    mine = into.get(column)
+                    into[column] = value if mine is None else Stats.combine((mine, value), ranks)
+    else:
+        node = MergedNode(frame, parent)
+        for m in members:
+            for r, values in m.by_rank.items():
+                into_values = node.by_rank.setdefault(r, [0] * METRIC_COUNT)
+                for i, v in enumerate(values):
+                    into_values[i] += v
+            for mine, theirs in ((node.incl_time, m.incl_time), (node.incl_mpi, m.incl_mpi),
+                                 (node.incl_offcpu, m.incl_offcpu)):
+                for r, v in theirs.items():
+                    mine[r] = mine.get(r, 0) + v
+    for m in members:
+        node.incl_samples += m.incl_samples
+        for comm, values in m.comms.items():
+            sums = node.comms.setdefault(comm, [0, 0, 0])
+            for i, v in enumerate(values):
+                sums[i] += v
+    node.sites = list(members) if len(members) > 1 else []
+    return node
 
 
 def is_mpi(node: MergedNode) -> bool:

@@ -11,6 +11,7 @@ work from.
     p.node_comms                  # per MPI node and communicator: calls, time, bytes
     p.rank_matrix("mpi_ns")       # a metric per node and rank as one numpy array
     p.rank_comm_ops               # per rank, communicator and operation (the rank files')
+    p.merged_by_function()        # the call tree with each function's call sites merged
 
 Columns are pyarrow-backed (`int64[pyarrow]`, `string[pyarrow]`, nullable: None is <NA>),
 in the order `export` writes them.  Frames are built on first use and kept.
@@ -24,6 +25,13 @@ reduced profile (`--per-rank summary`), nothing with `--per-rank none`.  `node_s
 statistics over the ranks (a rank without a value counts as 0; the lowest rank on ties):
 computed from `metrics` by a groupby where every node's per-rank values are known, else the
 job's own statistics from tree.tsv.
+
+`merged_by_function()` is the tree by function, as the report and the HTML show it
+(pathscope.calltree.merge_call_sites): the sibling nodes of one function (one caller calling
+it from several lines, or sampled at several lines) are one node whose values are their
+sums, and its children are theirs merged the same way.  Same columns as `nodes` (numbered
+depth first from 0 in the same way; the frame, file and line of the heaviest site), plus
+`sites`: how many nodes of `nodes` it merges (1: a node of its own).
 """
 from __future__ import annotations
 
@@ -34,7 +42,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from pathscope.calltree import INCL_MPI, INCL_OFFCPU, INCL_TIME, CallTree, MergedNode, build_tree
+from pathscope.calltree import (INCL_MPI, INCL_OFFCPU, INCL_TIME, CallTree, MergedNode,
+                                build_tree, function_key, merge_call_sites)
 from pathscope.export.tables import TABLES
 from pathscope.metrics import COLUMNS, STORED
 from pathscope.reader import Profile, load_profile
@@ -145,12 +154,25 @@ class ProfileFrames:
             self._frames["nodes"] = frame(NODES_COLUMNS, self._node_rows())
         return self._frames["nodes"]
 
-    def _node_rows(self) -> Iterable[dict[str, Any]]:
-        tree = self.tree
-        if tree is None:
+    def merged_by_function(self) -> pd.DataFrame:
+        """The call tree by function (module docstring): `nodes`' columns and `sites`."""
+        if "by_function" not in self._frames:
+            order: list[MergedNode] = []
+            if self.tree is not None:
+                merged = merge_call_sites(self.tree, function_key(self.symbols))
+                order = list(merged.root.walk())
+            self._frames["by_function"] = frame(NODES_COLUMNS + ["sites"], (
+                {**row, "sites": len(node.sites) or 1}
+                for node, row in zip(order, self._node_rows(order))))
+        return self._frames["by_function"]
+
+    def _node_rows(self, order: Optional[list[MergedNode]] = None) -> Iterable[dict[str, Any]]:
+        """A row per node of order (default: the tree's), depth first."""
+        if self.tree is None:
             return
-        ids = {id(n): i for i, n in enumerate(self._order)}
-        for i, node in enumerate(self._order):
+        order = self._order if order is None else order
+        ids = {id(n): i for i, n in enumerate(order)}
+        for i, node in enumerate(order):
             f = node.frame
             lines = self.symbols.lines(f) if node.parent is not None else []
             depth, up = 0, node.parent

@@ -6,6 +6,10 @@ profile has no call paths.  Display choices (docs/user-guide.md says the same):
 - One line per merged node (pathscope.calltree).  A code frame is named by its innermost
   function, with `[inlined into outer > ...]` when functions were inlined; the file (basename)
   and line are the call site for `call` frames and the function's own line for sampled leaves.
+- A function called from several sites of one caller is one line (calltree.merge_call_sites:
+  its sites' values summed, its children merged the same way), named by the function with
+  its call sites' lines, heaviest first (`main (app.c:41,30,45)`); the hot path follows
+  these totals.  `pathscope report --call-sites` keeps each call site a line of its own.
 - The frames above `main` (`_start > __libc_start_call_main`) are one line; exports keep them.
 - The tree shows the nodes with at least 1% of the total time; its footer counts the others.
 - Per-rank columns: min, mean and max of the node's inclusive time over the ranks with call
@@ -32,18 +36,20 @@ from typing import Mapping, Optional
 
 from pathscope import ranges
 from pathscope.calltree import (BYTES, ENTRIES, INCL_TIME, VISITS, CallTree, MergedNode,
-                                build_tree, is_mpi, time_split)
+                                build_tree, function_key, is_mpi, merge_call_sites,
+                                time_split)
 from pathscope.cct import CODE_KINDS, FAILED, NOT_UNWOUND
 from pathscope.reader import Profile
 from pathscope.report.layout import INDENT, MAIN, table
 from pathscope.sources.sample import describe_sampler, sampler_lines, scheduler_placed
 from pathscope.stats import Stats
-from pathscope.symbols import SymbolTable
+from pathscope.symbols import SourceLine, SymbolTable
 from pathscope.units import format_bytes, format_percent, format_time
 
 SHOWN_PERCENT = 1             # the tree hides nodes below this share of the total time
 TOP_COMMS = 3                 # communicators listed under an MPI leaf
 ABOVE_MAIN_NAMES = 3          # names of the collapsed frames above main shown in full
+SITES_SHOWN = 3               # call sites of a function whose line is listed in its label
 ROOT_LABEL = "[all threads]"
 STEP = "  "                   # tree indentation per level
 STATS_HEADERS = ["min (rank)", "mean", "max (rank)"]
@@ -54,12 +60,14 @@ UNCERTAINTY_NOTE = (f"±N%: the approximate relative standard error of a time th
                     f"1/sqrt(samples); measured MPI time does not)")
 
 
-def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
-    """The call-path sections, or [] when the profile has none."""
+def sections(profile: Profile, symbols: SymbolTable, call_sites: bool = False) -> list[str]:
+    """The call-path sections, or [] when the profile has none.  call_sites: the tree and
+    the hot path keep a function's call sites apart (by default they are one row)."""
     if not profile.has_call_paths():
         return []
     tree = build_tree(profile, runtime_threads=False)
-    view = _View(tree, symbols)
+    shown = tree if call_sites else merge_call_sites(tree, function_key(symbols))
+    view = _View(shown, symbols)
     hot_path, hot_marked = _hot_path(view)
     return [_time_split(profile, tree), _call_tree(view, symbols.notes, hot_marked), hot_path]
 
@@ -116,6 +124,28 @@ def frames_above_main(tree: CallTree, symbols: SymbolTable) -> list[MergedNode]:
     return []
 
 
+def _sites_text(sites: list[list[SourceLine]]) -> str:
+    """Where a function's call sites are, heaviest first: `app.c:41`, `app.c:41,30,45`,
+    `verlet.cpp:120,95,77,... 6 call sites` (a site is its innermost level; one without a
+    file adds nothing; two sites on one line are shown once)."""
+    shown: list[tuple[str, int]] = []
+    for lines in sites:
+        if lines and lines[-1].file:
+            where = (os.path.basename(lines[-1].file), lines[-1].line)
+            if where not in shown:
+                shown.append(where)
+    parts: list[str] = []
+    for i, (name, line) in enumerate(shown[:SITES_SHOWN]):
+        same_file = i and shown[i - 1][0] == name
+        text = str(line) if line else ""
+        parts.append((f",{text}" if text else "") if same_file
+                     else (", " if i else "") + name + (f":{text}" if text else ""))
+    text = "".join(parts)
+    if len(sites) > SITES_SHOWN:
+        text += f",... {len(sites)} call sites"
+    return text
+
+
 @dataclass
 class _Row:
     """A line of the tree: one merged node, or the chain of frames above main."""
@@ -152,10 +182,9 @@ class _View:
         if node.frame.kind not in CODE_KINDS:
             return names[0]
         text = names[-1]
-        lines = self.symbols.lines(node.frame)
-        if lines and lines[-1].file:
-            where = os.path.basename(lines[-1].file)
-            text += f" ({where}:{lines[-1].line})" if lines[-1].line else f" ({where})"
+        where = _sites_text([self.symbols.lines(site.frame) for site in node.sites or [node]])
+        if where:
+            text += f" ({where})"
         if len(names) > 1:
             text += f" [inlined into {' > '.join(names[:-1])}]"
         return text
