@@ -87,13 +87,15 @@ class ProfileFrames:
     """The tables of one profile (module docstring)."""
 
     def __init__(self, profile: Profile, symbols: Optional[SymbolTable] = None,
-                 runtime_threads: bool = True):
+                 runtime_threads: bool = True, tree: Optional[CallTree] = None):
+        """tree: the call tree `nodes` and `metrics` tabulate, when not every rank and thread
+        of the profile (e.g. pathscope.calltree.build_tree(profile, rank=1, thread=0))."""
         self.profile = profile
         self.runtime_threads = runtime_threads
         self._symbols = symbols
         self._frames: dict[str, pd.DataFrame] = {}
-        self._tree: Optional[CallTree] = None
-        self._order: list[MergedNode] = []
+        self._tree: Optional[CallTree] = tree
+        self._order: list[MergedNode] = list(tree.root.walk()) if tree is not None else []
 
     # ---- the export tables -------------------------------------------------------------------
 
@@ -147,6 +149,12 @@ class ProfileFrames:
             self._tree = build_tree(self.profile, runtime_threads=self.runtime_threads)
             self._order = list(self._tree.root.walk())
         return self._tree
+
+    def merged_node(self, node: int) -> MergedNode:
+        """The call tree's node of `nodes`' row node (its frame, for names and files)."""
+        if self.tree is None:
+            raise IndexError(f"no node {node}: the profile has no call paths")
+        return self._order[node]
 
     @property
     def nodes(self) -> pd.DataFrame:
