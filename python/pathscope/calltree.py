@@ -39,9 +39,10 @@ from typing import Callable, Hashable, Iterator, Mapping, Optional, Sequence, Un
 
 from pathscope import ranges
 from pathscope.cct import (CODE_KINDS, FAILED, MPI, NOT_UNWOUND, OFFCPU_FORMAT, ROOT, Module,
-                           Node, Thread)
+                           Node, RankCallPaths, Thread)
 from pathscope.errors import ProfileError
 from pathscope.metrics import COLUMN_COUNT, COLUMNS, METRICS, STORED
+from pathscope.progress import Steps
 from pathscope.reader import Profile
 from pathscope.sources import SOURCES
 from pathscope.stats import Stats
@@ -417,25 +418,32 @@ def merge_rank_threads(profile: Profile, ranks: Sequence[int], thread: Optional[
     root = MergedNode(ROOT_FRAME, None)
     tree = CallTree(root, list(ranks), [], {r: 0 for r in ranks}, {r: 0 for r in ranks})
     tree.knows_offcpu = all(profile.callpaths[r].knows_offcpu() for r in ranks)
-    for r in ranks:
-        paths = profile.callpaths[r]
-        for index, cct in paths.threads.items():
-            if thread is not None and index != thread:
-                continue
-            if not chosen(cct, paths.modules):
-                tree.runtime_threads += 1
-                tree.runtime_elapsed += cct.elapsed_ns
-                continue
-            tree.threads.append((r, index))
-            tree.elapsed[r] += cct.elapsed_ns
-            tree.nodes[r] += len(cct.nodes)
-            merged: list[MergedNode] = []
-            for node in cct.nodes:          # by id: a parent comes before its children
-                target = root if node.parent is None else merged[node.parent].child(
-                    frame_of(node, paths.modules))
-                target.add(r, node)
-                merged.append(target)
+    with Steps("merging call trees", len(ranks)) as step:
+        for r in ranks:
+            step()
+            _merge_rank(tree, r, profile.callpaths[r], thread, chosen)
     return tree
+
+
+def _merge_rank(tree: CallTree, r: int, paths: RankCallPaths, thread: Optional[int],
+                chosen: Callable[[Thread, dict[int, Module]], bool]) -> None:
+    """merge_rank_threads for one rank."""
+    for index, cct in paths.threads.items():
+        if thread is not None and index != thread:
+            continue
+        if not chosen(cct, paths.modules):
+            tree.runtime_threads += 1
+            tree.runtime_elapsed += cct.elapsed_ns
+            continue
+        tree.threads.append((r, index))
+        tree.elapsed[r] += cct.elapsed_ns
+        tree.nodes[r] += len(cct.nodes)
+        merged: list[MergedNode] = []
+        for node in cct.nodes:          # by id: a parent comes before its children
+            target = tree.root if node.parent is None else merged[node.parent].child(
+                frame_of(node, paths.modules))
+            target.add(r, node)
+            merged.append(target)
 
 
 def reduced_tree(data: ReducedTree, runtime_threads: bool = True) -> CallTree:

@@ -266,8 +266,12 @@ def _command_report(parser: argparse.ArgumentParser, args: argparse.Namespace) -
 
     if args.html or args.output is not None:
         return _report_html(parser, args)
-    sys.stdout.write(render(load_profile(_directory(parser, args)), "text",
-                            call_sites=args.call_sites))
+    text = render(load_profile(_directory(parser, args)), "text", call_sites=args.call_sites)
+    if sys.stdout.isatty():       # colours on a terminal; a pipe or a file gets plain text
+        from pathscope.report.terminal import show
+        show(text, sys.stdout)
+    else:
+        sys.stdout.write(text)
     return 0
 
 
