@@ -36,7 +36,8 @@ depth first from 0 in the same way; the frame, file and line of the heaviest sit
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Optional, Union
+from itertools import islice
+from typing import Any, Iterable, Iterator, Optional, Union
 
 import numpy as np
 import pandas as pd
@@ -55,6 +56,7 @@ NODES_COLUMNS = ["node", "parent", "depth", "kind", "name", "file", "line", "mod
                  "address"] + NODE_METRICS
 METRICS_COLUMNS = ["node", "rank", "metric", "value"]
 COMMS_COLUMNS = ["node", "comm", "calls", "time_ns", "bytes"]
+CHUNK_ROWS = 65_536           # rows per DataFrame of table_chunks
 STATS_COLUMNS = ["node", "metric", "sum", "mean", "min", "min_rank", "max", "max_rank",
                  "nonzero"]
 RANK_COMM_OPS_COLUMNS = ["rank", "comm", "op", "calls", "bytes", "time_s"]
@@ -112,6 +114,31 @@ class ProfileFrames:
             built = spec.build(self.profile)
             self._frames[name] = frame(list(built.columns), built.rows)
         return self._frames[name]
+
+    def table_chunks(self, name: str, rows: Optional[int] = None) -> Iterator[pd.DataFrame]:
+        """The table as DataFrames of at most rows (default CHUNK_ROWS) rows each, in order
+        (at least one, empty for an empty table): what the exports write, in memory bounded
+        by rows however long the table is (a profile of 2^20 ranks has a `ranks` row per
+        rank)."""
+        rows = rows or CHUNK_ROWS
+        if name not in TABLES:
+            raise KeyError(f"no table '{name}' (tables: {', '.join(TABLES)})")
+        if name in self._frames:
+            whole = self._frames[name]
+            for start in range(0, max(len(whole), 1), rows):
+                yield whole.iloc[start:start + rows]
+            return
+        built = TABLES[name].build(self.profile)
+        columns = list(built.columns)
+        rows_left = iter(built.rows)
+        first = True
+        while True:
+            chunk = list(islice(rows_left, rows))
+            if chunk or first:
+                yield frame(columns, chunk)
+            if len(chunk) < rows:
+                return
+            first = False
 
     def __getattr__(self, attribute: str) -> pd.DataFrame:
         name = attribute.replace("_", "-")

@@ -106,6 +106,22 @@ def test_missing_rank_in_ranks_table(tmp_path):
                                              "mpi_fraction": None, "pid": None}
 
 
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_written_in_chunks_the_same(profile, monkeypatch, fmt):
+    """The exports write a table in chunks of rows (bounded memory): chunks of 2 rows give
+    the same text as one chunk."""
+    import pathscope.frames
+
+    whole = io.StringIO()
+    export(profile, "comm-ops", fmt, whole)
+    monkeypatch.setattr(pathscope.frames, "CHUNK_ROWS", 2)
+    chunked = io.StringIO()
+    export(profile, "comm-ops", fmt, chunked)
+    assert chunked.getvalue() == whole.getvalue()
+    if fmt == "csv":
+        assert whole.getvalue() == COMM_OPS_CSV
+
+
 def test_untimed_operations_have_no_ranks_at_the_extremes(tmp_path):
     """MPI_Comm_rank is counted, not timed (time 0 on every rank): rank_min and rank_max
     are empty in CSV and null in JSON; a timed operation of the same run keeps them."""

@@ -1,7 +1,7 @@
 """Exports behind one dispatcher; each format is a module, imported only when asked for.
 
-Tables (pathscope.export.tables, as pathscope.frames' DataFrames) as CSV or JSON, each
-format with `write(dataframe, out)`, written by pandas:
+Tables (pathscope.export.tables, as pathscope.frames' DataFrames, in chunks of rows) as CSV
+or JSON, each format with `write(dataframes, out)`, written by pandas:
     export(profile, "comm-ops", "csv", sys.stdout)
 Call paths (pathscope.export.stacks) as flame-graph formats, each with
 `write(stacks, out, name)` and WITH_FILES (whether frames keep their source file):
@@ -46,7 +46,8 @@ def export(profile: Profile, table: str, fmt: str, out: TextIO) -> None:
         raise ValueError(f"unknown export format {fmt!r} (known: {', '.join(FORMATS)})")
     if table not in TABLES:
         raise ValueError(f"unknown table {table!r} (known: {', '.join(TABLES)})")
-    importlib.import_module(FORMATS[fmt].module).write(ProfileFrames(profile).table(table), out)
+    importlib.import_module(FORMATS[fmt].module).write(ProfileFrames(profile).table_chunks(table),
+                                                       out)
 
 
 def export_call_paths(profile: Profile, fmt: str, out: TextIO, symbols: SymbolTable,

@@ -2,7 +2,7 @@
 header line with the table's columns, then one line per row.  An unknown value (<NA>) is an
 empty cell, seconds are fixed-point with nanosecond precision (trailing zeros left out), a
 histogram is `bin:count,...` or `-`; quoting is the csv module's (minimal)."""
-from typing import Any, TextIO
+from typing import Any, Iterable, TextIO
 
 import pandas as pd
 import pyarrow as pa
@@ -33,5 +33,7 @@ def cells(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=table.columns)
 
 
-def write(table: pd.DataFrame, out: TextIO) -> None:
-    cells(table).to_csv(out, index=False, lineterminator="\n", na_rep="")
+def write(chunks: Iterable[pd.DataFrame], out: TextIO) -> None:
+    """chunks: the table's rows in order, as DataFrames (the first gives the header)."""
+    for i, chunk in enumerate(chunks):
+        cells(chunk).to_csv(out, index=False, header=i == 0, lineterminator="\n", na_rep="")
