@@ -99,8 +99,8 @@ class MergedNode:
     incl_mpi: dict[int, int] = field(default_factory=dict)        # rank -> inclusive MPI time
     incl_offcpu: dict[int, int] = field(default_factory=dict)     # rank -> inclusive off-CPU
     incl_samples: int = 0         # samples of the subtree, all ranks (its sampled time's basis)
-    # merge_call_sites: the nodes of the original tree merged into this one, heaviest first
-    # (empty: this node is one call site, the tree's own)
+    # merge_call_sites: the nodes of the original tree this one holds, heaviest first (empty:
+    # a node of the original tree, its own only site)
     sites: list["MergedNode"] = field(default_factory=list)
 
     def child(self, frame: Frame) -> "MergedNode":
@@ -649,16 +649,31 @@ def merge_call_sites(tree: CallTree, key: Callable[[Frame], Hashable]) -> CallTr
     stack = [(root, [tree.root])]
     while stack:
         into, sources = stack.pop()
-        groups: dict[Hashable, list[MergedNode]] = {}
-        for source in sources:
-            for child in source.children.values():
-                groups.setdefault(key(child.frame), []).append(child)
-        for members in groups.values():
-            members.sort(key=lambda n: -n.incl_time_ns)
-            merged = _merged_node(members, into, len(tree.ranks))
+        for merged in merge_children(sources, key, len(tree.ranks), into, copy_single=True):
             into.children[merged.frame] = merged
-            stack.append((merged, members))
+            stack.append((merged, merged.sites))
     return replace(tree, root=root)
+
+
+def merge_children(nodes: Sequence[MergedNode], key: Callable[[Frame], Hashable], ranks: int,
+                   parent: Optional[MergedNode] = None,
+                   copy_single: bool = False) -> list[MergedNode]:
+    """The children of nodes grouped by key, one node per group holding the group's values
+    (merge_call_sites' rules) and no children: the sites' children are merged when asked
+    for (merge_children(node.sites or [node], ...)), so a view that shows a few levels
+    merges only those.  A group of one is that child itself unless copy_single."""
+    groups: dict[Hashable, list[MergedNode]] = {}
+    for node in nodes:
+        for child in node.children.values():
+            groups.setdefault(key(child.frame), []).append(child)
+    merged = []
+    for members in groups.values():
+        if len(members) == 1 and not copy_single:
+            merged.append(members[0])
+            continue
+        members.sort(key=lambda n: -n.incl_time_ns)
+        merged.append(_merged_node(members, parent, ranks))
+    return merged
 
 
 def _merged_node(members: Sequence[MergedNode], parent: Optional[MergedNode],
@@ -692,7 +707,7 @@ def _merged_node(members: Sequence[MergedNode], parent: Optional[MergedNode],
             sums = node.comms.setdefault(comm, [0, 0, 0])
             for i, v in enumerate(values):
                 sums[i] += v
-    node.sites = list(members) if len(members) > 1 else []
+    node.sites = list(members)
     return node
 
 
