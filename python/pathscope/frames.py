@@ -56,7 +56,7 @@ NODES_COLUMNS = ["node", "parent", "depth", "kind", "name", "file", "line", "mod
                  "address"] + NODE_METRICS
 METRICS_COLUMNS = ["node", "rank", "metric", "value"]
 COMMS_COLUMNS = ["node", "comm", "calls", "time_ns", "bytes"]
-CHUNK_ROWS = 65_536           # rows per DataFrame of table_chunks
+CHUNK_ROWS = 16_384           # rows per DataFrame of table_chunks
 STATS_COLUMNS = ["node", "metric", "sum", "mean", "min", "min_rank", "max", "max_rank",
                  "nonzero"]
 RANK_COMM_OPS_COLUMNS = ["rank", "comm", "op", "calls", "bytes", "time_s"]
