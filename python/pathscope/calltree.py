@@ -17,7 +17,9 @@ tree.sum_stat, time_split):
   sums and differences of those paths are then exact per rank too.
 Rules kept here:
 - Threads merge by the sequence of frame identities from the root (pathscope.symbols.Frame),
-  never by names: two call sites of one function stay two nodes.
+  never by names: two call sites of one function stay two nodes.  merge_call_sites then
+  gives the tree by function, where the sibling call sites of one function (by its names)
+  are one node whose values are their sums (what the report and the HTML show by default).
 - Every value has a sum and per-rank min/mean/max with the ranks at min and max, nonzero and
   the sketch (pathscope.stats); a rank without the node counts as 0; on ties the lowest rank.
 - Time is sample_ns + mpi_ns; inclusive = the node plus its subtree.  Off-CPU time is part
@@ -31,19 +33,20 @@ Nothing here prints or exits.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import attrgetter
-from typing import Callable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Callable, Hashable, Iterator, Mapping, Optional, Sequence, Union
 
 from pathscope import ranges
 from pathscope.cct import (CODE_KINDS, FAILED, MPI, NOT_UNWOUND, OFFCPU_FORMAT, ROOT, Module,
-                           Node, Thread)
+                           Node, RankCallPaths, Thread)
 from pathscope.errors import ProfileError
 from pathscope.metrics import COLUMN_COUNT, COLUMNS, METRICS, STORED
+from pathscope.progress import Steps
 from pathscope.reader import Profile
 from pathscope.sources import SOURCES
 from pathscope.stats import Stats
-from pathscope.symbols import ROOT_FRAME, Frame, frame_of
+from pathscope.symbols import ROOT_FRAME, Frame, SymbolTable, frame_of
 from pathscope.treefile import APP_ROOT, INCLUSIVE, PCOMM, RUNTIME_ROOT, ReducedTree, TreeNode
 from pathscope.tsv import version_at_least
 
@@ -96,6 +99,9 @@ class MergedNode:
     incl_mpi: dict[int, int] = field(default_factory=dict)        # rank -> inclusive MPI time
     incl_offcpu: dict[int, int] = field(default_factory=dict)     # rank -> inclusive off-CPU
     incl_samples: int = 0         # samples of the subtree, all ranks (its sampled time's basis)
+    # merge_call_sites: the nodes of the original tree this one holds, heaviest first (empty:
+    # a node of the original tree, its own only site)
+    sites: list["MergedNode"] = field(default_factory=list)
 
     def child(self, frame: Frame) -> "MergedNode":
         node = self.children.get(frame)
@@ -412,25 +418,32 @@ def merge_rank_threads(profile: Profile, ranks: Sequence[int], thread: Optional[
     root = MergedNode(ROOT_FRAME, None)
     tree = CallTree(root, list(ranks), [], {r: 0 for r in ranks}, {r: 0 for r in ranks})
     tree.knows_offcpu = all(profile.callpaths[r].knows_offcpu() for r in ranks)
-    for r in ranks:
-        paths = profile.callpaths[r]
-        for index, cct in paths.threads.items():
-            if thread is not None and index != thread:
-                continue
-            if not chosen(cct, paths.modules):
-                tree.runtime_threads += 1
-                tree.runtime_elapsed += cct.elapsed_ns
-                continue
-            tree.threads.append((r, index))
-            tree.elapsed[r] += cct.elapsed_ns
-            tree.nodes[r] += len(cct.nodes)
-            merged: list[MergedNode] = []
-            for node in cct.nodes:          # by id: a parent comes before its children
-                target = root if node.parent is None else merged[node.parent].child(
-                    frame_of(node, paths.modules))
-                target.add(r, node)
-                merged.append(target)
+    with Steps("merging call trees", len(ranks)) as step:
+        for r in ranks:
+            step()
+            _merge_rank(tree, r, profile.callpaths[r], thread, chosen)
     return tree
+
+
+def _merge_rank(tree: CallTree, r: int, paths: RankCallPaths, thread: Optional[int],
+                chosen: Callable[[Thread, dict[int, Module]], bool]) -> None:
+    """merge_rank_threads for one rank."""
+    for index, cct in paths.threads.items():
+        if thread is not None and index != thread:
+            continue
+        if not chosen(cct, paths.modules):
+            tree.runtime_threads += 1
+            tree.runtime_elapsed += cct.elapsed_ns
+            continue
+        tree.threads.append((r, index))
+        tree.elapsed[r] += cct.elapsed_ns
+        tree.nodes[r] += len(cct.nodes)
+        merged: list[MergedNode] = []
+        for node in cct.nodes:          # by id: a parent comes before its children
+            target = tree.root if node.parent is None else merged[node.parent].child(
+                frame_of(node, paths.modules))
+            target.add(r, node)
+            merged.append(target)
 
 
 def reduced_tree(data: ReducedTree, runtime_threads: bool = True) -> CallTree:
@@ -612,6 +625,90 @@ def _reduced_split(tree: CallTree) -> TimeSplit:
                      of(not_unwound, INCL_TIME), of(not_unwound, INCL_MPI), execution,
                      execution_mpi, oncpu, execution_offcpu, offcpu, mpi,
                      {"all ranks": (elapsed.sum - total.sum, nodes)})
+
+
+def function_key(symbols: SymbolTable) -> Callable[[Frame], Hashable]:
+    """What makes two sibling frames one function: a code frame's module and names (its
+    function and the functions inlined into it, as resolved; an unresolved frame's name
+    is its address, so it merges with nothing), any other frame itself."""
+    def key(frame: Frame) -> Hashable:
+        if frame.kind in CODE_KINDS:
+            return (frame.module, tuple(symbols.names(frame)))
+        return frame
+    return key
+
+
+def merge_call_sites(tree: CallTree, key: Callable[[Frame], Hashable]) -> CallTree:
+    """The tree with the sibling nodes of one key (function_key: one function at several
+    call sites, or its sampled lines) merged, level by level from the root: a merged node's
+    children are its sites' children, merged the same way.  Sums, per-rank values and the
+    statistics stay exact (siblings' subtrees are disjoint; a reduced tree's sums of values
+    without rank vectors keep only the sum: Stats.combine).  A merged node's frame is its
+    heaviest site's (most inclusive time; the first on ties), node.sites its sites."""
+    root = _merged_node([tree.root], None, len(tree.ranks))
+    stack = [(root, [tree.root])]
+    while stack:
+        into, sources = stack.pop()
+        for merged in merge_children(sources, key, len(tree.ranks), into, copy_single=True):
+            into.children[merged.frame] = merged
+            stack.append((merged, merged.sites))
+    return replace(tree, root=root)
+
+
+def merge_children(nodes: Sequence[MergedNode], key: Callable[[Frame], Hashable], ranks: int,
+                   parent: Optional[MergedNode] = None,
+                   copy_single: bool = False) -> list[MergedNode]:
+    """The children of nodes grouped by key, one node per group holding the group's values
+    (merge_call_sites' rules) and no children: the sites' children are merged when asked
+    for (merge_children(node.sites or [node], ...)), so a view that shows a few levels
+    merges only those.  A group of one is that child itself unless copy_single."""
+    groups: dict[Hashable, list[MergedNode]] = {}
+    for node in nodes:
+        for child in node.children.values():
+            groups.setdefault(key(child.frame), []).append(child)
+    merged = []
+    for members in groups.values():
+        if len(members) == 1 and not copy_single:
+            merged.append(members[0])
+            continue
+        members.sort(key=lambda n: -n.incl_time_ns)
+        merged.append(_merged_node(members, parent, ranks))
+    return merged
+
+
+def _merged_node(members: Sequence[MergedNode], parent: Optional[MergedNode],
+                 ranks: int) -> MergedNode:
+    """One node holding the values of members (no children yet)."""
+    frame = members[0].frame
+    if isinstance(members[0], ReducedNode):
+        node: MergedNode = ReducedNode(frame, parent, {}, {})
+        for m in members:
+            assert isinstance(m, ReducedNode) and isinstance(node, ReducedNode)
+            node.merge(m.stats, m.vectors, ranks)
+            for comm, columns in m.comm_stats.items():
+                into = node.comm_stats.setdefault(comm, {})
+                for column, value in columns.items():
+                    mine = into.get(column)
+                    into[column] = value if mine is None else Stats.combine((mine, value), ranks)
+    else:
+        node = MergedNode(frame, parent)
+        for m in members:
+            for r, values in m.by_rank.items():
+                into_values = node.by_rank.setdefault(r, [0] * METRIC_COUNT)
+                for i, v in enumerate(values):
+                    into_values[i] += v
+            for mine, theirs in ((node.incl_time, m.incl_time), (node.incl_mpi, m.incl_mpi),
+                                 (node.incl_offcpu, m.incl_offcpu)):
+                for r, v in theirs.items():
+                    mine[r] = mine.get(r, 0) + v
+    for m in members:
+        node.incl_samples += m.incl_samples
+        for comm, values in m.comms.items():
+            sums = node.comms.setdefault(comm, [0, 0, 0])
+            for i, v in enumerate(values):
+                sums[i] += v
+    node.sites = list(members)
+    return node
 
 
 def is_mpi(node: MergedNode) -> bool:

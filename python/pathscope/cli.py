@@ -266,7 +266,12 @@ def _command_report(parser: argparse.ArgumentParser, args: argparse.Namespace) -
 
     if args.html or args.output is not None:
         return _report_html(parser, args)
-    sys.stdout.write(render(load_profile(_directory(parser, args)), "text"))
+    text = render(load_profile(_directory(parser, args)), "text", call_sites=args.call_sites)
+    if sys.stdout.isatty():       # colours on a terminal; a pipe or a file gets plain text
+        from pathscope.report.terminal import show
+        show(text, sys.stdout)
+    else:
+        sys.stdout.write(text)
     return 0
 
 
@@ -550,6 +555,9 @@ def build_parser(options: Optional[Sequence[Option]]) -> tuple[
                         help="write the interactive HTML report (one self-contained file: "
                              "icicle, communicators, imbalance, heap, system calls) to -o FILE")
     report.add_argument("-o", "--output", metavar="FILE", help="with --html: the file to write")
+    report.add_argument("--call-sites", action="store_true",
+                        help="keep each call site of a function a line of its own in the call "
+                             "tree and the hot path (default: one line per function)")
     table_phrases = [f.phrase for f in _export.FORMATS.values()]
     path_phrases = [f.phrase for f in _export.CALL_PATH_FORMATS.values()]
     file_phrases = [f.phrase for f in _export.FILE_FORMATS.values()]

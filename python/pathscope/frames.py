@@ -11,6 +11,7 @@ work from.
     p.node_comms                  # per MPI node and communicator: calls, time, bytes
     p.rank_matrix("mpi_ns")       # a metric per node and rank as one numpy array
     p.rank_comm_ops               # per rank, communicator and operation (the rank files')
+    p.merged_by_function()        # the call tree with each function's call sites merged
 
 Columns are pyarrow-backed (`int64[pyarrow]`, `string[pyarrow]`, nullable: None is <NA>),
 in the order `export` writes them.  Frames are built on first use and kept.
@@ -24,17 +25,26 @@ reduced profile (`--per-rank summary`), nothing with `--per-rank none`.  `node_s
 statistics over the ranks (a rank without a value counts as 0; the lowest rank on ties):
 computed from `metrics` by a groupby where every node's per-rank values are known, else the
 job's own statistics from tree.tsv.
+
+`merged_by_function()` is the tree by function, as the report and the HTML show it
+(pathscope.calltree.merge_call_sites): the sibling nodes of one function (one caller calling
+it from several lines, or sampled at several lines) are one node whose values are their
+sums, and its children are theirs merged the same way.  Same columns as `nodes` (numbered
+depth first from 0 in the same way; the frame, file and line of the heaviest site), plus
+`sites`: how many nodes of `nodes` it merges (1: a node of its own).
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Optional, Union
+from itertools import islice
+from typing import Any, Iterable, Iterator, Optional, Union
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from pathscope.calltree import INCL_MPI, INCL_OFFCPU, INCL_TIME, CallTree, MergedNode, build_tree
+from pathscope.calltree import (INCL_MPI, INCL_OFFCPU, INCL_TIME, CallTree, MergedNode,
+                                build_tree, function_key, merge_call_sites)
 from pathscope.export.tables import TABLES
 from pathscope.metrics import COLUMNS, STORED
 from pathscope.reader import Profile, load_profile
@@ -46,6 +56,7 @@ NODES_COLUMNS = ["node", "parent", "depth", "kind", "name", "file", "line", "mod
                  "address"] + NODE_METRICS
 METRICS_COLUMNS = ["node", "rank", "metric", "value"]
 COMMS_COLUMNS = ["node", "comm", "calls", "time_ns", "bytes"]
+CHUNK_ROWS = 16_384           # rows per DataFrame of table_chunks
 STATS_COLUMNS = ["node", "metric", "sum", "mean", "min", "min_rank", "max", "max_rank",
                  "nonzero"]
 RANK_COMM_OPS_COLUMNS = ["rank", "comm", "op", "calls", "bytes", "time_s"]
@@ -78,13 +89,15 @@ class ProfileFrames:
     """The tables of one profile (module docstring)."""
 
     def __init__(self, profile: Profile, symbols: Optional[SymbolTable] = None,
-                 runtime_threads: bool = True):
+                 runtime_threads: bool = True, tree: Optional[CallTree] = None):
+        """tree: the call tree `nodes` and `metrics` tabulate, when not every rank and thread
+        of the profile (e.g. pathscope.calltree.build_tree(profile, rank=1, thread=0))."""
         self.profile = profile
         self.runtime_threads = runtime_threads
         self._symbols = symbols
         self._frames: dict[str, pd.DataFrame] = {}
-        self._tree: Optional[CallTree] = None
-        self._order: list[MergedNode] = []
+        self._tree: Optional[CallTree] = tree
+        self._order: list[MergedNode] = list(tree.root.walk()) if tree is not None else []
 
     # ---- the export tables -------------------------------------------------------------------
 
@@ -101,6 +114,31 @@ class ProfileFrames:
             built = spec.build(self.profile)
             self._frames[name] = frame(list(built.columns), built.rows)
         return self._frames[name]
+
+    def table_chunks(self, name: str, rows: Optional[int] = None) -> Iterator[pd.DataFrame]:
+        """The table as DataFrames of at most rows (default CHUNK_ROWS) rows each, in order
+        (at least one, empty for an empty table): what the exports write, in memory bounded
+        by rows however long the table is (a profile of 2^20 ranks has a `ranks` row per
+        rank)."""
+        rows = rows or CHUNK_ROWS
+        if name not in TABLES:
+            raise KeyError(f"no table '{name}' (tables: {', '.join(TABLES)})")
+        if name in self._frames:
+            whole = self._frames[name]
+            for start in range(0, max(len(whole), 1), rows):
+                yield whole.iloc[start:start + rows]
+            return
+        built = TABLES[name].build(self.profile)
+        columns = list(built.columns)
+        rows_left = iter(built.rows)
+        first = True
+        while True:
+            chunk = list(islice(rows_left, rows))
+            if chunk or first:
+                yield frame(columns, chunk)
+            if len(chunk) < rows:
+                return
+            first = False
 
     def __getattr__(self, attribute: str) -> pd.DataFrame:
         name = attribute.replace("_", "-")
@@ -139,18 +177,37 @@ class ProfileFrames:
             self._order = list(self._tree.root.walk())
         return self._tree
 
+    def merged_node(self, node: int) -> MergedNode:
+        """The call tree's node of `nodes`' row node (its frame, for names and files)."""
+        if self.tree is None:
+            raise IndexError(f"no node {node}: the profile has no call paths")
+        return self._order[node]
+
     @property
     def nodes(self) -> pd.DataFrame:
         if "nodes" not in self._frames:
             self._frames["nodes"] = frame(NODES_COLUMNS, self._node_rows())
         return self._frames["nodes"]
 
-    def _node_rows(self) -> Iterable[dict[str, Any]]:
-        tree = self.tree
-        if tree is None:
+    def merged_by_function(self) -> pd.DataFrame:
+        """The call tree by function (module docstring): `nodes`' columns and `sites`."""
+        if "by_function" not in self._frames:
+            order: list[MergedNode] = []
+            if self.tree is not None:
+                merged = merge_call_sites(self.tree, function_key(self.symbols))
+                order = list(merged.root.walk())
+            self._frames["by_function"] = frame(NODES_COLUMNS + ["sites"], (
+                {**row, "sites": len(node.sites) or 1}
+                for node, row in zip(order, self._node_rows(order))))
+        return self._frames["by_function"]
+
+    def _node_rows(self, order: Optional[list[MergedNode]] = None) -> Iterable[dict[str, Any]]:
+        """A row per node of order (default: the tree's), depth first."""
+        if self.tree is None:
             return
-        ids = {id(n): i for i, n in enumerate(self._order)}
-        for i, node in enumerate(self._order):
+        order = self._order if order is None else order
+        ids = {id(n): i for i, n in enumerate(order)}
+        for i, node in enumerate(order):
             f = node.frame
             lines = self.symbols.lines(f) if node.parent is not None else []
             depth, up = 0, node.parent

@@ -47,6 +47,7 @@ from typing import BinaryIO, Callable, Iterable, Mapping, Optional, Sequence, Un
 from pathscope import ranges
 from pathscope.cct import CallPathParser, RankCallPaths
 from pathscope.errors import FormatVersionError, ProfileError
+from pathscope.progress import Steps
 from pathscope.sources import SOURCES
 # Comm, UNDEFINED_RANK, TOTAL_COMM, NO_COMM: importable from here too (they were defined here)
 from pathscope.sources.mpi import (NO_COMM, TOTAL_COMM, UNDEFINED_RANK, Comm,  # noqa: F401
@@ -1120,21 +1121,23 @@ def _load(scan: _Scan) -> Profile:
     # read the rank files of the run
     rank_files: dict[int, _RankFile] = {}
     broken: dict[int, RankInfo] = {}
-    for rank, head in sorted(heads.items()):
-        if head.error is not None:
-            broken[rank] = _unreadable(rank, str(head.error))
-            continue
-        if head.cut:
-            broken[rank] = RankInfo(rank, "", 0, 0, "unknown", has_end=False,
-                                    problem=REASON_EMPTY)
-            continue
-        try:
-            assert head.source is not None
-            rank_files[rank] = _read_rank_file(head.source, rank, world)
-        except FormatVersionError:
-            raise
-        except ProfileError as e:
-            broken[rank] = _unreadable(rank, str(e))
+    with Steps("reading rank files", len(heads)) as step:
+        for rank, head in sorted(heads.items()):
+            step()
+            if head.error is not None:
+                broken[rank] = _unreadable(rank, str(head.error))
+                continue
+            if head.cut:
+                broken[rank] = RankInfo(rank, "", 0, 0, "unknown", has_end=False,
+                                        problem=REASON_EMPTY)
+                continue
+            try:
+                assert head.source is not None
+                rank_files[rank] = _read_rank_file(head.source, rank, world)
+            except FormatVersionError:
+                raise
+            except ProfileError as e:
+                broken[rank] = _unreadable(rank, str(e))
 
     if tsv is None and not rank_files and not broken:
         if profile_error is not None:      # a malformed profile.tsv was all there was

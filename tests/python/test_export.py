@@ -9,7 +9,7 @@ from pathscope.cli import main
 from pathscope.export import export
 from pathscope.export.tables import DEFAULT_TABLE, TABLES
 from pathscope.reader import load_profile
-from pathscope_samples import write_sample
+from pathscope_samples import rank_rows, write_profile, write_sample
 
 COMM_OPS_CSV = """\
 comm,size,op,calls,bytes,time_min_s,time_mean_s,time_max_s,rank_min,rank_max,nranks,time_sum_s,hist
@@ -104,6 +104,42 @@ def test_missing_rank_in_ranks_table(tmp_path):
     assert json.loads(out.getvalue())[1] == {"rank": 1, "host": None, "status": "missing",
                                              "wall_s": None, "mpi_s": None,
                                              "mpi_fraction": None, "pid": None}
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_written_in_chunks_the_same(profile, monkeypatch, fmt):
+    """The exports write a table in chunks of rows (bounded memory): chunks of 2 rows give
+    the same text as one chunk."""
+    import pathscope.frames
+
+    whole = io.StringIO()
+    export(profile, "comm-ops", fmt, whole)
+    monkeypatch.setattr(pathscope.frames, "CHUNK_ROWS", 2)
+    chunked = io.StringIO()
+    export(profile, "comm-ops", fmt, chunked)
+    assert chunked.getvalue() == whole.getvalue()
+    if fmt == "csv":
+        assert whole.getvalue() == COMM_OPS_CSV
+
+
+def test_untimed_operations_have_no_ranks_at_the_extremes(tmp_path):
+    """MPI_Comm_rank is counted, not timed (time 0 on every rank): rank_min and rank_max
+    are empty in CSV and null in JSON; a timed operation of the same run keeps them."""
+    ops = [("W", "MPI_Comm_rank", 2, 0, 0, "-"), ("W", "MPI_Barrier", 1, 0, 5000, "-")]
+    ranks = {r: rank_rows(r, 2, "complete", "h", 10_000, 5000, ops=ops, version="2.0",
+                          comms=[("W", 2, 0, r, "-", "-", 0, "0-1", "-", 0, 0, 0, 0)])
+             for r in (0, 1)}
+    profile = load_profile(write_profile(tmp_path / "prof", None, ranks))
+    out = io.StringIO()
+    export(profile, "comm-ops", "csv", out)
+    assert out.getvalue().splitlines()[1:] == [
+        "W,2,MPI_Barrier,2,0,0.000005,0.000005,0.000005,0,0,2,0.00001,-",
+        "W,2,MPI_Comm_rank,4,0,0,0,0,,,2,0,-"]
+    out = io.StringIO()
+    export(profile, "ops", "json", out)
+    untimed = json.loads(out.getvalue())[1]
+    assert (untimed["op"], untimed["rank_min"], untimed["rank_max"]) == (
+        "MPI_Comm_rank", None, None)
 
 
 def test_cli_export_stdout_and_file(tmp_path, capsys):

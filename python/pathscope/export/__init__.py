@@ -1,6 +1,7 @@
 """Exports behind one dispatcher; each format is a module, imported only when asked for.
 
-Tables (pathscope.export.tables) as CSV or JSON, each format with `write(table, out)`:
+Tables (pathscope.export.tables, as pathscope.frames' DataFrames, in chunks of rows) as CSV
+or JSON, each format with `write(dataframes, out)`, written by pandas:
     export(profile, "comm-ops", "csv", sys.stdout)
 Call paths (pathscope.export.stacks) as flame-graph formats, each with
 `write(stacks, out, name)` and WITH_FILES (whether frames keep their source file):
@@ -10,7 +11,7 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, TextIO
 
-from pathscope.export.tables import DEFAULT_TABLE, TABLES, build_table, tables_help
+from pathscope.export.tables import DEFAULT_TABLE, TABLES, tables_help
 from pathscope.metrics import CALL_PATH_METRICS, DEFAULT_METRIC
 from pathscope.reader import Profile
 from pathscope.symbols import SymbolTable
@@ -38,9 +39,15 @@ DEFAULT_FORMAT = "csv"
 
 
 def export(profile: Profile, table: str, fmt: str, out: TextIO) -> None:
+    """The table's DataFrame (pathscope.frames) written by the format's module."""
+    from pathscope.frames import ProfileFrames
+
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r} (known: {', '.join(FORMATS)})")
-    importlib.import_module(FORMATS[fmt].module).write(build_table(profile, table), out)
+    if table not in TABLES:
+        raise ValueError(f"unknown table {table!r} (known: {', '.join(TABLES)})")
+    importlib.import_module(FORMATS[fmt].module).write(ProfileFrames(profile).table_chunks(table),
+                                                       out)
 
 
 def export_call_paths(profile: Profile, fmt: str, out: TextIO, symbols: SymbolTable,

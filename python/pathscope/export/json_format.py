@@ -1,30 +1,42 @@
-"""JSON: a list of objects with the table's columns as keys, in column order.  Numbers are
-numbers, None is null, a histogram is an object {"bin": count}."""
-import json
-from typing import Any, TextIO
+"""JSON, written by pandas (DataFrame.to_json, orient records, indent 1) from the table's
+DataFrame (pathscope.frames): a list of objects with the table's columns as keys, in column
+order.  Numbers are numbers (a float column's with at most 9 decimals: the tables' seconds are
+rounded to the ns), an unknown value (<NA>) is null, a histogram is an object {"bin": count}.
+pandas' writer escapes `/` in strings as `\\/` (the same string to every JSON parser)."""
+from typing import Any, Iterable, TextIO
 
-from pathscope.export.tables import Table
+import pandas as pd
+import pyarrow as pa
 
-_dumps = json.JSONEncoder(ensure_ascii=False).encode
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, dict):
-        if not value:
-            return "{}"
-        items = ",\n".join(f"   {_dumps(str(k))}: {_dumps(v)}" for k, v in value.items())
-        return "{\n" + items + "\n  }"
-    return _dumps(value)
+DECIMALS = 9                  # seconds to the ns; fractions are rounded to 6 decimals
 
 
-def write(table: Table, out: TextIO) -> None:
-    """Exactly json.dump(rows, out, indent=1, ensure_ascii=False) and a newline, but written
-    row by row (a table may have a million rows) and faster (the values are flat)."""
-    keys = [f"  {_dumps(c)}: " for c in table.columns]
-    first = True
+def _hist_object(items: Any) -> dict[str, int]:
+    return {str(item["bin"]): int(item["count"]) for item in items}
+
+
+def write(chunks: Iterable[pd.DataFrame], out: TextIO) -> None:
+    """chunks: the table's rows in order, as DataFrames: each chunk's records, written by
+    pandas, go into one list."""
     out.write("[")
-    for row in table.rows:
-        body = ",\n".join(key + _value(row[c]) for key, c in zip(keys, table.columns))
-        out.write(("\n {\n" if first else ",\n {\n") + body + "\n }")
+    first = True
+    for chunk in chunks:
+        if chunk.empty:
+            continue
+        records = _with_hist_objects(chunk).to_json(orient="records", indent=1,
+                                                    force_ascii=False,
+                                                    double_precision=DECIMALS)
+        out.write(("" if first else ",") + records[1:-1].rstrip("\n"))
         first = False
     out.write("]\n" if first else "\n]\n")
+
+
+def _with_hist_objects(chunk: pd.DataFrame) -> pd.DataFrame:
+    lists = [name for name, column in chunk.items() if isinstance(column.dtype, pd.ArrowDtype)
+             and pa.types.is_list(column.dtype.pyarrow_dtype)]
+    if not lists:
+        return chunk
+    chunk = chunk.copy()
+    for name in lists:
+        chunk[name] = chunk[name].astype(object).map(_hist_object, na_action="ignore")
+    return chunk

@@ -20,7 +20,9 @@ Rules kept here (docs/user-guide.md, Exporting call paths):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
+
+import pandas as pd
 
 from pathscope.calltree import MergedNode, build_tree
 from pathscope.cct import CODE_KINDS
@@ -31,6 +33,9 @@ from pathscope.metrics import Metric
 from pathscope.reader import Profile
 from pathscope.symbols import SymbolTable
 from pathscope.tsv import version_at_least
+
+if TYPE_CHECKING:
+    from pathscope.frames import ProfileFrames
 
 NS_PER_US = 1000
 # the metrics of the call-path formats, in --metric order (pathscope.metrics)
@@ -90,27 +95,37 @@ def collect_stacks(profile: Profile, symbols: SymbolTable, metric: str,
                    with_files: bool = False) -> Stacks:
     """with_files: frames of one name in different source files stay apart (otherwise a
     stack is its names).  ProfileError when the profile has no call paths or rank / thread
-    are not in it."""
+    are not in it.  The values are the metric's formula over the columns of the chosen
+    tree's `nodes` table (pathscope.frames), summed by stack with a pandas groupby."""
+    from pathscope.frames import ProfileFrames
+
     chosen = METRICS[metric]
     tree = build_tree(profile, rank, thread)
     check_metric(profile, metric, tree.ranks)
-    sums: dict[Stack, int] = {}
-    paths: dict[int, Stack] = {id(tree.root): ()}
-    for node in tree.root.walk():
-        if node.parent is None:
-            continue
-        stack = paths[id(node.parent)] + tuple(_frames(node, symbols, with_files))
-        paths[id(node)] = stack
-        value = node.value(metric)
-        if value:
-            sums[stack] = sums.get(stack, 0) + value
-    stacks = []
-    for stack, value in sums.items():
-        if chosen.unit == "ns":     # exported in microseconds
-            value = (value + NS_PER_US // 2) // NS_PER_US
-        if value:
-            stacks.append((stack, value))
-    stacks.sort(key=lambda sv: (stack_text(sv[0]), [f.file or "" for f in sv[0]]))
+    tables = ProfileFrames(profile, symbols, tree=tree)
+    nodes = tables.nodes
+    values = chosen.value(lambda name: nodes[name]).astype("int64")
+    stacks = _node_stacks(tables, nodes["parent"].tolist(), symbols, with_files)
+    counted = pd.DataFrame({"stack": stacks, "value": values.to_numpy()})
+    counted = counted[(counted["value"] != 0) & (nodes["parent"].notna().to_numpy())]
+    sums = counted.groupby("stack", sort=False)["value"].sum()
+    if chosen.unit == "ns":     # exported in microseconds
+        sums = (sums + NS_PER_US // 2) // NS_PER_US
+    kept = [(stack, int(value)) for stack, value in sums.items() if value]
+    kept.sort(key=lambda sv: (stack_text(sv[0]), [f.file or "" for f in sv[0]]))
     parts = [f"rank {rank}" if rank is not None else "all ranks",
              f"thread {thread}" if thread is not None else "all threads"]
-    return Stacks(chosen, ", ".join(parts), stacks)
+    return Stacks(chosen, ", ".join(parts), kept)
+
+
+def _node_stacks(tables: "ProfileFrames", parents: list, symbols: SymbolTable,
+                 with_files: bool) -> list[Stack]:
+    """Each row's stack: its parent's and its own frames (rows are parents first)."""
+    stacks: list[Stack] = []
+    for i, parent in enumerate(parents):
+        if parent is None or parent is pd.NA:
+            stacks.append(())
+            continue
+        stacks.append(stacks[parent] + tuple(_frames(tables.merged_node(i), symbols,
+                                                     with_files)))
+    return stacks

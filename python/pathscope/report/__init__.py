@@ -9,9 +9,11 @@ from pathscope.symbols import SymbolTable
 FORMATS = {"text": "pathscope.report.text"}
 
 
-def render(profile: Profile, fmt: str = "text", symbols: Optional[SymbolTable] = None) -> str:
-    """symbols: the names of the call-path frames (default: resolved by the format)."""
+def render(profile: Profile, fmt: str = "text", symbols: Optional[SymbolTable] = None,
+           call_sites: bool = False) -> str:
+    """symbols: the names of the call-path frames (default: resolved by the format);
+    call_sites: keep a function's call sites apart in the call tree and hot path."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown report format {fmt!r} (known: {', '.join(FORMATS)})")
-    text: str = importlib.import_module(FORMATS[fmt]).render(profile, symbols)
+    text: str = importlib.import_module(FORMATS[fmt]).render(profile, symbols, call_sites)
     return text

@@ -6,6 +6,11 @@ profile has no call paths.  Display choices (docs/user-guide.md says the same):
 - One line per merged node (pathscope.calltree).  A code frame is named by its innermost
   function, with `[inlined into outer > ...]` when functions were inlined; the file (basename)
   and line are the call site for `call` frames and the function's own line for sampled leaves.
+- A function called from several sites of one caller is one line (calltree.merge_children,
+  the rules of merge_call_sites, merged level by level as the lines are shown: its sites'
+  values summed, its children merged the same way), named by the function with
+  its call sites' lines, heaviest first (`main (app.c:41,30,45)`); the hot path follows
+  these totals.  `pathscope report --call-sites` keeps each call site a line of its own.
 - The frames above `main` (`_start > __libc_start_call_main`) are one line; exports keep them.
 - The tree shows the nodes with at least 1% of the total time; its footer counts the others.
 - Per-rank columns: min, mean and max of the node's inclusive time over the ranks with call
@@ -28,22 +33,24 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Callable, Hashable, Mapping, Optional
 
 from pathscope import ranges
 from pathscope.calltree import (BYTES, ENTRIES, INCL_TIME, VISITS, CallTree, MergedNode,
-                                build_tree, is_mpi, time_split)
+                                build_tree, function_key, is_mpi, merge_children,
+                                time_split)
 from pathscope.cct import CODE_KINDS, FAILED, NOT_UNWOUND
 from pathscope.reader import Profile
 from pathscope.report.layout import INDENT, MAIN, table
 from pathscope.sources.sample import describe_sampler, sampler_lines, scheduler_placed
 from pathscope.stats import Stats
-from pathscope.symbols import SymbolTable
+from pathscope.symbols import Frame, SourceLine, SymbolTable
 from pathscope.units import format_bytes, format_percent, format_time
 
 SHOWN_PERCENT = 1             # the tree hides nodes below this share of the total time
 TOP_COMMS = 3                 # communicators listed under an MPI leaf
 ABOVE_MAIN_NAMES = 3          # names of the collapsed frames above main shown in full
+SITES_SHOWN = 3               # call sites of a function whose line is listed in its label
 ROOT_LABEL = "[all threads]"
 STEP = "  "                   # tree indentation per level
 STATS_HEADERS = ["min (rank)", "mean", "max (rank)"]
@@ -54,12 +61,13 @@ UNCERTAINTY_NOTE = (f"±N%: the approximate relative standard error of a time th
                     f"1/sqrt(samples); measured MPI time does not)")
 
 
-def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
-    """The call-path sections, or [] when the profile has none."""
+def sections(profile: Profile, symbols: SymbolTable, call_sites: bool = False) -> list[str]:
+    """The call-path sections, or [] when the profile has none.  call_sites: the tree and
+    the hot path keep a function's call sites apart (by default they are one row)."""
     if not profile.has_call_paths():
         return []
     tree = build_tree(profile, runtime_threads=False)
-    view = _View(tree, symbols)
+    view = _View(tree, symbols, None if call_sites else function_key(symbols))
     hot_path, hot_marked = _hot_path(view)
     return [_time_split(profile, tree), _call_tree(view, symbols.notes, hot_marked), hot_path]
 
@@ -116,6 +124,28 @@ def frames_above_main(tree: CallTree, symbols: SymbolTable) -> list[MergedNode]:
     return []
 
 
+def _sites_text(sites: list[list[SourceLine]]) -> str:
+    """Where a function's call sites are, heaviest first: `app.c:41`, `app.c:41,30,45`,
+    `verlet.cpp:120,95,77,... 6 call sites` (a site is its innermost level; one without a
+    file adds nothing; two sites on one line are shown once)."""
+    shown: list[tuple[str, int]] = []
+    for lines in sites:
+        if lines and lines[-1].file:
+            where = (os.path.basename(lines[-1].file), lines[-1].line)
+            if where not in shown:
+                shown.append(where)
+    parts: list[str] = []
+    for i, (name, line) in enumerate(shown[:SITES_SHOWN]):
+        same_file = i and shown[i - 1][0] == name
+        text = str(line) if line else ""
+        parts.append((f",{text}" if text else "") if same_file
+                     else (", " if i else "") + name + (f":{text}" if text else ""))
+    text = "".join(parts)
+    if len(sites) > SITES_SHOWN:
+        text += f",... {len(sites)} call sites"
+    return text
+
+
 @dataclass
 class _Row:
     """A line of the tree: one merged node, or the chain of frames above main."""
@@ -136,11 +166,14 @@ class _Row:
 
 
 class _View:
-    """The merged tree as displayed: labels, and the frames above main as one row."""
+    """The merged tree as displayed: labels, the frames above main as one row, and with a
+    function key the call sites of one function as one row (merged as they are shown)."""
 
-    def __init__(self, tree: CallTree, symbols: SymbolTable):
+    def __init__(self, tree: CallTree, symbols: SymbolTable,
+                 key: Optional[Callable[[Frame], Hashable]] = None):
         self.tree = tree
         self.symbols = symbols
+        self.key = key
         self.above_main = frames_above_main(tree, symbols)
         self.root = _Row(ROOT_LABEL, [tree.root])
         self.total_ns = tree.root.incl_time_ns
@@ -152,10 +185,9 @@ class _View:
         if node.frame.kind not in CODE_KINDS:
             return names[0]
         text = names[-1]
-        lines = self.symbols.lines(node.frame)
-        if lines and lines[-1].file:
-            where = os.path.basename(lines[-1].file)
-            text += f" ({where}:{lines[-1].line})" if lines[-1].line else f" ({where})"
+        where = _sites_text([self.symbols.lines(site.frame) for site in node.sites or [node]])
+        if where:
+            text += f" ({where})"
         if len(names) > 1:
             text += f" [inlined into {' > '.join(names[:-1])}]"
         return text
@@ -170,9 +202,17 @@ class _View:
 
     def children(self, row: _Row) -> list[_Row]:
         inside = {id(n) for n in row.nodes[1:]}
-        rows = [self.row(c) for n in row.nodes for c in n.children.values()
-                if id(c) not in inside]
+        sites = [site for n in row.nodes for site in n.sites or [n]]
+        if self.key is None:
+            below = [c for n in sites for c in n.children.values()]
+        else:
+            below = merge_children(sites, self.key, len(self.tree.ranks))
+        rows = [self.row(c) for c in below if id(c) not in inside]
         return sorted(rows, key=lambda r: (-r.incl_ns, r.label))
+
+    def subtree_size(self, row: _Row) -> int:
+        """The call-path nodes of the row's subtree (its sites' subtrees)."""
+        return sum(1 for site in row.head.sites or [row.head] for _ in site.walk())
 
     def percent(self, ns: int) -> str:
         return format_percent(ns / self.total_ns) if self.total_ns else "-"
@@ -301,7 +341,7 @@ def _call_tree(view: _View, notes: list[str], marked: bool) -> str:
     while stack:
         row, depth = stack.pop()
         if depth and row.incl_ns * 100 < view.total_ns * SHOWN_PERCENT:
-            hidden += sum(1 for _ in row.head.walk())
+            hidden += view.subtree_size(row)
             continue
         mpi = is_mpi(row.head)
         calls = row.head.total(ENTRIES)  # thunk mode: calls made at this call site, at least

@@ -55,6 +55,11 @@ def _op_row(stat: OpStat, mpi_total_ns: int) -> list[str]:
 OP_HEADERS = ["operation", "calls", "bytes", "mean/rank", "min (rank)", "max (rank)", "ranks",
               "%MPI", "message sizes (most common)"]
 OP_ALIGN = "lrrrrrrrl"
+# whose bytes and which numbering the tables show (docs/user-guide.md says the same)
+BYTES_NOTE = ("bytes: each rank's own side, summed over the ranks: a point-to-point message "
+              "counts at its sender and at its receiver, a collective as each rank's share of "
+              "mpisee's volume")
+MEMBERS_NOTE = "members: world ranks (MPI_COMM_WORLD's numbering); bytes as in the Summary"
 
 
 # ---- sections ---------------------------------------------------------------------------------
@@ -80,6 +85,7 @@ def summary(profile: Profile) -> str:
                      f"{len(shown)} of {len(totals)})")
         lines.append(_table(OP_HEADERS, [_op_row(s, ops_total) for s in shown], OP_ALIGN,
                             indent=INDENT * 2))
+        lines.append(f"{INDENT * 2}{BYTES_NOTE}")
     return "\n".join(lines)
 
 
@@ -166,6 +172,8 @@ def _comm_heading(index: int, name: str, comm: Optional[Comm], profile: Profile,
 def communicators(profile: Profile) -> str:
     lines = ["Communicators ranked by MPI time"]
     names = _comm_names(profile)
+    if names:
+        lines.append(f"{INDENT}{MEMBERS_NOTE}")
     times = {n: profile.comm_time_ns(n) for n in names}
     mpi_total = sum(times.values())
     active = [n for n in names if profile.comm_ops(n)]

@@ -31,12 +31,16 @@ _CONTROL = {c: f"\\x{c:02x}" for c in range(32) if c != 10}
 _CONTROL[127] = "\\x7f"
 
 
-def render(profile: Profile, symbols: Optional[SymbolTable] = None) -> str:
+def render(profile: Profile, symbols: Optional[SymbolTable] = None,
+           call_sites: bool = False) -> str:
     """symbols: the names of the call-path frames; by default resolved now (symbols.tsv, or
-    the symbolizer: pathscope.symbolize.resolve_symbols)."""
+    the symbolizer: pathscope.symbolize.resolve_symbols).  call_sites: the call tree keeps a
+    function's call sites apart (pathscope.report.calltree)."""
     if symbols is None:
         symbols = resolve_symbols(profile)
-    blocks = [block for section in SECTIONS for block in section.render(profile, symbols)]
+    blocks = [block for section in SECTIONS for block in (
+        calltree.sections(profile, symbols, call_sites) if section.render is calltree.sections
+        else section.render(profile, symbols))]
     text = "\n\n".join(s.rstrip("\n") for s in blocks) + "\n"
     # recorded text (host names, commands, file names) never reaches the terminal as control
     # characters: a profile may come from someone else

@@ -221,10 +221,14 @@ RANKS_COLUMNS = ["rank", "host", "status", "wall_s", "mpi_s", "mpi_fraction", "p
 
 
 def _stat_values(stat: "OpStat") -> dict[str, Any]:
+    """An operation counted but not timed (a local query: format.md) has no ranks at the
+    extremes of its time: rank_min and rank_max are None."""
+    timed = bool(stat.time_sum_ns) or not stat.calls
     return {"calls": stat.calls, "bytes": stat.bytes,
             "time_min_s": seconds(stat.time_min_ns), "time_mean_s": seconds(stat.time_mean_ns),
-            "time_max_s": seconds(stat.time_max_ns), "rank_min": stat.rank_min,
-            "rank_max": stat.rank_max, "nranks": stat.nranks,
+            "time_max_s": seconds(stat.time_max_ns),
+            "rank_min": stat.rank_min if timed else None,
+            "rank_max": stat.rank_max if timed else None, "nranks": stat.nranks,
             "time_sum_s": seconds(stat.time_sum_ns), "hist": dict(sorted(stat.hist.items()))}
 
 
