@@ -11,7 +11,7 @@
  * so the test compares the profile with the time each phase really took on this machine.
  * Usage: paths_mpi [SCALE [SLOW]] (iterations are SCALE * 1e7; default 20).  SLOW (a
  * percentage, default 0) adds that many iterations to compute_b alone: the slowdown
- * tests/e2e/test_diff.py injects between two runs for `pathscope diff` to find. */
+ * tests/e2e/test_diff_runs.py injects between two runs for `pathscope diff` to find. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>

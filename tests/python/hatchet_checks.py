@@ -1,6 +1,6 @@
 """pathscope.hatchet with the real llnl-hatchet and llnl-thicket: run in .venv-hatchet (their
 pandas<3 environment, scripts/setup.sh) by tests/python/test_hatchet.py and, on real runs, by
-tests/e2e/test_diff.py (PATHSCOPE_HATCHET_RUNS: the BASE and NEW directories, ':'-separated).
+tests/e2e/test_diff_runs.py (PATHSCOPE_HATCHET_RUNS: the BASE and NEW directories, ':'-separated).
 
 The hybrid fixture's numbers are its README's (data/hybrid/README.md)."""
 import os
@@ -160,12 +160,12 @@ def test_no_profile_is_an_error(tmp_path):
                             f"unwinding were off)")
 
 
-# ---- real runs (tests/e2e/test_diff.py sets PATHSCOPE_HATCHET_RUNS) ---------------------------
+# ---- real runs (tests/e2e/test_diff_runs.py sets PATHSCOPE_HATCHET_RUNS) ---------------------------
 
 def runs():
     value = os.environ.get("PATHSCOPE_HATCHET_RUNS")
     if not value:
-        pytest.skip("real runs: tests/e2e/test_diff.py runs this test")
+        pytest.skip("real runs: tests/e2e/test_diff_runs.py runs this test")
     return value.split(":")
 
 

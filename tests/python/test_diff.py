@@ -1,7 +1,7 @@
 """pathscope diff (python/pathscope/diff.py) on profiles with known values: the hybrid fixture
 (data/hybrid/README.md) against a copy with a known slowdown written into its rank 0 file,
 a reduced profile against its own rank files, and the command line's output, exit statuses
-and error lines.  tests/e2e/test_diff.py diffs two real runs."""
+and error lines.  tests/e2e/test_diff_runs.py diffs two real runs."""
 import csv
 import io
 import json
