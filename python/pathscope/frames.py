@@ -97,6 +97,7 @@ class ProfileFrames:
         self._symbols = symbols
         self._frames: dict[str, pd.DataFrame] = {}
         self._tree: Optional[CallTree] = tree
+        self._no_tree = False         # the profile has no call paths (asked once)
         self._order: list[MergedNode] = list(tree.root.walk()) if tree is not None else []
 
     # ---- the export tables -------------------------------------------------------------------
@@ -171,10 +172,13 @@ class ProfileFrames:
     @property
     def tree(self) -> Optional[CallTree]:
         """The merged call tree (None without call paths)."""
-        has_paths = self.profile.has_call_paths() or self.profile.tree is not None
-        if self._tree is None and has_paths:
-            self._tree = build_tree(self.profile, runtime_threads=self.runtime_threads)
-            self._order = list(self._tree.root.walk())
+        # (asked once: has_call_paths scans every thread, and merged_node asks per row)
+        if self._tree is None and not self._no_tree:
+            if self.profile.has_call_paths() or self.profile.tree is not None:
+                self._tree = build_tree(self.profile, runtime_threads=self.runtime_threads)
+                self._order = list(self._tree.root.walk())
+            else:
+                self._no_tree = True
         return self._tree
 
     def merged_node(self, node: int) -> MergedNode:
