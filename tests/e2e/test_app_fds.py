@@ -17,7 +17,7 @@ from conftest import ROOT
 from profile_files import rank_text
 
 PY_ENV = dict(os.environ, PYTHONPATH=str(ROOT / "python"), PATHSCOPE_HOME=str(ROOT))
-for _k in [k for k in PY_ENV if k.startswith("PATHSCOPE_") and k != "PATHSCOPE_HOME"]:
+for _k in [k for k in PY_ENV if k.startswith("PATHSCOPE_") and k not in ("PATHSCOPE_HOME", "PATHSCOPE_PER_RANK")]:
     del PY_ENV[_k]
 
 TAKEN = re.compile(r"the application installed its own SIGPROF handler at (\d+\.\d) s: pathscope "
