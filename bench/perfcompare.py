@@ -263,7 +263,9 @@ def compare(lib: Path, ranks: int, steps: int, workdir: Path, rate: Optional[int
     metric = metric or default_metric()
     workdir.mkdir(parents=True, exist_ok=True)
     job = apps.lammps_input(steps)
+    # (each rank's own tree: the comparison is per rank, as perf's)
     env = dict(options or {}, PATHSCOPE_QUIET="on")
+    env.setdefault("PATHSCOPE_PER_RANK", "all")
     if rate is not None:
         env["PATHSCOPE_SAMPLE_RATE"] = str(rate)
     if separate_runs:
