@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from profile_files import rank_text
+
 ROOT = Path(__file__).resolve().parents[2]
 
 DEPS = ROOT / ".deps"
@@ -113,9 +115,8 @@ def check_profile(outdir, np, mpi_name):
     assert ["nranks", str(np)] in lines
     calls = {}
     for rank in range(np):
-        rf = outdir / "ranks" / f"rank-{rank:06d}.tsv"
-        assert rf.exists(), f"{rf} missing"
-        rl = read_tsv(rf)
+        rf = f"{outdir}: rank {rank}"    # (its ranks/ file or ranks.tsv section)
+        rl = [line.split("\t") for line in rank_text(outdir, rank).splitlines()]
         assert rl[-1] == ["end"], f"{rf} has no end line"
         assert ["status", "complete"] in rl, f"{rf}: {[l for l in rl if l[0] == 'status']}"
         # every request completed was one pathscope saw created, every communicator used was
