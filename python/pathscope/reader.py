@@ -42,7 +42,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import BinaryIO, Callable, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, BinaryIO, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from pathscope import ranges
 from pathscope.cct import CallPathParser, RankCallPaths
@@ -652,19 +652,28 @@ def _read_ranks_tsv(scan: "_Scan", stray: list[StrayFile],
     name = scan.name(RANKS_FILE, in_ranks=False)
     if not scan.has_ranks_tsv:
         return None
-    try:
+    def read() -> _RanksTsv:
         scan.ranks_tsv_fd = _open_ranks_tsv(scan.fd, name)
         ranks = _RanksTsv(name, scan.ranks_tsv_fd)
         _read_ranks_head(ranks)
+        return ranks
+    return _read_optional(name, RANKS_FILE, read, stray, notes)
+
+
+def _read_optional(name: str, label: str, read: Callable[[], Any], stray: list[StrayFile],
+                   notes: list[str]) -> Any:
+    """read() of one of the run's optional files (ranks.tsv, tree.tsv), or None: a file
+    refused (a link, not a regular file, too large) is stray, one that breaks a rule is not
+    used, with a note saying why; a newer major format refuses the whole profile."""
+    try:
+        return read()
     except FormatVersionError:
         raise
     except RefusedFile as e:
         stray.append(StrayFile(name, str(e)[len(name) + 1:]))
-        return None
     except ProfileError as e:
-        notes.append(f"{RANKS_FILE} not used: {e}")
-        return None
-    return ranks
+        notes.append(f"{label} not used: {e}")
+    return None
 
 
 # ---- rank files -----------------------------------------------------------------------------
@@ -1222,15 +1231,8 @@ def _read_tree(scan: _Scan, run: Optional[str], stray: list[StrayFile],
         os.stat(TREE_FILE, dir_fd=scan.fd, follow_symlinks=False)
     except OSError:
         return None
-    try:
-        tree = read_tree_tsv(scan.fd, name)
-    except FormatVersionError:
-        raise
-    except RefusedFile as e:
-        stray.append(StrayFile(name, str(e)[len(name) + 1:]))
-        return None
-    except ProfileError as e:
-        notes.append(f"{TREE_FILE} not used: {e}")
+    tree = _read_optional(name, TREE_FILE, lambda: read_tree_tsv(scan.fd, name), stray, notes)
+    if tree is None:
         return None
     if run is not None and tree.run != run:
         stray.append(StrayFile(name, f"belongs to another run ({tree.run})"))
