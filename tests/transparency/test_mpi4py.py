@@ -197,7 +197,7 @@ def test_mpi4py_suite_unchanged_by_pathscope(request, mpi_name, np, variant, tmp
     calls = check_profile(outdir, np, mpi_name)
     if variant == "heap-thunk":
         for rank in range(np):
-            rl = read_tsv(outdir / "ranks" / f"rank-{rank:06d}.tsv")
+            rl = [line.split("\t") for line in rank_text(outdir, rank).splitlines()]
             (heap,) = [f for f in rl if f[0] == "heap"]
             assert heap[1] == "thunk" and int(heap[2]) > 100_000, heap  # allocations on paths
             for f in rl:  # walks <thread> <walks> <reused> <checks> <agree> <errors> <restores>
@@ -205,7 +205,7 @@ def test_mpi4py_suite_unchanged_by_pathscope(request, mpi_name, np, variant, tmp
                     assert f[4] == f[5] and f[6] == "0", f
     if variant.startswith("kernel-"):
         for rank in range(np):
-            rl = read_tsv(outdir / "ranks" / f"rank-{rank:06d}.tsv")
+            rl = [line.split("\t") for line in rank_text(outdir, rank).splitlines()]
             (kernel,) = [f for f in rl if f[0] == "kernel"]
             (kend,) = [f for f in rl if f[0] == "kend"]
             calls_in_tables = sum(int(f[3]) for f in rl if f[0] == "ksys")
