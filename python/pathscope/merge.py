@@ -112,16 +112,13 @@ def unite_members(a: str, b: str) -> tuple[str, int, int]:
     inter = len(groups_a) > 1 or len(groups_b) > 1
     out, sizes = [], []
     for k in range(2 if inter else 1):
-        spans = sorted((groups_a[k] if k < len(groups_a) else []) +
-                       (groups_b[k] if k < len(groups_b) else []))
-        joined: list[tuple[int, int]] = []
-        for first, last in spans:
-            if joined and first <= joined[-1][1] + 1:
-                joined[-1] = (joined[-1][0], max(joined[-1][1], last))
-            else:
-                joined.append((first, last))
-        sizes.append(ranges.span_count(joined))
-        out.append(",".join(str(f) if f == l else f"{f}-{l}" for f, l in joined) or "-")
+        members: set[int] = set()
+        for spans in (groups_a[k] if k < len(groups_a) else [],
+                      groups_b[k] if k < len(groups_b) else []):
+            for span in spans:
+                members.update(span)
+        sizes.append(len(members))
+        out.append(ranges.compress(sorted(members), steps=True))
     text = "|".join(out) + (ranges.TRUNCATION_MARK if cut_a or cut_b else "")
     return text, sizes[0], sizes[1] if inter else 0
 
@@ -137,8 +134,8 @@ def lowest_group_first(comm: Any) -> None:
         a, b = ranges.parse(first)[0][0], ranges.parse(second)[0][0]
     except ValueError:
         return
-    low_a = min((lo for lo, _ in a), default=None)
-    low_b = min((lo for lo, _ in b), default=None)
+    low_a = min((span[0] for span in a), default=None)
+    low_b = min((span[0] for span in b), default=None)
     if low_b is not None and (low_a is None or low_b < low_a):
         comm.members = f"{second}|{first}"
         comm.size, comm.remote_size = ranges.span_count(b), ranges.span_count(a)

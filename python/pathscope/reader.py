@@ -346,11 +346,11 @@ def _read_profile_tsv(directory_fd: int, name: str) -> _ProfileTsv:
             raise ProfileError(f"{record.where}: 'host' line: '{record.text(1)}' is not a "
                                f"list of ranks")
         ranks_: list[int] = []
-        for first, last in groups[0]:
-            if first < 0 or last >= result.nranks:
-                raise ProfileError(f"{record.where}: 'host' line: ranks {first}-{last} are "
-                                   f"not below nranks {result.nranks}")
-            ranks_.extend(range(first, last + 1))
+        for span in groups[0]:
+            if span[0] < 0 or span[-1] >= result.nranks:
+                raise ProfileError(f"{record.where}: 'host' line: ranks {span[0]}-{span[-1]} "
+                                   f"are not below nranks {result.nranks}")
+            ranks_.extend(span)
         for r in ranks_:
             if r in result.ranks:
                 raise ProfileError(f"{record.where}: rank {r} listed twice")

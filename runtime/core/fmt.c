@@ -82,19 +82,41 @@ void ps_fmt_i64(ps_fmt_t *f, int64_t v)
     else ps_fmt_u64(f, (uint64_t)v);
 }
 
-void ps_fmt_ranges(ps_fmt_t *f, const int *v, int n)
+/* Length of the run at v[i]: consecutive ranks (a-b) or (format 2.11) at least three
+ * non-negative ranks a fixed step >= 2 apart (a-b:s), so that the communicators of a
+ * regular split (every second rank, a grid's column) are described in a few characters at
+ * any rank count.  *step is 1 for consecutive ranks, 0 for a single rank. */
+static int run_at(const int *v, int n, int i, int strides, int *step)
 {
-    int i = 0;
+    int j = i;
+    while (j + 1 < n && v[j + 1] == v[j] + 1) j++;
+    if (j > i) { *step = 1; return j - i + 1; }
+    if (strides && i + 2 < n && v[i] >= 0 && v[i + 1] > v[i] + 1 && v[i + 2] - v[i + 1] == v[i + 1] - v[i]) {
+        int s = v[i + 1] - v[i];
+        for (j = i + 2; j + 1 < n && v[j + 1] - v[j] == s; j++) {}
+        *step = s;
+        return j - i + 1;
+    }
+    *step = 0;
+    return 1;
+}
+
+static void fmt_runs(ps_fmt_t *f, const int *v, int n, int strides)
+{
     if (n == 0) { ps_fmt_char(f, '-'); return; }
-    while (i < n) {
-        int j = i;
-        while (j + 1 < n && v[j + 1] == v[j] + 1) j++;
+    for (int i = 0, len, step; i < n; i += len) {
+        len = run_at(v, n, i, strides, &step);
         if (i) ps_fmt_char(f, ',');
         ps_fmt_i64(f, v[i]);
-        if (j > i) { ps_fmt_char(f, '-'); ps_fmt_i64(f, v[j]); }
-        i = j + 1;
+        if (step) { ps_fmt_char(f, '-'); ps_fmt_i64(f, v[i + len - 1]); }
+        if (step > 1) { ps_fmt_char(f, ':'); ps_fmt_i64(f, step); }
     }
 }
+
+void ps_fmt_ranges(ps_fmt_t *f, const int *v, int n) { fmt_runs(f, v, n, 1); }
+
+/* for messages people read: no steps */
+void ps_fmt_ranges_plain(ps_fmt_t *f, const int *v, int n) { fmt_runs(f, v, n, 0); }
 
 void ps_fmt_seconds(ps_fmt_t *f, uint64_t ns)
 {

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PS_FORMAT_VERSION "2.10"
+#define PS_FORMAT_VERSION "2.11"
 #define PS_VERSION "0.1.0"
 #define PS_PATH_MAX 4096
 
@@ -152,7 +152,8 @@ void ps_fmt_i64(ps_fmt_t *f, int64_t v);            /* [signal-safe] */
 void ps_fmt_hex(ps_fmt_t *f, uint64_t v);           /* "0x1a2b" [signal-safe] */
 void ps_fmt_char(ps_fmt_t *f, char c);              /* [signal-safe] */
 void ps_fmt_flush(ps_fmt_t *f);                     /* [signal-safe] */
-void ps_fmt_ranges(ps_fmt_t *f, const int *v, int n); /* "0-3,6,8-9" [signal-safe] */
+void ps_fmt_ranges(ps_fmt_t *f, const int *v, int n); /* "0-3,6,8-12:2" [signal-safe] */
+void ps_fmt_ranges_plain(ps_fmt_t *f, const int *v, int n); /* "0-3,6,8,10,12" [signal-safe] */
 void ps_fmt_seconds(ps_fmt_t *f, uint64_t ns);      /* "1.2 s" [signal-safe] */
 /* The rank files' field separator; and a whole line of unsigned fields, "KEY\tV0\tV1...\n"
  * [signal-safe] */

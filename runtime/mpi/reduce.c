@@ -83,19 +83,28 @@ static int64_t parse_int(const char **p)
     return neg ? -v : v;
 }
 
-/* One group of a member list ("0-3,6"), up to '|' or the end; "-" is empty.  *p is left
- * after the group and its '|'. */
+/* One group of a member list ("0-3,6,8-12:2"), up to '|' or the end; "-" is empty.  A
+ * stepped run becomes its single ranks (at most cap spans in all).  *p is left after the
+ * group and its '|'. */
 static int parse_group(const char **p, span_t *out, int n, int cap)
 {
     if (**p == '-' && ((*p)[1] == 0 || (*p)[1] == '|')) (*p)++;
     while (**p && **p != '|' && **p != '.' && n < cap) {
         span_t sp;
+        int64_t step = 0;
         sp.lo = sp.hi = parse_int(p);
         if (**p == '-') {
             (*p)++;
             sp.hi = parse_int(p);
         }
-        out[n++] = sp;
+        if (**p == ':') {
+            (*p)++;
+            step = parse_int(p);
+        }
+        if (step > 1)
+            for (int64_t v = sp.lo; v <= sp.hi && n < cap; v += step) out[n++] = (span_t){v, v};
+        else
+            out[n++] = sp;
         if (**p == ',') (*p)++;
         else if (**p && **p != '|' && **p != '.') break; /* malformed: stop there */
     }
@@ -104,26 +113,30 @@ static int parse_group(const char **p, span_t *out, int n, int cap)
     return n;
 }
 
-/* spans sorted and joined; returns the rank count, formats them into f */
+/* spans sorted and joined, written as ps_fmt_ranges writes a sorted list (the same text
+ * as the reader's union, python/pathscope/merge.py); returns the rank count (f failed, the
+ * list to be cut, when there is no memory for it) */
 static int64_t spans_write(ps_fmt_t *f, span_t *v, int n)
 {
-    if (!n) {
-        ps_fmt_char(f, '-');
-        return 0;
-    }
     qsort(v, (size_t)n, sizeof *v, cmp_span);
     int64_t count = 0;
-    for (int i = 0; i < n;) {
+    int m = 0;
+    for (int i = 0; i < n; m++) {
         span_t cur = v[i++];
         while (i < n && v[i].lo <= cur.hi + 1) {
             if (v[i].hi > cur.hi) cur.hi = v[i].hi;
             i++;
         }
+        v[m] = cur;
         count += cur.hi - cur.lo + 1;
-        if (f->len) ps_fmt_char(f, ',');
-        ps_fmt_i64(f, cur.lo);
-        if (cur.hi > cur.lo) { ps_fmt_char(f, '-'); ps_fmt_i64(f, cur.hi); }
     }
+    int *ranks = count ? malloc((size_t)count * sizeof *ranks) : NULL;
+    if (count && !ranks) { f->failed = 1; return count; }
+    int64_t k = 0;
+    for (int i = 0; i < m; i++)
+        for (int64_t r = v[i].lo; r <= v[i].hi; r++) ranks[k++] = (int)r;
+    ps_fmt_ranges(f, ranks, (int)count);
+    free(ranks);
     return count;
 }
 

@@ -731,7 +731,7 @@ void ps_outdir_notice(int has_profile, int profile_error, const int *failed, int
             ps_fmt_str(&f, " ranks");
         } else {
             ps_fmt_str(&f, "the rank files of ranks ");
-            ps_fmt_ranges(&f, failed, nfailed);
+            ps_fmt_ranges_plain(&f, failed, nfailed);
         }
     }
     if (f.failed) ps_fmt_str(&f, "...");

@@ -171,10 +171,11 @@ def test_size_does_not_grow_with_ranks(openmpi, tmp_path):
     samples land depends on how long an oversubscribed run takes, so sampled paths vary with
     the rank count): the same lines, and the same bytes but for the width of numbers.  Those
     grow with log p -- sums 8 times larger, three-digit rank numbers and counts, and times of
-    a run that takes ten times longer on 2 cores -- and with the member lists of the split
-    communicators (every second or fourth rank: no ranges): measured 14.3 -> 17.1 KB (+20%),
-    where profile.tsv with a line per rank and per MPI_COMM_SELF made it 15.8 -> 27.8 KB
-    (+76%) before format 2.10."""
+    a run that takes ten times longer on 2 cores.  The member lists of the split communicators
+    (every second or fourth rank) are stepped ranges since format 2.11 (`0-126:2`), as long
+    at any rank count: measured 14.3 -> 16.3 KB (+14%); 14.3 -> 17.1 KB (+20%) with every
+    member listed, and 15.8 -> 27.8 KB (+76%) with profile.tsv's line per rank and per
+    MPI_COMM_SELF before format 2.10."""
     sizes, shapes = {}, {}
     for np in (16, 128):
         prof = tmp_path / f"p{np}"
@@ -186,7 +187,7 @@ def test_size_does_not_grow_with_ranks(openmpi, tmp_path):
         shapes[np] = [re.sub(r"[0-9][0-9:;,-]*", "0", line) for line in text.splitlines()
                       if not line.startswith("run\t")]
     assert shapes[16] == shapes[128]
-    assert sizes[128] <= 1.3 * sizes[16], sizes
+    assert sizes[128] <= 1.2 * sizes[16], sizes
 
 
 def test_per_rank_none_keeps_one_file_per_run(mpi, tmp_path):

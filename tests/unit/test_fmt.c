@@ -38,6 +38,15 @@ int main(void)
     CHECK_STR(ranges(c, 1), "5");
     CHECK_STR(ranges(d, 3), "3,2,1"); /* rank order is kept, not sorted */
     CHECK_STR(ranges(a, 0), "-");
+    /* (2.11) three or more ranks a fixed step apart; two are listed; the step must be >= 2 */
+    int e[] = {0, 2, 4, 6, 7, 8, 12}, g[] = {1, 5, 9, 13}, h[] = {0, 3, 4, 5};
+    int k[] = {-32766, 0, 32766, 65532}, m[] = {8, 6, 4, 2}, p2[] = {0, 4, 8, 9, 13, 17, 21};
+    CHECK_STR(ranges(e, 7), "0-6:2,7-8,12");
+    CHECK_STR(ranges(g, 4), "1-13:4");
+    CHECK_STR(ranges(h, 4), "0,3-5");
+    CHECK_STR(ranges(k, 4), "-32766,0-65532:32766"); /* MPI_UNDEFINED never starts a step */
+    CHECK_STR(ranges(m, 4), "8,6,4,2");                /* steps go up only */
+    CHECK_STR(ranges(p2, 7), "0-8:4,9-21:4");
 
     char buf[96];
     ps_fmt_t f = {buf, 0, sizeof buf - 1, -1, 0};

@@ -109,7 +109,8 @@ def check_members(record: Record, index: int, size: int, remote_size: int,
                            f"'{_cut(text)}' does not hold size {size}"
                            f"{f' + remote size {remote_size}' if remote_size else ''} ranks")
     for spans in groups:
-        for first, last in spans:
+        for span in spans:
+            first, last = span[0], span[-1]
             bad = [r for r in (first, last) if r != UNDEFINED_RANK and
                    (r < 0 or (world is not None and r >= world))]
             if bad or (first < 0 <= last):
