@@ -4,6 +4,7 @@
 #include "pathscope.h"
 
 #include <fcntl.h>
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,22 +38,40 @@ static int clock_cpu_has_invariant_tsc(void)
 #endif
 }
 
+/* The TSC and CLOCK_MONOTONIC read together: the TSC between two reads of the clock, retried
+ * (a few times, a bounded cost) while the thread was preempted between them, which on a
+ * loaded node (more ranks than cores) can be milliseconds and would skew a calibration over
+ * a short span.  *ns is the midpoint of the two reads. [signal-safe] */
+static uint64_t clock_pair(uint64_t *ns)
+{
+    uint64_t best_gap = UINT64_MAX, best_t = 0;
+    for (int i = 0; i < 4; i++) {
+        uint64_t a = ps_clock_monotonic_ns(), t = ps_now(), b = ps_clock_monotonic_ns();
+        if (b - a < best_gap) {
+            best_gap = b - a;
+            best_t = t;
+            *ns = a + (b - a) / 2;
+        }
+        if (best_gap < 20000) break; /* under 20 us: not preempted */
+    }
+    return best_t;
+}
+
 void ps_clock_init(void)
 {
     ps_clock_uses_tsc = clock_cpu_has_invariant_tsc();
-    clock_ns0 = ps_clock_monotonic_ns();
-    clock_tsc0 = ps_now();
+    if (ps_clock_uses_tsc) clock_tsc0 = clock_pair(&clock_ns0);
+    else clock_tsc0 = clock_ns0 = ps_clock_monotonic_ns();
 }
 
 double ps_ticks_per_ns(void)
 {
     if (!ps_clock_uses_tsc) return 1.0;
-    uint64_t ns = ps_clock_monotonic_ns(), t = ps_now();
+    uint64_t ns, t = clock_pair(&ns);
     if (ns - clock_ns0 < 1000000) { /* under 1 ms: calibrate briefly */
         struct timespec d = {0, 2000000};
         nanosleep(&d, NULL);
-        ns = ps_clock_monotonic_ns();
-        t = ps_now();
+        t = clock_pair(&ns);
     }
     return (double)(t - clock_tsc0) / (double)(ns - clock_ns0);
 }

@@ -2,6 +2,18 @@
 #include "cct.h"
 #include "timeline.h"
 
+uint64_t ps_time_mpi_within(ps_time_t *tm, uint64_t wall)
+{
+    uint64_t mpi = tm->mpi_ticks_since;
+    if (mpi > wall) {
+        tm->mpi_ticks_excess += mpi - wall;
+        mpi = wall;
+    }
+    tm->mpi_ticks_total += mpi;
+    tm->mpi_ticks_since = 0;
+    return mpi;
+}
+
 void ps_time_charge(ps_time_t *tm, uint64_t now, uint64_t cpu_ns, uint64_t skipped_cpu_ns,
                     int offcpu_from_wall, uint64_t *on, uint64_t *off)
 {
@@ -9,17 +21,16 @@ void ps_time_charge(ps_time_t *tm, uint64_t now, uint64_t cpu_ns, uint64_t skipp
     uint64_t oncpu_ns = cpu_ns > tm->last_cpu_ns ? cpu_ns - tm->last_cpu_ns : 0;
     double span_cpu = (double)(oncpu_ns + skipped_cpu_ns) * per_ns;
     tm->last_cpu_ns = cpu_ns > tm->last_cpu_ns ? cpu_ns : tm->last_cpu_ns;
-    /* since the previous kept sample: wall, MPI (never more than wall: ps_poll_estimate) */
-    double wall = (double)(now - tm->last_ticks);
-    double mpi = (double)tm->mpi_ticks_since < wall ? (double)tm->mpi_ticks_since : wall;
+    /* since the previous kept sample: wall, MPI (never more than wall: the guard) */
+    uint64_t wall_ticks = now > tm->last_ticks ? now - tm->last_ticks : 0;
+    double wall = (double)wall_ticks;
+    double mpi = (double)ps_time_mpi_within(tm, wall_ticks);
     double offcpu = wall > span_cpu && offcpu_from_wall ? (wall - span_cpu) * (wall - mpi) / wall : 0.0;
     *on = (uint64_t)((double)oncpu_ns * per_ns);
     *off = (uint64_t)offcpu;
     tm->oncpu_total += *on;
     tm->offcpu_total += *off;
-    tm->mpi_ticks_total += tm->mpi_ticks_since;
-    tm->mpi_ticks_since = 0;
-    tm->last_ticks = now;
+    if (now > tm->last_ticks) tm->last_ticks = now;
 }
 
 /* The end of a thread's timeline (sample.c, "Weights"): its non-MPI time is exactly its
@@ -33,10 +44,14 @@ void ps_time_charge(ps_time_t *tm, uint64_t now, uint64_t cpu_ns, uint64_t skipp
 void ps_thread_close(ps_thread_t *t, uint64_t now)
 {
     if (!t || t->end_ticks) return;
-    t->time.mpi_ticks_total += t->time.mpi_ticks_since;
-    t->time.mpi_ticks_since = 0;
+    if (now < t->time.last_ticks) now = t->time.last_ticks; /* (a clock read on another CPU) */
+    ps_time_mpi_within(&t->time, now - t->time.last_ticks);
     t->time.last_ticks = now;
     t->end_ticks = now;
+    /* the nodes' MPI times (measured, so summing to mpi_ticks_total + mpi_ticks_excess) are
+     * written scaled to the MPI time the guard kept */
+    uint64_t measured = t->time.mpi_ticks_total + t->time.mpi_ticks_excess;
+    t->time.mpi_scale = measured ? (double)t->time.mpi_ticks_total / (double)measured : 1.0;
     uint64_t cpu = ps_thread_cpu_ns(t->tid); /* (0: the thread is gone) */
     t->end_cpu_ns = cpu > t->time.last_cpu_ns ? cpu : t->time.last_cpu_ns;
     uint64_t elapsed = now - t->start_ticks;

@@ -15,9 +15,12 @@ typedef struct {
     uint64_t mpi_ticks_since;  /* MPI time measured since then */
     uint64_t mpi_ticks_total;  /* MPI time measured before then */
     uint64_t last_cpu_ns;      /* the thread's CPU clock at the previous sample of any kind */
+    uint64_t mpi_ticks_excess; /* MPI time measured beyond the wall time it fell in, left out
+                                * of mpi_ticks_total (the guard: ps_time_charge) */
     uint64_t oncpu_total, offcpu_total; /* ticks given to nodes (before the closing scales) */
     double oncpu_scale, offcpu_scale;   /* set by ps_thread_close: the node values written are
                                          * sample_ticks * oncpu_scale + offcpu_ticks * offcpu_scale */
+    double mpi_scale;          /* ... and mpi_ticks * mpi_scale: 1 unless the guard cut MPI time */
 } ps_time_t;
 
 /* The thread starts (registration) at wall clock now, CPU clock cpu_ns; or, registered late,
@@ -55,6 +58,12 @@ static inline uint64_t ps_time_cpu_skip(ps_time_t *tm, uint64_t cpu_ns)
  * now. */
 void ps_time_charge(ps_time_t *tm, uint64_t now, uint64_t cpu_ns, uint64_t skipped_cpu_ns,
                     int offcpu_from_wall, uint64_t *on, uint64_t *off);
+
+/* The MPI time measured since the previous kept sample, at most the wall time since then
+ * (wall: now - last_ticks, 0 if the clock went back): what goes beyond it is an error of
+ * measurement (a call timed across a kept sample, a clock read on another CPU) and is kept
+ * in mpi_ticks_excess instead, so that a thread's MPI time never exceeds its elapsed time. */
+uint64_t ps_time_mpi_within(ps_time_t *tm, uint64_t wall);
 
 /* Off-CPU time placed on a node by a collector report. */
 static inline void ps_time_offcpu(ps_time_t *tm, uint64_t ticks) { tm->offcpu_total += ticks; }

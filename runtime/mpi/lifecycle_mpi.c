@@ -27,6 +27,9 @@ void *ps_f_in_place;
 int ps_poll_sample = PS_POLL_SAMPLE;
 __thread uint32_t ps_poll_rng __attribute__((tls_model("initial-exec")));
 char ps_mpi_library[256]; /* first line of MPI_Get_library_version, read at start */
+MPI_Comm ps_world_comm = MPI_COMM_WORLD;
+MPI_Group ps_world_group = MPI_GROUP_NULL;
+int ps_sessions_only;
 void ps_rank_file_host(void);
 
 /* Opens the profile directory chosen inside MPI_Init (the default one, a spawned job's).  A
@@ -66,7 +69,7 @@ static void default_outdir(int agree_over_world)
     }
     MPI_Request req;
     if (agree_over_world &&
-        PMPI_Ibcast(&chosen, (int)sizeof chosen, MPI_BYTE, 0, MPI_COMM_WORLD, &req) == MPI_SUCCESS)
+        PMPI_Ibcast(&chosen, (int)sizeof chosen, MPI_BYTE, 0, ps_world_comm, &req) == MPI_SUCCESS)
         ps_wait_idle(&req);
     use_outdir(chosen.dir, chosen.error);
 }
@@ -80,7 +83,7 @@ static void spawned_outdir(void)
     if (parent == MPI_COMM_NULL) return;
     long id = (long)getpid();
     MPI_Request req;
-    if (PMPI_Ibcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD, &req) == MPI_SUCCESS) ps_wait_idle(&req);
+    if (PMPI_Ibcast(&id, 1, MPI_LONG, 0, ps_world_comm, &req) == MPI_SUCCESS) ps_wait_idle(&req);
     char dir[PS_PATH_MAX + 32];
     /* (the path the parent's directory was opened by: the program may have changed its
      * working directory since) */
@@ -107,12 +110,12 @@ static void peers_exchange(void)
     uint64_t *all = malloc(sizeof(uint64_t) * PS_PEER_WORDS * (size_t)ps_world_size);
     int ok = all != NULL, all_ok = 0;
     MPI_Request req;
-    if (PMPI_Iallreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req) != MPI_SUCCESS ||
+    if (PMPI_Iallreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, ps_world_comm, &req) != MPI_SUCCESS ||
         ps_wait_idle(&req) != 0)
         all_ok = 0;
     if (all_ok) {
         if (PMPI_Iallgather(mine, PS_PEER_WORDS, MPI_UINT64_T, all, PS_PEER_WORDS, MPI_UINT64_T,
-                            MPI_COMM_WORLD, &req) == MPI_SUCCESS)
+                            ps_world_comm, &req) == MPI_SUCCESS)
             ps_wait_idle(&req);
         if (!ps_peers_adopt(all, ps_world_size, ps_world_rank)) all_ok = 0;
     }
@@ -142,8 +145,8 @@ static void mpi_start(int provided, int agree_over_world)
     if (!ps_option_on(ps_options.mpi)) { ps_state = PS_RUN_FINISHED; return; }
     int outer = ps_in_wrapper;
     ps_in_wrapper = 1;
-    PMPI_Comm_rank(MPI_COMM_WORLD, &ps_world_rank);
-    PMPI_Comm_size(MPI_COMM_WORLD, &ps_world_size);
+    PMPI_Comm_rank(ps_world_comm, &ps_world_rank);
+    PMPI_Comm_size(ps_world_comm, &ps_world_size);
     launch_check();
     ps_threaded = provided == MPI_THREAD_MULTIPLE;
     ps_poll_sample = strcmp(ps_options.poll_timing, "every") == 0 ? 1 : PS_POLL_SAMPLE;
@@ -158,7 +161,7 @@ static void mpi_start(int provided, int agree_over_world)
     ps_registry_init();
     ps_paths_configure();
     if (!ps_outdir[0]) default_outdir(agree_over_world);
-    else if (agree_over_world) spawned_outdir();
+    else if (agree_over_world && !ps_sessions_only) spawned_outdir();
     if (agree_over_world) peers_exchange();
     ps_signals_install();
     resolve_fortran_sentinels();
@@ -187,13 +190,14 @@ int ps_wrap_enter_slow(void)
 }
 
 /* MPI_Init's own time is MPI time: samples inside it are ignored, and it is recorded (on the
- * pseudo communicator "-") once recording has started. */
+ * pseudo communicator "-") once recording has started.  The wrapper stays marked as one
+ * (ps_in_wrapper) until the time is recorded: a sample kept after PMPI_Init returned but
+ * before the record (in PMPI_Query_thread, in our start-up collectives) would put the whole
+ * of MPI_Init's wall time on its own node as well, and the thread's timeline would hold it
+ * twice (issue 16: the rank whose computation vanished). */
 static void record_init(int op, uint64_t dt)
 {
-    if (ps_state != PS_RUN_MPI) return;
-    ps_in_wrapper = 1;
-    ps_record(PS_COMM_NONE, op, dt, 0, 0);
-    ps_in_wrapper = 0;
+    if (ps_state == PS_RUN_MPI) ps_record(PS_COMM_NONE, op, dt, 0, 0);
 }
 
 int MPI_Init(int *argc, char ***argv)
@@ -202,13 +206,13 @@ int MPI_Init(int *argc, char ***argv)
     ps_in_wrapper = 1;
     uint64_t t0 = ps_now();
     int rc = PMPI_Init(argc, argv);
-    ps_in_wrapper = outer;
     if (rc == MPI_SUCCESS && ps_state == PS_RUN_STARTED && !outer) {
         int provided = MPI_THREAD_SINGLE;
         PMPI_Query_thread(&provided);
         ps_mpi_after_init(provided);
         record_init(PS_OP_MPI_Init, ps_now() - t0); /* our own start-up collectives included */
     }
+    ps_in_wrapper = outer;
     return rc;
 }
 
@@ -218,11 +222,11 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
     ps_in_wrapper = 1;
     uint64_t t0 = ps_now();
     int rc = PMPI_Init_thread(argc, argv, required, provided);
-    ps_in_wrapper = outer;
     if (rc == MPI_SUCCESS && ps_state == PS_RUN_STARTED && !outer) {
         ps_mpi_after_init(*provided);
         record_init(PS_OP_MPI_Init_thread, ps_now() - t0);
     }
+    ps_in_wrapper = outer;
     return rc;
 }
 
@@ -247,6 +251,81 @@ int MPI_Finalize(void)
     ps_mpi_finalize_begin();
     return PMPI_Finalize();
 }
+
+#if MPI_VERSION >= 4
+/* ---- the sessions model (MPI-4) ------------------------------------------------------------
+ * A program that never calls MPI_Init starts its run at its first MPI_Session_init: the
+ * session's mpi://WORLD process set gives the world ranks (its group), and a communicator of
+ * our own made from it (collective over the set, as every process initialises a session)
+ * carries our start-up exchange and the end's reduction in place of MPI_COMM_WORLD.  The run
+ * ends at that session's MPI_Session_finalize, before the library's, and our communicator is
+ * freed there: objects of a finalized session cannot be used.  MPI_Session_init is MPI time
+ * like MPI_Init. */
+static MPI_Session our_session = MPI_SESSION_NULL;
+
+static int session_thread_level(MPI_Session session)
+{
+    MPI_Info info = MPI_INFO_NULL;
+    char value[64] = "";
+    int len = (int)sizeof value, flag = 0;
+    if (PMPI_Session_get_info(session, &info) != MPI_SUCCESS) return MPI_THREAD_SINGLE;
+    PMPI_Info_get_string(info, "mpi_thread_support_level", &len, value, &flag);
+    PMPI_Info_free(&info);
+    return flag && strcmp(value, "MPI_THREAD_MULTIPLE") == 0 ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE;
+}
+
+static void sessions_start(MPI_Session session)
+{
+    MPI_Group world;
+    MPI_Comm comm;
+    if (PMPI_Group_from_session_pset(session, "mpi://WORLD", &world) != MPI_SUCCESS) return;
+    if (PMPI_Comm_create_from_group(world, "org.pathscope.world", MPI_INFO_NULL, MPI_ERRORS_RETURN,
+                                    &comm) != MPI_SUCCESS) {
+        PMPI_Group_free(&world);
+        return;
+    }
+    ps_world_group = world;
+    ps_world_comm = comm;
+    ps_sessions_only = 1;
+    our_session = session;
+    mpi_start(session_thread_level(session), 1);
+}
+
+int MPI_Session_init(MPI_Info info, MPI_Errhandler errhandler, MPI_Session *session)
+{
+    int outer = ps_in_wrapper;
+    ps_in_wrapper = 1;
+    uint64_t t0 = ps_now();
+    int rc = PMPI_Session_init(info, errhandler, session);
+    if (rc == MPI_SUCCESS && !outer) {
+        ps_session_opened(*session);
+        if (ps_state == PS_RUN_STARTED) sessions_start(*session);
+        if (ps_state == PS_RUN_MPI) ps_record(PS_COMM_NONE, PS_OP_MPI_Session_init, ps_now() - t0, 0, 0);
+    }
+    ps_in_wrapper = outer;
+    return rc;
+}
+
+int MPI_Session_finalize(MPI_Session *session)
+{
+    int outer = ps_in_wrapper;
+    if (outer) return PMPI_Session_finalize(session);
+    ps_session_closed(*session);
+    if (ps_sessions_only && *session == our_session && ps_state == PS_RUN_MPI) {
+        ps_mpi_finalize_begin();
+        PMPI_Comm_free(&ps_world_comm);
+        PMPI_Group_free(&ps_world_group);
+        our_session = MPI_SESSION_NULL;
+        return PMPI_Session_finalize(session);
+    }
+    ps_in_wrapper = 1;
+    uint64_t t0 = ps_now();
+    int rc = PMPI_Session_finalize(session);
+    if (ps_state == PS_RUN_MPI) ps_record(PS_COMM_NONE, PS_OP_MPI_Session_finalize, ps_now() - t0, 0, 0);
+    ps_in_wrapper = outer;
+    return rc;
+}
+#endif
 
 /* Before PMPI_Abort: shared by MPI_Abort and the Fortran mpi_abort_ wrapper.  The other
  * ranks of this node are asked to write their files, without being stopped: PMPI_Abort then

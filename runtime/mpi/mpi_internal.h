@@ -304,7 +304,20 @@ void ps_on_dist_graph_create(int op, uint64_t dt, MPI_Comm parent, int reorder, 
 void ps_on_intercomm_create(int op, uint64_t dt, MPI_Comm local_comm, int local_leader,
                             MPI_Comm peer_comm, MPI_Comm newcomm);
 void ps_on_comm_idup(int op, uint64_t dt, MPI_Comm parent, MPI_Comm *newcomm, MPI_Request req);
-void ps_on_comm_from_group(int op, uint64_t dt, MPI_Comm newcomm, char letter);
+void ps_on_comm_from_group(int op, uint64_t dt, MPI_Group group, MPI_Comm newcomm, char letter);
+/* The world pathscope's own collectives run on: MPI_COMM_WORLD, or in a program of the MPI-4
+ * sessions model alone (ps_sessions_only) a communicator of its own made from the first
+ * session's mpi://WORLD process set, whose group (ps_world_group) gives world ranks. */
+extern MPI_Comm ps_world_comm;
+extern MPI_Group ps_world_group;
+extern int ps_sessions_only;
+#if MPI_VERSION >= 4
+/* naming.c: sessions and the groups of their process sets, so that a communicator made from
+ * such a group is named under its session ("S0_f2.0"). */
+int ps_session_opened(MPI_Session session);   /* its index: 0, 1, ... in order of init */
+void ps_session_closed(MPI_Session session);
+void ps_on_group_from_pset(int op, uint64_t dt, MPI_Session session, MPI_Group group);
+#endif
 void ps_on_comm_dpm(int op, uint64_t dt, MPI_Comm parent, MPI_Comm newcomm, char letter);
 void ps_idup_complete(ps_req_t *r); /* called by the completion wrappers */
 

@@ -53,8 +53,13 @@ COMPLETION = {
     "MPI_Request_free": ("free", "one", ("request",)),
 }
 
+# The MPI-4 sessions model's start and end (lifecycle_mpi.c): a program that never calls
+# MPI_Init starts its run at its first MPI_Session_init.  C only: their Fortran wrappers are
+# generated (they count), so a Fortran program of sessions alone is not profiled.
+SESSIONS = {"MPI_Session_init", "MPI_Session_finalize"}
+
 # Operations without a generated C wrapper.
-HAND_WRITTEN = LIFECYCLE | set(COMPLETION)
+HAND_WRITTEN = LIFECYCLE | set(COMPLETION) | SESSIONS
 
 # Never wrapped: pure handle conversions and address arithmetic that pathscope itself uses and
 # that cost more to wrap than they do to run.  They are still listed (as "not wrapped") in the
@@ -157,8 +162,9 @@ def _build_families():
     fam["MPI_Dist_graph_create_adjacent"] = ("", "ps_on_dist_graph_create(OP, DT, comm_old, reorder, *comm_dist_graph, 'y')")
     fam["MPI_Intercomm_create"] = ("", "ps_on_intercomm_create(OP, DT, local_comm, local_leader, peer_comm, *newintercomm)")
     fam["MPI_Intercomm_merge"] = ("", "ps_on_comm_create(OP, DT, intercomm, *newintracomm, 'm', 0, 1, \"\")")
-    fam["MPI_Comm_create_from_group"] = ("", "ps_on_comm_from_group(OP, DT, *newcomm, 'f')")
-    fam["MPI_Intercomm_create_from_groups"] = ("", "ps_on_comm_from_group(OP, DT, *newintercomm, 'k')")
+    fam["MPI_Comm_create_from_group"] = ("", "ps_on_comm_from_group(OP, DT, group, *newcomm, 'f')")
+    fam["MPI_Intercomm_create_from_groups"] = ("", "ps_on_comm_from_group(OP, DT, local_group, *newintercomm, 'k')")
+    fam["MPI_Group_from_session_pset"] = ("", "ps_on_group_from_pset(OP, DT, session, *newgroup)")
     fam["MPI_Comm_spawn"] = ("", "ps_on_comm_dpm(OP, DT, comm, *intercomm, 'p')")
     fam["MPI_Comm_spawn_multiple"] = ("", "ps_on_comm_dpm(OP, DT, comm, *intercomm, 'p')")
     fam["MPI_Comm_connect"] = ("", "ps_on_comm_dpm(OP, DT, comm, *newcomm, 'o')")

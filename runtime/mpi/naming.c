@@ -209,18 +209,87 @@ void ps_idup_complete(ps_req_t *r)
     r->idup = NULL;
 }
 
-void ps_on_comm_from_group(int op, uint64_t dt, MPI_Comm newcomm, char letter)
+#if MPI_VERSION >= 4
+/* ---- sessions (MPI-4) --------------------------------------------------------------------
+ * A session is named S<k>, k its place in the order this process initialised its sessions
+ * (the members of a communicator agree when they initialise sessions in the same order, as
+ * programs do).  A communicator made from a group of a session's process set is named under
+ * that session; from another group (an intersection, an inclusion) under the only session
+ * open, else under G.  Bounded tables: a group beyond them is G's. */
+#define SESSIONS_MAX 16
+#define PSET_GROUPS_MAX 64
+typedef struct { MPI_Session session; int index; } open_session_t;
+typedef struct { MPI_Group group; int index; } pset_group_t;
+static open_session_t open_sessions[SESSIONS_MAX];
+static int nopen, sessions_opened;
+static pset_group_t pset_groups[PSET_GROUPS_MAX];
+static int npset_groups;
+
+int ps_session_opened(MPI_Session session)
+{
+    int index = sessions_opened++;
+    if (nopen < SESSIONS_MAX) open_sessions[nopen++] = (open_session_t){session, index};
+    return index;
+}
+
+void ps_session_closed(MPI_Session session)
+{
+    for (int i = 0; i < nopen; i++)
+        if (open_sessions[i].session == session) {
+            open_sessions[i] = open_sessions[--nopen];
+            return;
+        }
+}
+
+static int session_index(MPI_Session session)
+{
+    for (int i = 0; i < nopen; i++)
+        if (open_sessions[i].session == session) return open_sessions[i].index;
+    return -1;
+}
+
+void ps_on_group_from_pset(int op, uint64_t dt, MPI_Session session, MPI_Group group)
+{
+    ps_record(PS_COMM_NONE, op, dt, 0, 0);
+    int index = session_index(session);
+    if (index < 0 || group == MPI_GROUP_NULL) return;
+    for (int i = 0; i < npset_groups; i++)
+        if (pset_groups[i].group == group) { pset_groups[i].index = index; return; }
+    if (npset_groups < PSET_GROUPS_MAX) pset_groups[npset_groups++] = (pset_group_t){group, index};
+}
+
+/* "S<k>" for the session of group, or "G" */
+static void group_root(MPI_Group group, char *root, size_t cap)
+{
+    int index = -1;
+    for (int i = 0; i < npset_groups && index < 0; i++)
+        if (pset_groups[i].group == group) index = pset_groups[i].index;
+    if (index < 0 && nopen == 1) index = open_sessions[0].index;
+    if (index < 0) snprintf(root, cap, "G");
+    else snprintf(root, cap, "S%d", index);
+}
+#else
+static void group_root(MPI_Group group, char *root, size_t cap)
+{
+    (void)group;
+    snprintf(root, cap, "G");
+}
+#endif
+
+void ps_on_comm_from_group(int op, uint64_t dt, MPI_Group group, MPI_Comm newcomm, char letter)
 {
     ps_record(PS_COMM_NONE, op, dt, 0, 0);
     if (newcomm == MPI_COMM_NULL) return;
+    char root[16];
+    group_root(group, root, sizeof root);
     int max = max_over(newcomm, ps_comm_counter);
-    int id = name_and_register(newcomm, PS_COMM_NONE, "G", op, letter, max, -1, "");
+    int id = name_and_register(newcomm, PS_COMM_NONE, root, op, letter, max, -1, "");
     if (id < 0) return;
     ps_comm_t *c = ps_comms[id];
     int low = -1;
     for (int i = 0; c->members && i < c->size + c->remote_size; i++)
         if (c->members[i] >= 0 && (low < 0 || c->members[i] < low)) low = c->members[i];
-    compose(c->name, "G", letter, max, low);
+    compose(c->name, root, letter, max, low);
 }
 
 void ps_on_comm_dpm(int op, uint64_t dt, MPI_Comm parent, MPI_Comm newcomm, char letter)

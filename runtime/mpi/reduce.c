@@ -510,7 +510,7 @@ void ps_reduce_and_write(void)
 {
     MPI_Comm comm;
     MPI_Request req;
-    if (PMPI_Comm_idup(MPI_COMM_WORLD, &comm, &req) != MPI_SUCCESS || ps_wait_idle(&req) != 0) {
+    if (PMPI_Comm_idup(ps_world_comm, &comm, &req) != MPI_SUCCESS || ps_wait_idle(&req) != 0) {
         ps_rank_text_done(0, 0); /* no reduction at all: the rank file, whatever --per-rank says */
         ps_outfile_report(ps_world_rank);
         return;

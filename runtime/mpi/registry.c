@@ -124,7 +124,8 @@ static void registry_fill_members(ps_comm_t *c, MPI_Comm comm)
         return;
     }
     for (int i = 0; i < total; i++) idx[i] = i < c->size ? i : i - c->size;
-    PMPI_Comm_group(MPI_COMM_WORLD, &world_group);
+    world_group = ps_world_group;
+    if (world_group == MPI_GROUP_NULL) PMPI_Comm_group(MPI_COMM_WORLD, &world_group);
     PMPI_Comm_group(comm, &local);
     PMPI_Group_translate_ranks(local, c->size, idx, world_group, c->members);
     if (inter) {
@@ -134,7 +135,7 @@ static void registry_fill_members(ps_comm_t *c, MPI_Comm comm)
         PMPI_Group_free(&remote);
     }
     PMPI_Group_free(&local);
-    PMPI_Group_free(&world_group);
+    if (world_group != ps_world_group) PMPI_Group_free(&world_group);
     free(idx);
 }
 
@@ -197,6 +198,10 @@ void ps_registry_init(void)
 {
     char name[32];
     registry_new_record("-", -1, -1, NULL); /* id 0: no communicator */
+    if (ps_sessions_only) { /* no MPI_COMM_WORLD, MPI_COMM_SELF or parent in this model */
+        ps_comm_counter = 0;
+        return;
+    }
     ps_comm_register(MPI_COMM_WORLD, "W", -1, -1, NULL);
     /* MPI_COMM_SELF is a different communicator on each rank: "S.<world rank>". */
     name[0] = 'S'; name[1] = '.';

@@ -216,7 +216,8 @@ static void write_thread(ps_fmt_t *f, ps_thread_t *t)
         uint64_t sample_ns = ps_ticks_to_ns(sampled), offcpu_ns = ps_ticks_to_ns((uint64_t)(off + 0.5));
         ps_fmt_u64(f, sample_ns); ps_fmt_tab(f);
         ps_fmt_u64(f, n->samples); ps_fmt_tab(f);
-        ps_fmt_u64(f, ps_ticks_to_ns(n->mpi_ticks)); ps_fmt_tab(f);
+        double mpi_scale = t->end_ticks ? t->time.mpi_scale : 1.0;
+        ps_fmt_u64(f, ps_ticks_to_ns((uint64_t)((double)n->mpi_ticks * mpi_scale + 0.5))); ps_fmt_tab(f);
         ps_fmt_u64(f, n->bytes); ps_fmt_tab(f);
         ps_fmt_u64(f, n->entries); ps_fmt_tab(f);
         ps_fmt_u64(f, sk && sk->time_ns ? sk->time_ns(n) : 0); ps_fmt_tab(f);
@@ -233,14 +234,17 @@ void ps_write_paths(ps_fmt_t *f)
     uint64_t now = ps_now();
     int nthreads = atomic_load(&ps_nthreads);
     nthreads_written = nthreads;
-    uint64_t full = 0;
+    uint64_t full = 0, beyond = 0;
     ps_sources_write(f, PS_SEC_FROZEN, NULL); /* (mpi: the counted calls) */
     for (int i = 0; i < nthreads; i++)
         if (ps_threads[i]) {
             ps_thread_close(ps_threads[i], now);
             full += ps_threads[i]->tree_full;
+            beyond += ps_threads[i]->time.mpi_ticks_excess;
         }
     ps_fmt_str(f, "counter_tree_full\t"); ps_fmt_u64(f, full); ps_fmt_char(f, '\n');
+    ps_fmt_str(f, "counter_mpi_ns_beyond_elapsed\t"); ps_fmt_u64(f, ps_ticks_to_ns(beyond));
+    ps_fmt_char(f, '\n');
     ps_sources_write(f, PS_SEC_HEAD, NULL);
     load_mappings();
     for (int m = 0; m < nmodules; m++) {
