@@ -96,13 +96,14 @@ def test_spawn_gets_a_name(mpi, tmp_path):
 
 
 def test_create_from_group(mpi, tmp_path):
-    """MPI-4 sessions: MPI_Comm_create_from_group (MPICH 4 here; Open MPI 4.1 is MPI-3.1)."""
+    """MPI-4 sessions beside MPI_Init: MPI_Comm_create_from_group of the session's world set,
+    named under the session (S0; MPICH 4 here, Open MPI 4.1 is MPI-3.1)."""
     if mpi.name != "mpich":
         import pytest
         pytest.skip("MPI-4 sessions need MPICH 4 here")
     out = tmp_path / "prof"
     mpi.run(4, [mpi.prog("sessions")], out)
     prof = load_profile(out)
-    c = prof.comms["G_f1.0"]
+    c = prof.comms["S0_f1.0"]
     assert (c.size, c.creator, c.members, c.freed) == (4, "MPI_Comm_create_from_group", "0-3", 1)
-    assert (prof.ops[("G_f1.0", "MPI_Allreduce")].calls, prof.ops[("G_f1.0", "MPI_Allreduce")].bytes) == (4, 16)
+    assert (prof.ops[("S0_f1.0", "MPI_Allreduce")].calls, prof.ops[("S0_f1.0", "MPI_Allreduce")].bytes) == (4, 16)
