@@ -289,7 +289,7 @@ def _report_html(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
     plotly = load_plotly()
     frames = open_frames(directory)
     _print_notes(frames.symbols.notes)
-    page = render_html(frames, plotly)
+    page = render_html(frames, plotly, call_sites=args.call_sites)
     out = _open_output(args.output)
     try:
         with out:
@@ -557,7 +557,8 @@ def build_parser(options: Optional[Sequence[Option]]) -> tuple[
     report.add_argument("-o", "--output", metavar="FILE", help="with --html: the file to write")
     report.add_argument("--call-sites", action="store_true",
                         help="keep each call site of a function a line of its own in the call "
-                             "tree and the hot path (default: one line per function)")
+                             "tree and the hot path, and a tile of its own with --html "
+                             "(default: one per function)")
     table_phrases = [f.phrase for f in _export.FORMATS.values()]
     path_phrases = [f.phrase for f in _export.CALL_PATH_FORMATS.values()]
     file_phrases = [f.phrase for f in _export.FILE_FORMATS.values()]
