@@ -10,7 +10,7 @@ import pytest
 import pathscope
 from pathscope.diff import diff, regressions
 from pathscope.report.html_diff import diff_page_data, render_diff_html
-from pathscope_samples import HYBRID, copy_hybrid
+from pathscope_samples import HYBRID, copy_hybrid, write_sample
 from test_diff import slowed
 from test_cli import pathscope as cli
 
@@ -153,6 +153,11 @@ def test_cli_bad_input_writes_nothing(tmp_path):
     p = cli("diff", tmp_path / "nope", HYBRID, "--html", "-o", out)
     assert (p.returncode, p.stdout) == (2, "")
     assert p.stderr == f"pathscope: profile directory not found: {tmp_path / 'nope'}\n"
+    assert not out.exists()
+    flat = write_sample(tmp_path / "flat")               # format 1.0: no call paths
+    p = cli("diff", HYBRID, flat, "--html", "-o", out)
+    assert (p.returncode, p.stderr) == (2, f"pathscope: no call-path data in {flat} (profile "
+                                           f"format 1.x or sampling and unwinding were off)\n")
     assert not out.exists()
     p = cli("diff", HYBRID, HYBRID, "--html", "-o", tmp_path / "no" / "d.html")
     assert (p.returncode, p.stderr) == (
