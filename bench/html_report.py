@@ -141,7 +141,7 @@ def main() -> None:
                 driver.quit()
         print(f"{name}: pathscope {' '.join(command)} --html")
         for i, (wall, rss) in enumerate(writes):
-            print(f"  report --html run {i + 1}: {wall:.2f} s, max RSS {rss:.0f} MiB")
+            print(f"  write run {i + 1}: {wall:.2f} s, max RSS {rss:.0f} MiB")
         print(f"  page: {size:.2f} MB")
         for label, renders in (("cold", cold), ("warm", warm)):
             for key in renders[0]:

@@ -276,7 +276,9 @@ class ProfileFrames:
         for i, node in enumerate(self._order):
             for name, key in keys:
                 vector = tree.vector(node, key)
-                if vector is None:
+                # (not known, or known to be 0 on every rank: a reduced tree's node merging
+                # call sites without values, whose vectors are zeros, is most of by_function's)
+                if vector is None or not any(vector):
                     continue
                 for rank, value in zip(tree.ranks, vector):
                     if value:
