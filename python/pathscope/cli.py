@@ -289,14 +289,18 @@ def _report_html(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
     plotly = load_plotly()
     frames = open_frames(directory)
     _print_notes(frames.symbols.notes)
-    page = render_html(frames, plotly)
-    out = _open_output(args.output)
+    _write_page(args.output, render_html(frames, plotly, call_sites=args.call_sites))
+    return 0
+
+
+def _write_page(path: str, page: str) -> None:
+    """A page built whole, written to path (a failure to open it leaves no file)."""
+    out = _open_output(path)
     try:
         with out:
             out.write(page)
     except OSError as e:
-        raise OutputError(f"cannot write '{args.output}': {e.strerror}") from e
-    return 0
+        raise OutputError(f"cannot write '{path}': {e.strerror}") from e
 
 
 def _check_partial(profile: "Profile", allow: bool) -> None:
@@ -411,6 +415,7 @@ def _command_diff(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 
     if not args.base.strip() or not args.new.strip():
         parser.error("BASE and NEW: empty value")
+    plotly = _check_diff_html(parser, args)
     d = diff.diff(pathscope.open(args.base, runtime_threads=False),
                   pathscope.open(args.new, runtime_threads=False))
     found = (diff.regressions(d, args.fail_above, args.floor)
@@ -419,8 +424,11 @@ def _command_diff(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         diff.write_csv(d, sys.stdout)
     elif args.format == "json":
         diff.write_json(d, sys.stdout, found)
+    elif args.format == "html":
+        from pathscope.report.html_diff import render_diff_html
+        _write_page(args.output, render_diff_html(d, plotly, found, args.fail_above, args.floor))
     else:
-        diff.write_table(d, sys.stdout, args.top)
+        diff.write_table(d, sys.stdout, diff.DEFAULT_TOP if args.top is None else args.top)
     if found is None:
         return 0
     for line in found:
@@ -430,6 +438,21 @@ def _command_diff(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
               f"(exit status {EXIT_REGRESSION})", file=sys.stderr)
         return EXIT_REGRESSION
     return 0
+
+
+def _check_diff_html(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Optional[str]:
+    """diff --html's flags; plotly.js (checked before the profiles are read), None without
+    --html."""
+    if args.format != "html":
+        if args.output is not None:
+            parser.error("-o/--output applies to --html")
+        return None
+    if args.output is None:
+        parser.error("--html needs -o FILE")
+    if args.top is not None:
+        parser.error("--top applies to the table, not to --html (the page has every row)")
+    from pathscope.report.html import load_plotly
+    return load_plotly(needed_by="diff --html")
 
 
 def _command_symbolize(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -557,7 +580,8 @@ def build_parser(options: Optional[Sequence[Option]]) -> tuple[
     report.add_argument("-o", "--output", metavar="FILE", help="with --html: the file to write")
     report.add_argument("--call-sites", action="store_true",
                         help="keep each call site of a function a line of its own in the call "
-                             "tree and the hot path (default: one line per function)")
+                             "tree and the hot path, and a tile of its own with --html "
+                             "(default: one per function)")
     table_phrases = [f.phrase for f in _export.FORMATS.values()]
     path_phrases = [f.phrase for f in _export.CALL_PATH_FORMATS.values()]
     file_phrases = [f.phrase for f in _export.FILE_FORMATS.values()]
@@ -595,7 +619,8 @@ def build_parser(options: Optional[Sequence[Option]]) -> tuple[
         "diff", help="compare two profiles per call path, communicator and operation",
         description="Compare NEW with BASE: per call path (matched by its frame names), "
                     "communicator and MPI operation, the change in time, bytes and calls, "
-                    "by impact (the absolute change in time first).  Exit status "
+                    "by impact (the absolute change in time first); with --html -o FILE as one "
+                    "self-contained page (a differential icicle and the tables).  Exit status "
                     f"{EXIT_REGRESSION} with --fail-above PCT when the total time, or the "
                     "time of a path holding at least --floor % of BASE's total, grew by more "
                     "than PCT % (each such regression is named on stderr); 0 otherwise, 2 on "
@@ -607,13 +632,18 @@ def build_parser(options: Optional[Sequence[Option]]) -> tuple[
                          help="every row as CSV (times in ns) instead of the table")
     machine.add_argument("--json", dest="format", action="store_const", const="json",
                          help="every row and the totals as JSON instead of the table")
+    machine.add_argument("--html", dest="format", action="store_const", const="html",
+                         help="write the two-profile view (one self-contained page: a "
+                              "differential icicle, every row, the communicators) to -o FILE "
+                              "instead of the table")
+    diff.add_argument("-o", "--output", metavar="FILE", help="with --html: the file to write")
     diff.add_argument("--fail-above", type=_percent, metavar="PCT",
                       help=f"exit with status {EXIT_REGRESSION} when a time grew by more than "
                            f"PCT percent")
     diff.add_argument("--floor", type=_percent, metavar="PCT", default=1.0,
                       help="--fail-above judges only paths with at least PCT %% of BASE's "
                            "total time in BASE or NEW (default: 1)")
-    diff.add_argument("--top", type=_count, metavar="N", default=30,
+    diff.add_argument("--top", type=_count, metavar="N",
                       help="rows of the table (default: 30)")
     sql = sub.add_parser(
         "sql", help="run a DuckDB query over the tables of one or more profiles",

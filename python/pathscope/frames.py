@@ -12,6 +12,7 @@ work from.
     p.rank_matrix("mpi_ns")       # a metric per node and rank as one numpy array
     p.rank_comm_ops               # per rank, communicator and operation (the rank files')
     p.merged_by_function()        # the call tree with each function's call sites merged
+    p.by_function().node_stats    # ... and every call-tree frame of it
 
 Columns are pyarrow-backed (`int64[pyarrow]`, `string[pyarrow]`, nullable: None is <NA>),
 in the order `export` writes them.  Frames are built on first use and kept.
@@ -99,6 +100,7 @@ class ProfileFrames:
         self._tree: Optional[CallTree] = tree
         self._no_tree = False         # the profile has no call paths (asked once)
         self._order: list[MergedNode] = list(tree.root.walk()) if tree is not None else []
+        self._by_function: Optional["ProfileFrames"] = None
 
     # ---- the export tables -------------------------------------------------------------------
 
@@ -196,14 +198,25 @@ class ProfileFrames:
     def merged_by_function(self) -> pd.DataFrame:
         """The call tree by function (module docstring): `nodes`' columns and `sites`."""
         if "by_function" not in self._frames:
-            order: list[MergedNode] = []
-            if self.tree is not None:
-                merged = merge_call_sites(self.tree, function_key(self.symbols))
-                order = list(merged.root.walk())
+            merged = self.by_function()
+            order = merged._order if merged.tree is not None else []
             self._frames["by_function"] = frame(NODES_COLUMNS + ["sites"], (
                 {**row, "sites": len(node.sites) or 1}
-                for node, row in zip(order, self._node_rows(order))))
+                for node, row in zip(order, merged._node_rows())))
         return self._frames["by_function"]
+
+    def by_function(self) -> "ProfileFrames":
+        """This profile's frames over the call tree by function (module docstring): its
+        `nodes`, `metrics`, `node_stats` and `node_comms` are the merged nodes' (sums and
+        per-rank statistics exact), merged_node(i).sites the nodes of this tree it holds.
+        Built once and kept; itself when the profile has no call paths."""
+        if self._by_function is None:
+            if self.tree is None:
+                return self
+            merged = merge_call_sites(self.tree, function_key(self.symbols))
+            self._by_function = ProfileFrames(self.profile, self.symbols, self.runtime_threads,
+                                              tree=merged)
+        return self._by_function
 
     def _node_rows(self, order: Optional[list[MergedNode]] = None) -> Iterable[dict[str, Any]]:
         """A row per node of order (default: the tree's), depth first."""
@@ -263,7 +276,9 @@ class ProfileFrames:
         for i, node in enumerate(self._order):
             for name, key in keys:
                 vector = tree.vector(node, key)
-                if vector is None:
+                # (not known, or known to be 0 on every rank: a reduced tree's node merging
+                # call sites without values, whose vectors are zeros, is most of by_function's)
+                if vector is None or not any(vector):
                     continue
                 for rank, value in zip(tree.ranks, vector):
                     if value:

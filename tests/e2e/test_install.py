@@ -76,9 +76,10 @@ def test_prefix_holds_the_runtime_the_cli_and_nothing_else(prefix):
     python = ROOT / "python"
     want |= {f"share/pathscope/python/{f.relative_to(python)}"
              for f in python.rglob("*.py") if "__pycache__" not in f.parts}
-    # (the HTML report's page: its template, script and style)
-    want |= {f"share/pathscope/python/pathscope/report/html_page.{ext}"
-             for ext in ("html", "js", "css")}
+    # (the HTML pages of report --html and diff --html: their templates, scripts and style)
+    want |= {f"share/pathscope/python/pathscope/report/{name}"
+             for name in ("html_page.html", "html_page.js", "html_page.css", "html_common.js",
+                          "html_diff.html", "html_diff.js")}
     have = {str(f.relative_to(p)) for f in p.rglob("*") if f.is_file() or f.is_symlink()}
     assert have == want
     assert (p / "share/pathscope/options.def").read_bytes() == \

@@ -20,15 +20,24 @@ PATHSCOPE = ROOT / "bin" / "pathscope"
 
 @pytest.fixture(scope="module")
 def hybrid():
+    """The page's data as report --html writes it: the tree by function."""
     return html.page_data(pathscope.open(HYBRID))
+
+
+@pytest.fixture(scope="module")
+def by_site():
+    """... and as report --call-sites --html writes it."""
+    return html.page_data(pathscope.open(HYBRID), call_sites=True)
 
 
 def metric(data, name):
     return next(m for m in data["tree"]["metrics"] if m["name"] == name)
 
 
-def test_tree_metrics_of_the_hybrid_fixture(hybrid):
+def test_tree_metrics_of_the_hybrid_fixture_by_call_site(by_site):
+    hybrid = by_site
     tree = hybrid["tree"]
+    assert hybrid["call_sites"] is True and tree["sites"] == {}
     assert [m["name"] for m in tree["metrics"]] == ["time", "mpi_time", "oncpu_time", "visits",
                                                     "bytes"]
     assert tree["ranks"] == [0, 1] and tree["per_rank"] is True
@@ -49,7 +58,55 @@ def test_tree_metrics_of_the_hybrid_fixture(hybrid):
     assert hybrid["notes"] == []
 
 
-def test_imbalance_time_split_and_comms(hybrid):
+def test_tree_by_function(hybrid):
+    """README.md's tree with main's four call sites (app.c:41, 30, 45, 46), compute's two
+    under solve / update (compute.c:10, 15) and worker's two (worker.c:5, 12) merged: one
+    node each, the sum of the sites' values; the sites, heaviest first, on the node."""
+    tree = hybrid["tree"]
+    assert hybrid["call_sites"] is False
+    assert list(zip(tree["parent"], tree["label"])) == [
+        (-1, "[all threads]"), (0, "_start"), (1, "__libc_start_call_main"), (2, "main"),
+        (3, "solve / update"), (4, "compute"), (5, "libkernels.so+0x1a4f"), (3, "solve"),
+        (7, "MPI_Allreduce"), (3, "MPI_Recv"), (3, "MPI_Send"), (0, "[failed unwind]"),
+        (11, "compute"), (0, "[not unwound]"), (13, "MPI_Finalize"), (13, "MPI_Comm_dup"),
+        (0, "__clone3"), (16, "start_thread"), (17, "worker"), (18, "compute")]
+    assert tree["where"][3] == "/src/solver/app.c:41"          # the heaviest site's
+    assert tree["sites"] == {
+        "3": [["/src/solver/app.c:41", 3_469_000_000, 900_000_000],
+              ["/src/solver/app.c:30", 294_000_000, 0],
+              ["/src/solver/app.c:45", 150_000_000, 150_000_000],
+              ["/src/solver/app.c:46", 10_000_000, 10_000_000]],
+        "5": [["/src/solver/compute.c:10", 2_269_000_000, 0],
+              ["/src/solver/compute.c:15", 300_000_000, 0]],
+        "18": [["/src/solver/worker.c:5", 2_200_000_000, 0],
+               ["/src/solver/worker.c:12", 400_000_000, 0]]}
+    time = metric(hybrid, "time")
+    assert sum(time["all"]) == 6_700_000_001
+    # main's own samples (fn 0x401300: 194 + 100 ms), compute's (1100 + 1169 ms)
+    assert (time["all"][3], time["all"][5]) == (294_000_000, 2_269_000_000)
+    mpi = metric(hybrid, "mpi_time")
+    r0, r1 = (dict(zip(*mpi["ranks"][r])) for r in ("0", "1"))
+    assert (r0[8], r1[8]) == (300_000_000, 600_000_000)
+    assert r0[9] == 150_000_000 and 9 not in r1
+    assert sum(r0.values()) == 456_000_000 and sum(r1.values()) == 616_000_000
+
+
+def test_imbalance_by_function(hybrid):
+    """main merged holds all of __libc_start_call_main's time: main says it; then worker
+    (its two sites) and compute under solve / update (its two)."""
+    rows = hybrid["imbalance"]["incl_time"]
+    assert [r["node"] for r in rows[:3]] == [3, 18, 5]
+    assert rows[0] == {"node": 3, "path": "_start > __libc_start_call_main > main",
+                       "sum": 3_923_000_000, "mean": 1_961_500_000.0,
+                       "min": 1_944_000_000, "min_rank": 0, "max": 1_979_000_000,
+                       "max_rank": 1, "ranks": {"0": 1_944_000_000, "1": 1_979_000_000}}
+    assert rows[1]["path"] == "__clone3 > start_thread > worker" and (
+        rows[1]["sum"], rows[1]["max"], rows[1]["max_rank"]) == (2_600_000_000,
+                                                                 1_450_000_000, 0)
+
+
+def test_imbalance_time_split_and_comms(by_site):
+    hybrid = by_site
     rows = hybrid["imbalance"]["incl_time"]
     # _start is left out: all its time is in __libc_start_call_main
     assert [r["node"] for r in rows[:3]] == [2, 3, 21]

@@ -3,8 +3,11 @@ style inlined: it works offline) built from `pathscope.open(DIR)`'s frames.
 
     html = render_html(pathscope.frames.open("prof"))
 
-The page's data is one JSON object (page_data); html_page.js draws it:
-- tree: the merged call tree (`nodes`: parent, label, where, kind) and, per metric of
+The page's data is one JSON object (page_data); html_common.js and html_page.js draw it:
+- tree: the call tree by function (ProfileFrames.by_function: a function's call sites are
+  one node; call_sites=True: the tree by call site, `nodes`) with parent, label, where, kind,
+  and `sites`: for each node merging several call sites, the sites' where and inclusive time
+  and MPI time (all ranks), heaviest first; per metric of
   pathscope.metrics.CALL_PATH_METRICS that some node has, each node's exclusive value over all
   ranks (`all`) and, where every node's per-rank value is known (`--per-rank all`: the rank
   files) and there are at most PER_RANK_VALUES_MAX of them, per rank.  The page sums a
@@ -63,34 +66,44 @@ def assets_dir() -> Path:
     return root / ".deps" / "html"
 
 
-def load_plotly(directory: Optional[Path] = None) -> str:
-    """The pinned plotly.js bundle's text; HtmlAssetError when it is missing or differs."""
+def load_plotly(directory: Optional[Path] = None, needed_by: str = "report --html") -> str:
+    """The pinned plotly.js bundle's text; HtmlAssetError when it is missing or differs
+    (needed_by: the command named in the message)."""
     path = (directory or assets_dir()) / PLOTLY_FILE
     fix = "run scripts/setup.sh (it fetches the pinned bundle)"
     try:
         data = path.read_bytes()
     except OSError as e:
-        raise HtmlAssetError(f"report --html needs plotly.js {PLOTLY_JS_VERSION} at {path}: "
+        raise HtmlAssetError(f"{needed_by} needs plotly.js {PLOTLY_JS_VERSION} at {path}: "
                              f"{e.strerror}; {fix}") from e
     if hashlib.sha256(data).hexdigest() != PLOTLY_JS_SHA256:
-        raise HtmlAssetError(f"report --html: {path} is not plotly.js {PLOTLY_JS_VERSION} "
+        raise HtmlAssetError(f"{needed_by}: {path} is not plotly.js {PLOTLY_JS_VERSION} "
                              f"(sha256 differs from the pinned one); {fix}")
     return data.decode("utf-8")
 
 
-def render_html(frames: "ProfileFrames", plotly: Optional[str] = None) -> str:
-    """The page (plotly: the bundle's text, default load_plotly())."""
+def render_html(frames: "ProfileFrames", plotly: Optional[str] = None,
+                call_sites: bool = False) -> str:
+    """The page (plotly: the bundle's text, default load_plotly(); call_sites: page_data's)."""
+    title = str(frames.profile.meta.get("program") or frames.profile.path)
+    return html_document(title, "html_page", page_data(frames, call_sites), plotly)
+
+
+def html_document(title: str, page: str, data: dict[str, Any],
+                  plotly: Optional[str] = None) -> str:
+    """One self-contained page: the style, plotly.js, the body of `page`.html, data as JSON,
+    html_common.js then `page`.js, all inlined."""
     script = plotly if plotly is not None else load_plotly()
-    page = resources.files("pathscope.report")
-    data = json.dumps(page_data(frames), separators=(",", ":"), allow_nan=False)
-    title = _escape(str(frames.profile.meta.get("program") or frames.profile.path))
+    files = resources.files("pathscope.report")
+    text = json.dumps(data, separators=(",", ":"), allow_nan=False)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>pathscope: {title}</title>"
-            f"<style>{page.joinpath('html_page.css').read_text()}</style>"
+            f"<title>pathscope: {_escape(title)}</title>"
+            f"<style>{files.joinpath('html_page.css').read_text()}</style>"
             f"<script>{_script_safe(script)}</script></head><body>"
-            f"{page.joinpath('html_page.html').read_text()}"
-            f"<script id=\"pathscope-data\" type=\"application/json\">{_script_safe(data)}"
-            f"</script><script>{page.joinpath('html_page.js').read_text()}</script>"
+            f"{files.joinpath(page + '.html').read_text()}"
+            f"<script id=\"pathscope-data\" type=\"application/json\">{_script_safe(text)}"
+            f"</script><script>{files.joinpath('html_common.js').read_text()}"
+            f"{files.joinpath(page + '.js').read_text()}</script>"
             "</body></html>\n")
 
 
@@ -103,17 +116,21 @@ def _script_safe(text: str) -> str:
     return text.replace("</", "<\\/")
 
 
-def page_data(frames: "ProfileFrames") -> dict[str, Any]:
+def page_data(frames: "ProfileFrames", call_sites: bool = False) -> dict[str, Any]:
+    """call_sites: the icicle and the imbalance paths by call site (`nodes`), not by function
+    (by_function(), the default)."""
     profile = frames.profile
     reduced = frames.tree is not None and not frames.per_rank_known
+    shown = frames if call_sites else frames.by_function()
     notes: list[str] = []
     data: dict[str, Any] = {
         "program": str(profile.meta.get("program") or ""),
         "command": str(profile.meta.get("command") or ""),
         "nranks": profile.nranks,
         "problems": profile.problems(),
-        "tree": _tree(frames, notes),
-        "imbalance": _imbalance(frames),
+        "call_sites": call_sites,
+        "tree": _tree(shown, notes),
+        "imbalance": _imbalance(shown),
         "comms": _comms(frames, reduced),
         "heap": _heap(frames),
         "syscalls": _syscalls(frames),
@@ -147,7 +164,27 @@ def _tree(frames: "ProfileFrames", notes: list[str]) -> Optional[dict[str, Any]]
             "where": [_where(*row) for row in zip(*(_plain(nodes[c]) for c in (
                 "file", "line", "module", "address")))],
             "ranks": sorted(frames.tree.ranks) if frames.tree is not None else [],
-            "per_rank": bool(ranks), "metrics": metrics}
+            "per_rank": bool(ranks), "metrics": metrics, "sites": _sites(frames)}
+
+
+def _sites(frames: "ProfileFrames") -> dict[str, list[list[Any]]]:
+    """{node: [[where, inclusive time, inclusive MPI time], ...]} of the nodes that merge
+    several call sites (merge_call_sites orders them heaviest first)."""
+    out: dict[str, list[list[Any]]] = {}
+    for i in range(len(frames.nodes)):
+        sites = frames.merged_node(i).sites
+        if len(sites) > 1:
+            out[str(i)] = [[_site_where(frames, s), s.incl_time_ns, s.incl_mpi_ns]
+                           for s in sites]
+    return out
+
+
+def _site_where(frames: "ProfileFrames", site: Any) -> str:
+    f = site.frame
+    lines = frames.symbols.lines(f)
+    line = lines[-1] if lines else None
+    return _where(line.file if line else None, line.line if line else None, f.module or None,
+                  f"0x{f.address:x}" if f.module else None)
 
 
 def _plain(series: pd.Series) -> list[Any]:

@@ -1,11 +1,9 @@
 // pathscope report --html: draws the page's JSON (python/pathscope/report/html.py says what it
-// holds) with plotly.js.  window.pathscope exposes the data and the view's state (metric, rank,
-// selected node) so that a reader of the page -- or a browser test -- can see what is shown.
-"use strict";
-const D = JSON.parse(document.getElementById("pathscope-data").textContent);
+// holds) with plotly.js and html_common.js.  window.pathscope exposes the data and the view's
+// state (metric, rank, selected node) so that a reader of the page -- or a browser test -- can
+// see what is shown.
 const state = { metric: null, rank: "all", root: 0, selected: null };
 window.pathscope = { data: D, state };
-const CONFIG = { displaylogo: false, responsive: true };
 const METRIC_LABELS = {
   time: "time", mpi_time: "MPI time", oncpu_time: "on-CPU time", offcpu_time: "off-CPU time",
   visits: "MPI visits", bytes: "MPI bytes", calls: "calls (lower bound)",
@@ -14,57 +12,6 @@ const METRIC_LABELS = {
   syscall_time: "system call time", probe_calls: "probe calls", probe_time: "probe time",
   probe_self_time: "probe self time", probe_cpu_time: "probe CPU time",
 };
-
-function fmt(value, unit) {
-  if (value === null || value === undefined) return "-";
-  if (unit === "ns") return fmtSeconds(value / 1e9);
-  if (unit === "s") return fmtSeconds(value);
-  if (unit === "bytes") {
-    const steps = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let v = value, i = 0;
-    while (Math.abs(v) >= 1024 && i < steps.length - 1) { v /= 1024; i++; }
-    return i === 0 ? `${v} B` : `${v.toFixed(v < 10 ? 2 : 1)} ${steps[i]}`;
-  }
-  return Math.round(value).toLocaleString("en-US");
-}
-
-function fmtSeconds(s) {
-  const a = Math.abs(s);
-  if (a === 0) return "0 s";
-  if (a >= 1) return `${s.toFixed(3)} s`;
-  if (a >= 1e-3) return `${(s * 1e3).toFixed(3)} ms`;
-  if (a >= 1e-6) return `${(s * 1e6).toFixed(3)} µs`;
-  return `${Math.round(s * 1e9)} ns`;
-}
-
-function el(id) { return document.getElementById(id); }
-
-function note(id, text) { el(id).textContent = text; }
-
-function option(select, value, text) {
-  const o = document.createElement("option");
-  o.value = value; o.textContent = text; select.appendChild(o);
-}
-
-// A table: columns [{title, get(row), text?}], rows; onClick(row) makes rows clickable.
-function table(target, columns, rows, onClick) {
-  const t = document.createElement("table");
-  const head = t.createTHead().insertRow();
-  for (const c of columns) {
-    const th = document.createElement("th");
-    th.textContent = c.title; if (c.text) th.className = "text"; head.appendChild(th);
-  }
-  const body = t.createTBody();
-  for (const r of rows) {
-    const tr = body.insertRow();
-    for (const c of columns) {
-      const td = tr.insertCell(); td.textContent = c.get(r); if (c.text) td.className = "text";
-    }
-    if (onClick) { tr.className = "clickable"; tr.addEventListener("click", () => onClick(r)); }
-  }
-  const box = document.createElement("div"); box.className = "scroll"; box.appendChild(t);
-  el(target).replaceChildren(box);
-}
 
 // ---- header ------------------------------------------------------------------------------------
 
@@ -93,11 +40,15 @@ function exclusive(m, rank) {
   return out;
 }
 
-// nodes are depth first, parents before children: one pass from the end sums every subtree
-function inclusive(ex) {
-  const incl = Float64Array.from(ex);
-  for (let i = incl.length - 1; i > 0; i--) incl[T.parent[i]] += incl[i];
-  return incl;
+function inclusive(ex) { return inclusiveOf(T.parent, ex); }
+
+// a node's place; a node merging several call sites (the default: report --call-sites keeps
+// them apart) names its heaviest and how many more there are
+function whereOf(i) {
+  const sites = T.sites[i];
+  const where = T.where[i] || T.kind[i];
+  return sites ? `${where} and ${sites.length - 1} more call site` +
+                 (sites.length > 2 ? "s" : "") : where;
 }
 
 function pathOf(node) {
@@ -110,14 +61,7 @@ function pathOf(node) {
 // tree of thousands of nodes stays quick to draw; clicking a node draws its subtree afresh
 const PRUNE = 1000;
 const TEXT_ALL = 300, TEXT_MIN = 100;   // over TEXT_ALL tiles: text only from 1/TEXT_MIN
-// each node's last descendant (depth first: a subtree is i..LAST[i])
-const LAST = (() => {
-  const last = T ? T.parent.map((_, i) => i) : [];
-  for (let i = last.length - 1; i > 0; i--) {
-    last[T.parent[i]] = Math.max(last[T.parent[i]], last[i]);
-  }
-  return last;
-})();
+const LAST = T ? subtreeEnds(T.parent) : [];
 
 function drawTree() {
   const m = metricOf(state.metric);
@@ -128,7 +72,7 @@ function drawTree() {
   const add = i => {
     ids.push(String(i)); labels.push(T.label[i]);
     parents.push(i === 0 ? "" : String(T.parent[i]));
-    values.push(incl[i]); custom.push([T.where[i] || T.kind[i], fmt(incl[i], m.unit)]);
+    values.push(incl[i]); custom.push([whereOf(i), fmt(incl[i], m.unit)]);
     texts.push(incl[i] * TEXT_MIN >= incl[root] ? "%{label}<br>%{customdata[1]}" : "");
   };
   const chain = [];
@@ -156,7 +100,44 @@ function drawTree() {
     hovertemplate: "<b>%{label}</b><br>%{customdata[0]}<br>%{customdata[1]} " +
                    "(%{percentRoot:.1%} of the shown root)<extra></extra>",
   }], { margin: { t: 10, l: 5, r: 5, b: 5 }, height: 540 }, CONFIG);
+  showHotPath(incl, m);
   if (state.selected !== null) showDetails(state.selected);
+}
+
+const CHILDREN = (() => {
+  const out = T ? T.parent.map(() => []) : [];
+  if (T) T.parent.forEach((p, i) => { if (i) out[p].push(i); });
+  return out;
+})();
+const PSEUDO = ["failed", "not_unwound"];
+
+// from the shown root, the child with the most of the metric down to a leaf (at the tree's
+// root not into [failed unwind] or [not unwound], as the text report's hot path); each step
+// a link that zooms to it
+function hotPath(incl) {
+  const path = [state.root];
+  for (let i = state.root; ;) {
+    let best = -1;
+    for (const c of CHILDREN[i]) {
+      if (i === 0 && PSEUDO.includes(T.kind[c])) continue;
+      if (incl[c] > 0 && (best < 0 || incl[c] > incl[best])) best = c;
+    }
+    if (best < 0) return path;
+    path.push(best); i = best;
+  }
+}
+
+function showHotPath(incl, m) {
+  const box = el("hot-path");
+  box.replaceChildren("hot path: ");
+  hotPath(incl).forEach((node, k) => {
+    if (k) box.append(" > ");
+    const a = document.createElement("a");
+    a.href = "#s-tree"; a.dataset.node = node;
+    a.textContent = `${T.label[node]} (${fmt(incl[node], m.unit)})`;
+    a.addEventListener("click", ev => { ev.preventDefault(); clicked(node); });
+    box.append(a);
+  });
 }
 
 // a click shows the node's details and draws its subtree (the shown root: up to its parent)
@@ -177,7 +158,7 @@ function showDetails(node) {
   const h = document.createElement("p");
   h.innerHTML = "<b></b>"; h.firstChild.textContent = pathOf(node);
   const where = document.createElement("p");
-  where.textContent = `${T.where[node] || ""} (${T.kind[node]}; ` +
+  where.textContent = `${whereOf(node)} (${T.kind[node]}; ` +
     `${state.rank === "all" ? "all ranks" : "rank " + state.rank})`;
   const t = document.createElement("div"); t.id = "details-table";
   box.append(h, where, t);
@@ -186,10 +167,29 @@ function showDetails(node) {
     { title: "inclusive", get: r => fmt(r.incl, r.m.unit) },
     { title: "exclusive", get: r => fmt(r.excl, r.m.unit) },
   ], rows);
+  const sites = T.sites[node];
+  if (!sites) return;
+  const s = document.createElement("div"); s.id = "details-sites";
+  const title = document.createElement("p");
+  title.textContent = `its ${sites.length} call sites (all ranks; report --call-sites ` +
+                      "draws each apart):";
+  box.append(title, s);
+  const total = sites.reduce((sum, r) => sum + r[1], 0);
+  table("details-sites", [
+    { title: "call site", text: true, get: r => r[0] || "-" },
+    { title: "time", get: r => fmt(r[1], "ns") },
+    { title: "% of the node's", get: r => total ? `${(100 * r[1] / total).toFixed(1)}%` : "-" },
+    { title: "MPI time", get: r => fmt(r[2], "ns") },
+  ], sites);
 }
 
 function setupTree() {
   if (!T) { note("flame-status", "this profile has no call paths"); return; }
+  note("tree-note", D.call_sites
+    ? "one tile per call site (--call-sites): a function called from several places is " +
+      "several tiles"
+    : "one tile per function under each caller: its call sites are merged (click it to see " +
+      "them; pathscope report --call-sites --html draws each apart)");
   const metric = el("metric");
   for (const m of T.metrics) option(metric, m.name, METRIC_LABELS[m.name] || m.name);
   state.metric = T.metrics[0].name;
@@ -375,8 +375,6 @@ function setupSyscalls() {
          `system calls: the ${S.calls.rows.length} with the most time of ${S.calls_total}`);
 }
 
-// performance marks (read by bench/html_report.py): each part's end
-function timed(name, f) { f(); performance.mark(`pathscope:${name}`); }
 timed("header", header);
 timed("tree", setupTree);
 timed("split", setupSplit);
@@ -384,3 +382,4 @@ timed("imbalance", setupImbalance);
 timed("comms", setupComms);
 timed("heap", setupHeap);
 timed("syscalls", setupSyscalls);
+performance.mark("pathscope:done");
