@@ -97,6 +97,19 @@ static int estimates_room(kernel_thread_t *kt, uint32_t n)
     return 0;
 }
 
+/* A slot's rest: its table minus what reports carried to a path or (eBPF: dropped) to none;
+ * nothing when no report reached a path (it stays under [kernel: no call path]).  Returns
+ * the nodes that get a part. */
+static uint32_t slot_rest(slot_t *s, const ps_kdrop_t *dropped)
+{
+    uint64_t off_count = s->path_count + (dropped ? dropped->count : 0);
+    uint64_t off_time = s->path_time + (dropped ? dropped->ns : 0);
+    if (!s->path_count) return 0;
+    s->rest_count = s->total_count > off_count ? s->total_count - off_count : 0;
+    s->rest_time = s->total_time > off_time ? s->total_time - off_time : 0;
+    return s->rest_count || s->rest_time ? s->nodes : 0;
+}
+
 /* Thread t, its table in the slots (total_*): sums its syscall nodes, works out each slot's
  * rest and spreads it. */
 static void estimate_thread(ps_thread_t *t)
@@ -111,24 +124,20 @@ static void estimate_thread(ps_thread_t *t)
         s->nodes++;
     }
     uint32_t need = 0;
-    for (int k = 0; k < ntouched; k++) {
-        slot_t *s = &slots[touched[k]];
-        const ps_kdrop_t *d = kt->dropped && ps_kernel_source == PS_KSRC_EBPF ? &kt->dropped[touched[k]] : NULL;
-        uint64_t off_count = s->path_count + (d ? d->count : 0), off_time = s->path_time + (d ? d->ns : 0);
-        if (!s->path_count) continue; /* no report reached a path: no call path */
-        s->rest_count = s->total_count > off_count ? s->total_count - off_count : 0;
-        s->rest_time = s->total_time > off_time ? s->total_time - off_time : 0;
-        if (s->rest_count || s->rest_time) need += s->nodes;
-    }
+    for (int k = 0; k < ntouched; k++)
+        need += slot_rest(&slots[touched[k]], kt->dropped ? &kt->dropped[touched[k]] : NULL);
     if (!need || estimates_room(kt, need)) return;
     for (uint32_t id = 1; id < t->nnodes; id++) {
         ps_node_t *n = &t->nodes[id];
         slot_t *s = n->kind == PS_NODE_SYSCALL ? slot_of(n->key) : NULL;
         if (!s || !(s->rest_count || s->rest_time)) continue;
-        uint64_t count = share(s->rest_count, s->seen_count, s->seen_count + n->visits, s->path_count);
+        uint64_t count = share(s->rest_count, s->seen_count, s->seen_count + n->visits,
+                               s->path_count);
         /* time by time; by calls where the reports carried none */
-        uint64_t time = s->path_time ? share(s->rest_time, s->seen_time, s->seen_time + n->kernel_time, s->path_time)
-                                     : share(s->rest_time, s->seen_count, s->seen_count + n->visits, s->path_count);
+        uint64_t time = s->path_time ? share(s->rest_time, s->seen_time,
+                                             s->seen_time + n->kernel_time, s->path_time)
+                                     : share(s->rest_time, s->seen_count,
+                                             s->seen_count + n->visits, s->path_count);
         s->seen_count += n->visits;
         s->seen_time += n->kernel_time;
         if (!count && !time) continue;
@@ -219,6 +228,7 @@ void ps_kernel_write_estimates(ps_fmt_t *f, ps_thread_t *t)
     for (uint32_t i = 0; i < kt->est_n; i++) {
         const ps_kest_t *e = &kt->est[i];
         uint64_t ns = ps_kernel_source == PS_KSRC_LIBC ? ps_ticks_to_ns(e->time) : e->time;
-        ps_fmt_line_u64(f, "knode", (const uint64_t[]){(uint64_t)t->index, e->node, e->count, ns}, 4);
+        ps_fmt_line_u64(f, "knode", (const uint64_t[]){(uint64_t)t->index, e->node, e->count,
+                                                       ns}, 4);
     }
 }
