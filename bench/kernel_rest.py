@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -44,17 +45,28 @@ def one_run(name, mode, work):
     trace = work / "trace.txt"
     script = work / "rest.bt"
     script.write_text(SCRIPT.format(lib=LIB))
-    tracer = subprocess.Popen(["bpftrace", "-o", str(trace), str(script)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    time.sleep(3)                           # attached (bpftrace prints nothing before)
+    with open(trace, "w") as sink:
+        # (line-buffered output, so that "Attaching" shows; SIGINT as bpftrace expects it,
+        # even when this benchmark was started with SIGINT ignored)
+        tracer = subprocess.Popen(["bpftrace", "-B", "line", str(script)], stdout=sink,
+                                  stderr=subprocess.DEVNULL,
+                                  preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.time() + 60
+    while "Attaching" not in trace.read_text() and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(1)                           # (the uprobes are in place once it said so)
     prog = [str(BUILD / PROGRAMS[name][0]), *PROGRAMS[name][1:]]
     env = dict(os.environ, PYTHONPATH=str(ROOT / "python"), PATHSCOPE_HOME=str(ROOT))
     p = subprocess.run([sys.executable, "-m", "pathscope", "run", "--quiet", "--kernel", mode,
                         "-o", str(out), "--", *prog], capture_output=True, text=True, env=env,
                        timeout=300)
     time.sleep(0.5)
-    tracer.terminate()
-    tracer.wait(timeout=30)
+    tracer.send_signal(signal.SIGINT)       # (bpftrace ends on SIGINT, printing its maps)
+    try:
+        tracer.wait(timeout=10)
+    except subprocess.TimeoutExpired:       # (it sometimes misses it; its lines are written)
+        tracer.kill()
+        tracer.wait()
     if p.returncode:
         raise SystemExit(f"{name} {mode}: {p.stderr}")
     text = trace.read_text()

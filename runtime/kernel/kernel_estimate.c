@@ -147,10 +147,29 @@ static void estimate_thread(ps_thread_t *t)
     }
 }
 
-static ps_thread_t *thread_by_tid(uint64_t tid, int nthreads)
+/* The threads by tid (open addressing, filled once per write): the snapshot names threads
+ * by tid, and a scan of every thread record per tid costs milliseconds at 800 threads. */
+#define TID_SLOTS (2 * PS_MAX_THREADS)
+static struct { int tid; ps_thread_t *t; } by_tid[TID_SLOTS];
+
+static void tid_index_fill(int nthreads)
 {
-    for (int i = 0; i < nthreads; i++)
-        if (ps_threads[i] && (uint64_t)ps_threads[i]->tid == tid) return ps_threads[i];
+    memset(by_tid, 0, sizeof by_tid);
+    for (int i = 0; i < nthreads; i++) {
+        ps_thread_t *t = ps_threads[i];
+        if (!t || !t->tid) continue;
+        unsigned h = (unsigned)t->tid * 2654435761u % TID_SLOTS;
+        while (by_tid[h].tid && by_tid[h].tid != t->tid) h = (h + 1) % TID_SLOTS;
+        if (!by_tid[h].tid) by_tid[h].tid = t->tid, by_tid[h].t = t; /* (a reused tid: the first) */
+    }
+}
+
+static ps_thread_t *thread_by_tid(uint64_t tid)
+{
+    if (!tid || tid > 0x7fffffff) return NULL;
+    unsigned h = (unsigned)tid * 2654435761u % TID_SLOTS;
+    for (; by_tid[h].tid; h = (h + 1) % TID_SLOTS)
+        if ((uint64_t)by_tid[h].tid == tid) return by_tid[h].t;
     return NULL;
 }
 
@@ -165,6 +184,7 @@ static uint64_t decimal(const char **p)
  * thread by thread. */
 static void estimate_from_snapshot(const char *buf, size_t len, int nthreads)
 {
+    tid_index_fill(nthreads);
     const char *p = buf, *end = buf + len;
     uint64_t tid = 0;
     ps_thread_t *t = NULL;
@@ -183,7 +203,7 @@ static void estimate_from_snapshot(const char *buf, size_t len, int nthreads)
             if (t && t->nodes) estimate_thread(t);
             slots_clear();
             tid = line_tid;
-            t = thread_by_tid(tid, nthreads);
+            t = thread_by_tid(tid);
         }
         if (nr >= 0) {
             slot_t *s = slot_of((uintptr_t)nr);
