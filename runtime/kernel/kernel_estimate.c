@@ -148,18 +148,21 @@ static void estimate_thread(ps_thread_t *t)
 }
 
 /* The threads by tid (open addressing, filled once per write): the snapshot names threads
- * by tid, and a scan of every thread record per tid costs milliseconds at 800 threads. */
-#define TID_SLOTS (2 * PS_MAX_THREADS)
-static struct { int tid; ps_thread_t *t; } by_tid[TID_SLOTS];
+ * by tid, and a scan of every thread record per tid costs milliseconds at 800 threads.  Only
+ * the first tid_mask + 1 slots are used (twice the threads, a power of two): a small process
+ * touches a few of its pages. */
+static struct { int tid; ps_thread_t *t; } by_tid[2 * PS_MAX_THREADS];
+static unsigned tid_mask;
 
 static void tid_index_fill(int nthreads)
 {
-    memset(by_tid, 0, sizeof by_tid);
+    for (tid_mask = 15; tid_mask + 1 < 2u * (unsigned)nthreads;) tid_mask = tid_mask * 2 + 1;
+    memset(by_tid, 0, (tid_mask + 1) * sizeof by_tid[0]);
     for (int i = 0; i < nthreads; i++) {
         ps_thread_t *t = ps_threads[i];
         if (!t || !t->tid) continue;
-        unsigned h = (unsigned)t->tid * 2654435761u % TID_SLOTS;
-        while (by_tid[h].tid && by_tid[h].tid != t->tid) h = (h + 1) % TID_SLOTS;
+        unsigned h = (unsigned)t->tid * 2654435761u & tid_mask;
+        while (by_tid[h].tid && by_tid[h].tid != t->tid) h = (h + 1) & tid_mask;
         if (!by_tid[h].tid) by_tid[h].tid = t->tid, by_tid[h].t = t; /* (a reused tid: the first) */
     }
 }
@@ -167,8 +170,7 @@ static void tid_index_fill(int nthreads)
 static ps_thread_t *thread_by_tid(uint64_t tid)
 {
     if (!tid || tid > 0x7fffffff) return NULL;
-    unsigned h = (unsigned)tid * 2654435761u % TID_SLOTS;
-    for (; by_tid[h].tid; h = (h + 1) % TID_SLOTS)
+    for (unsigned h = (unsigned)tid * 2654435761u & tid_mask; by_tid[h].tid; h = (h + 1) & tid_mask)
         if ((uint64_t)by_tid[h].tid == tid) return by_tid[h].t;
     return NULL;
 }
