@@ -1,5 +1,6 @@
 """Kernel time (PATHSCOPE_KERNEL, format 2.2): a rank's `kernel` line and its tables (`ksys`,
-`kthread`, `kos`, `kend` lines), docs/format.md.  The time itself is on `syscall` nodes.
+`kthread`, `kos`, `kend` lines), docs/format.md.  The time itself is on `syscall` nodes, with
+(2.12) the estimated part of each in its `knode` line.
 
     kernel = profile.callpaths[0].kernel          # KernelSummary, or None without --kernel
     kernel.total_ns(); kernel.complete
@@ -245,9 +246,11 @@ METRICS = (
 
 def add_residue(root: "MergedNode", rank: int, paths: RankCallPaths,
                 thread: Optional[int]) -> None:
-    """The kernel time no call path got (sampled attribution leaves the end of each thread's
-    period open; threads pathscope never registered have none): per system call below the
-    pseudo frame `[kernel: no call path]`, so that the tree's totals equal the exact tables."""
+    """The kernel time no call path got (threads pathscope never registered; system calls no
+    report of a thread reached a path for; eBPF reports that reached none; before format 2.12
+    also the end of each thread's period, which the runtime now spreads over the reported
+    paths): per system call below the pseudo frame `[kernel: no call path]`, so that the
+    tree's totals equal the exact tables."""
     if paths.kernel is None:
         return
     from pathscope.calltree import METRIC_COUNT   # the analysis imports the sources
