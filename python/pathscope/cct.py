@@ -100,6 +100,8 @@ class Node:
     kernel_ns: int = 0            # syscall nodes: time in the call (visits: calls) (2.2)
     offcpu_ns: int = 0            # the part of sample_ns the thread was off the CPU (2.4)
     probe: Optional[ProbeStats] = None   # probe nodes: the `pnode` line (2.6)
+    syscalls_est: int = 0         # syscall nodes: the part of visits that is estimated, and
+    kernel_ns_est: int = 0        # of kernel_ns: the `knode` line (2.12)
 
     @property
     def time_ns(self) -> int:

@@ -6,7 +6,7 @@
 
 Two kinds of metric, one namespace:
 - stored: a node's exclusive value, an attribute of a CCT node (`field`), kept per rank in
-  calltree.MergedNode.by_rank at `column`.  The columns are pinned (0..21; tests check the
+  calltree.MergedNode.by_rank at `column`.  The columns are pinned (0..23; tests check the
   layout): a new stored metric takes the next column.  A metric with `kind` is read only from
   nodes of that kind, and a node of such a kind feeds only those metrics (a system call's
   visits are its calls, not MPI visits);

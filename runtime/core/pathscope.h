@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PS_FORMAT_VERSION "2.11"
+#define PS_FORMAT_VERSION "2.12"
 #define PS_VERSION "0.1.0"
 #define PS_PATH_MAX 4096
 
@@ -256,7 +256,7 @@ typedef struct { uint64_t ns, rounds, peak_bytes; } ps_treecost_t;
 /* --per-rank summary: every rank's value of every column of the heaviest paths (by inclusive
  * time over the ranks).  A path is named by a hash of its keys from its root. */
 #define PS_RANKVEC_PATHS 64
-#define PS_TREE_NODE_COLUMNS 25   /* the columns of call-tree nodes (treemerge.c) */
+#define PS_TREE_NODE_COLUMNS 27   /* the columns of call-tree nodes (treemerge.c) */
 typedef struct { uint64_t hash; uint32_t cols; } ps_tpath_t;   /* cols: a bit per column */
 int ps_tree_top_paths(const ps_tblock_t *all, ps_tpath_t *out, int max);   /* how many */
 size_t ps_tree_path_width(const ps_tpath_t *paths, int n);    /* values per rank */

@@ -69,6 +69,18 @@ const char *ps_kernel_key_name(uintptr_t key, char buf[24])
 
 /* ---- attribution (both sources) ------------------------------------------------------- */
 
+/* A report of syscall nr that reached no path: its calls stay off the estimates (under
+ * [kernel: no call path]), as far as the thread's table can be had. [signal-safe] */
+static void note_dropped(ps_thread_t *t, uintptr_t nr, uint64_t count, uint64_t ns)
+{
+    kernel_thread_t *kt = kernel_of(t);
+    if (nr >= PS_NR_SYSCALLS) return;
+    if (!kt->dropped) kt->dropped = ps_map_zeroed(PS_NR_SYSCALLS * sizeof *kt->dropped);
+    if (!kt->dropped) return; /* (spread with the rest: one report's worth) */
+    kt->dropped[nr].count += count;
+    kt->dropped[nr].ns += ns;
+}
+
 /* Puts count calls and time on the path of `from` under the leaf key; PS_TRIM_DROP: a call
  * of pathscope's own, on no path (counted). [signal-safe, tree claimed] */
 static void attribute(ps_thread_t *t, const ps_from_t *from, uintptr_t key, uint64_t count,
@@ -77,6 +89,7 @@ static void attribute(ps_thread_t *t, const ps_from_t *from, uintptr_t key, uint
     uint32_t node;
     if (ps_cct_record(t, from, PS_NODE_SYSCALL, key, NULL, &node) < 0) {
         atomic_fetch_add_explicit(&own_calls, 1, memory_order_relaxed);
+        if (ps_kernel_source == PS_KSRC_EBPF) note_dropped(t, key, count, time);
         return;
     }
     t->nodes[node].visits += count;
@@ -116,6 +129,9 @@ static void on_kernel_signal(int sig, siginfo_t *info, void *context)
     ps_thread_t *t = ps_self;
     if (!t || !ps_tree_claim(t, 0)) {
         atomic_fetch_add_explicit(&lost_attributions, 1, memory_order_relaxed);
+        /* (the handler is not re-entered: it masks every signal it may meet) */
+        if (t && !ps_cct_frozen && PS_KVAL_NR(v) != PS_KVAL_NR_OFFCPU)
+            note_dropped(t, PS_KVAL_NR(v), PS_KVAL_COUNT(v), PS_KVAL_NS(v));
         errno = saved_errno;
         return;
     }
@@ -643,6 +659,8 @@ static int syscall_number(const char *s, size_t n)
     }
 }
 
+int ps_kernel_syscall_number(const char *s, size_t n) { return syscall_number(s, n); }
+
 static uint64_t stat_field(const char *line, int i);
 
 /* At start: the name index, and the process's start time (its age bounds the numbers). */
@@ -941,6 +959,13 @@ void ps_kernel_fetch(void)
         warn3("kernel-snapshot-truncated", "the collector's snapshot exceeded 16 MiB: ", count,
               " lines beyond it were dropped");
     }
+}
+
+const char *ps_kernel_snapshot(size_t *len)
+{
+    if (ps_kernel_source != PS_KSRC_EBPF || !snap.complete) return NULL;
+    *len = snap.len;
+    return snap.buf;
 }
 
 void ps_kernel_write(ps_fmt_t *f)

@@ -12,6 +12,9 @@
  * Attribution is sampled by time: per thread and call, once the time not yet attributed
  * reaches PATHSCOPE_KERNEL_PERIOD microseconds (and at the first call), it all goes to the
  * path of the call that crossed the threshold.  Period 0 attributes every call: exact.
+ * What no report carried (the calls after a thread's last report of a system call) is spread
+ * at the end of the run over the paths that thread's reports of it reached, in proportion,
+ * and marked as estimated (kernel_estimate.c).
  */
 #ifndef PS_KERNEL_H
 #define PS_KERNEL_H
@@ -54,6 +57,19 @@ typedef struct ps_kstat {
     uint64_t pend_count, pend_ticks;
 } ps_kstat_t;
 
+/* Per thread and syscall number (eBPF): what reports that reached no path carried (the thread
+ * was inside pathscope, or the call was pathscope's own): kept off the estimates. */
+typedef struct ps_kdrop {
+    uint64_t count, ns;
+} ps_kdrop_t;
+
+/* An estimate the rank file added to a syscall node (kernel_estimate.c): undone before the
+ * next write recomputes it. */
+typedef struct ps_kest {
+    uint32_t node;
+    uint64_t count, time; /* time: the node's unit (ns eBPF, ticks libc) */
+} ps_kest_t;
+
 /* At load time, in the process pathscope profiles (target) or not: connects to or starts the
  * node's collector, or activates the libc wrappers (shim_loaded: libpathscope-kernel.so is
  * preloaded).  Returns NULL, or an error for one line ("PATHSCOPE_KERNEL=ebpf: ..."); *note
@@ -72,4 +88,13 @@ void ps_kernel_fetch(void);
  * got. [signal-safe] */
 void ps_kernel_write(ps_fmt_t *f);
 uint64_t ps_kernel_node_ns(const ps_node_t *n); /* a syscall node's time, ns [signal-safe] */
+/* The eBPF snapshot's checked lines (ps_kernel_fetch), NULL when its tables did not arrive;
+ * and the number of a syscall named s[0..n), -1 if none. [signal-safe] */
+const char *ps_kernel_snapshot(size_t *len);
+int ps_kernel_syscall_number(const char *s, size_t n);
+/* The trees frozen, before a rank file's call paths are written: spreads what no report
+ * carried over the reported paths (kernel_estimate.c); then, per thread after its node lines,
+ * the knode lines that say how much of each syscall node is estimated. [signal-safe] */
+void ps_kernel_estimate(void);
+void ps_kernel_write_estimates(ps_fmt_t *f, ps_thread_t *t);
 #endif

@@ -15,6 +15,11 @@ typedef struct {
 typedef struct {
     ps_kstat_t *kstat;    /* per libc function (libc source), or NULL before the thread's first
                            * timed call (kernel.c: pathscope_kernel_call) */
+    ps_kdrop_t *dropped;  /* per syscall number (eBPF), or NULL before the thread's first
+                           * report that reached no path (kernel.c: on_kernel_signal) */
+    ps_kest_t *est;       /* the estimates the last rank file added to the thread's syscall
+                           * nodes, est_n of est_cap (kernel_estimate.c) */
+    uint32_t est_n, est_cap;
     ps_krusage_t rusage;  /* the thread's own getrusage at its end (kernel time on), or what
                            * /proc says of it when the rank file is written */
 } kernel_thread_t;

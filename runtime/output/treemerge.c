@@ -38,7 +38,8 @@ enum {
     C_VISITS, C_SAMPLE_NS, C_SAMPLES, C_MPI_NS, C_BYTES, C_ALLOCS, C_ALLOC_BYTES, C_FREES,
     C_FREED_BYTES, C_PEAK_BYTES, C_ENTRIES, C_SYSCALLS, C_KERNEL_NS, C_OFFCPU_NS,
     C_PROBE_CALLS, C_PROBE_TIME, C_PROBE_SELF, C_PROBE_CPU, C_PROBE_LOST, C_PROBE_UNTIMED,
-    C_PROBE_EXC, C_PROBE_OPEN, C_INCL_TIME, C_INCL_MPI, C_INCL_OFFCPU,
+    C_PROBE_EXC, C_PROBE_OPEN, C_SYSCALLS_EST, C_KERNEL_NS_EST, C_INCL_TIME, C_INCL_MPI,
+    C_INCL_OFFCPU,
     C_NODE_COLUMNS,                        /* the columns of call-tree nodes end here */
     C_VALUE = C_NODE_COLUMNS, C_RANKS, C_COUNT, NCOL
 };
@@ -47,7 +48,8 @@ static const char *const col_names[NCOL] = {
     "visits", "sample_ns", "samples", "mpi_ns", "bytes", "allocs", "alloc_bytes", "frees",
     "freed_bytes", "peak_bytes", "entries", "syscalls", "kernel_ns", "offcpu_ns",
     "probe_calls", "probe_time", "probe_self_time", "probe_cpu_time", "probe_lost_exits",
-    "probe_untimed_calls", "probe_exception_exits", "probe_open_calls", "incl_time",
+    "probe_untimed_calls", "probe_exception_exits", "probe_open_calls", "syscalls_estimated",
+    "kernel_ns_estimated", "incl_time",
     "incl_mpi", "incl_offcpu", "value", "ranks", "count"};
 
 #define NO_RANK UINT32_MAX
@@ -396,7 +398,7 @@ static int read_node(reading_t *r, const line_t *l)
     return 0;
 }
 
-/* `hnode`, `pnode`, `pcomm`: values of a node read before */
+/* `hnode`, `pnode`, `knode`, `pcomm`: values of a node read before */
 static int read_node_part(reading_t *r, const line_t *l)
 {
     if (l->n < 4) return -1;
@@ -415,9 +417,10 @@ static int read_node_part(reading_t *r, const line_t *l)
     /* pnode: incl, excl, cpu, 4 rusage fields (not registry metrics), lost, untimed, exc, open */
     static const int pnode[] = {C_PROBE_TIME, C_PROBE_SELF, C_PROBE_CPU, -1, -1, -1, -1,
                                 C_PROBE_LOST, C_PROBE_UNTIMED, C_PROBE_EXC, C_PROBE_OPEN};
-    int is_h = is(l->f[0], "hnode");
-    const int *cols = is_h ? hnode : pnode;
-    int ncols = is_h ? 5 : 11;
+    static const int knode[] = {C_SYSCALLS_EST, C_KERNEL_NS_EST};
+    int is_h = is(l->f[0], "hnode"), is_k = is(l->f[0], "knode");
+    const int *cols = is_h ? hnode : is_k ? knode : pnode;
+    int ncols = is_h ? 5 : is_k ? 2 : 11;
     uint64_t *v = r->t.n[i].v;
     for (int c = 0; c < ncols && 3 + c < l->n; c++)
         if (cols[c] >= 0) v[cols[c]] += num(l->f[3 + c]);
@@ -482,7 +485,7 @@ static int read_line(reading_t *r, const line_t *l)
         return read_thread(r, l);
     } else if (is(type, "node")) {
         return read_node(r, l);
-    } else if (is(type, "hnode") || is(type, "pnode") || is(type, "pcomm")) {
+    } else if (is(type, "hnode") || is(type, "pnode") || is(type, "knode") || is(type, "pcomm")) {
         return read_node_part(r, l);
     } else if (is(type, "heap")) {
         read_summary(r, l, 2, heap_fields);

@@ -44,12 +44,12 @@ def test_merged_by_frame_identity_across_module_ids(profile):
     compute = node_at(tree, MAIN_PATH + [code("call", SOLVER, 0x401345),
                                          code("call", SOLVER, 0x401288),
                                          code("fn", SOLVER, 0x401100)])
-    assert compute.by_rank == {0: [0, 1_100_000_000, 110, 0, 0] + [0] * 17,
-                               1: [0, 1_169_000_000, 117, 0, 0] + [0] * 17}
+    assert compute.by_rank == {0: [0, 1_100_000_000, 110, 0, 0] + [0] * 19,
+                               1: [0, 1_169_000_000, 117, 0, 0] + [0] * 19}
     assert compute.time_ns == 2_269_000_000
     # the same function sampled under the other threads and [failed unwind]: other nodes
     failed = tree.root.children[Frame("failed")]
-    assert failed.children[code("fn", SOLVER, 0x401100)].by_rank == {0: [0, 30_000_000, 3, 0, 0] + [0] * 17}
+    assert failed.children[code("fn", SOLVER, 0x401100)].by_rank == {0: [0, 30_000_000, 3, 0, 0] + [0] * 19}
 
 
 def test_mpi_leaves_and_communicators(profile):

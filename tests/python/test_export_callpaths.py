@@ -194,7 +194,7 @@ def test_cli_folded_to_file_and_notes_on_stderr(tmp_path, capsys):
     (["--format", "speedscope", "--metric", "cycles"],
      "pathscope export: argument --metric: invalid choice: 'cycles' (choose from 'time', "
      "'mpi_time', 'oncpu_time', 'offcpu_time', 'visits', 'bytes', 'calls', 'alloc_count', 'alloc_bytes', 'free_count', 'leaked_bytes', "
-     "'peak_bytes', 'syscall_count', 'syscall_time', 'probe_calls', 'probe_time', "
+     "'peak_bytes', 'syscall_count', 'syscall_count_estimated', 'syscall_time', 'syscall_time_estimated', 'probe_calls', 'probe_time', "
      "'probe_self_time', 'probe_cpu_time') (try 'pathscope export --help')"),
     (["--format", "folded", "--rank", "7"], "pathscope: no rank 7 in this profile (ranks 0-1)"),
     (["--format", "speedscope", "--thread", "4"],

@@ -14,8 +14,8 @@ from pathscope.symbols import ROOT_FRAME
 
 def test_consumers_read_the_registry():
     assert CALL_PATH_METRICS == metrics.CALL_PATH_METRICS
-    assert METRIC_COUNT == len(metrics.STORED) == 22
-    assert [m.column for m in metrics.STORED] == list(range(22))
+    assert METRIC_COUNT == len(metrics.STORED) == 24
+    assert [m.column for m in metrics.STORED] == list(range(24))
 
 
 def test_a_derived_value_is_its_formula_over_the_stored_totals():
@@ -38,9 +38,9 @@ def test_a_derived_value_is_its_formula_over_the_stored_totals():
     (lambda ms: ms + (metrics.Metric("x", "core", "ns", formula=lambda v: 0,
                                      exports=(metrics.CALL_PATHS,), order=10),),
      "--metric orders repeated"),
-    (lambda ms: ms + (metrics.Metric("x", "core", "ns", field="x", column=22,
+    (lambda ms: ms + (metrics.Metric("x", "core", "ns", field="x", column=24,
                                      merge="and"),), "x: the tree only sums"),
-    (lambda ms: ms + (metrics.Metric("x", "core", "ns", field="x", column=22,
+    (lambda ms: ms + (metrics.Metric("x", "core", "ns", field="x", column=24,
                                      merge="avg"),), "x: source, unit or merge rule"),
 ])
 def test_a_broken_registry_is_refused(change, message):

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Optional
 
 from pathscope.calltree import KERNEL_NS, SYSCALLS, CallTree, build_tree
+from pathscope.metrics import COLUMNS
 from pathscope.cct import SYSCALL
 from pathscope.reader import Profile
 from pathscope.report.heap import path_label
@@ -30,6 +31,10 @@ from pathscope.symbols import SymbolTable
 from pathscope.units import format_percent, format_time
 
 TOP_SYSCALLS = 8
+SYSCALLS_EST = COLUMNS["syscalls_estimated"]
+ESTIMATED = ("estimated: the calls after a thread's last report of a system call, spread over "
+             "the paths its reports reached in proportion (each path off by less than one period "
+             "of the thread's time in that call)")
 SOURCES = {"ebpf": "eBPF collector: every system call of every thread",
            "libc": "libc wrappers in the process: interposed I/O and synchronisation calls only "
                    "(calls the C library makes internally are not seen)"}
@@ -80,10 +85,19 @@ def _top_paths(tree: Optional[CallTree], symbols: SymbolTable, how: str) -> list
     if not leaves:
         return []
     rows = [[format_time(n.total(KERNEL_NS)), format_percent(n.total(KERNEL_NS) / total),
-             f"{n.total(SYSCALLS):,}", path_label(n, symbols)] for n in leaves[:TOP_PATHS]]
-    return [f"\n{INDENT}Top paths by time in system calls ({min(TOP_PATHS, len(leaves))} "
-            f"of {len(leaves)}; {how})",
-            table(["time", "%", "calls", "path"], rows, "rrrl", INDENT * 2)]
+             f"{n.total(SYSCALLS):,}", _estimated(n.total(SYSCALLS_EST)), path_label(n, symbols)]
+            for n in leaves[:TOP_PATHS]]
+    lines = [f"\n{INDENT}Top paths by time in system calls ({min(TOP_PATHS, len(leaves))} "
+             f"of {len(leaves)}; {how})",
+             table(["time", "%", "calls", "estimated", "path"], rows, "rrrrl", INDENT * 2)]
+    if any(n.total(SYSCALLS_EST) for n in leaves):
+        lines.append(f"{INDENT * 2}{ESTIMATED}")
+    return lines
+
+
+def _estimated(calls: int) -> str:
+    """The estimated part of a path's calls (format 2.12), `-` when all were reported."""
+    return f"{calls:,}" if calls else "-"
 
 
 def _reduced_kernel(profile: Profile, symbols: SymbolTable) -> list[str]:

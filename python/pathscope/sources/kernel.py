@@ -1,5 +1,6 @@
 """Kernel time (PATHSCOPE_KERNEL, format 2.2): a rank's `kernel` line and its tables (`ksys`,
-`kthread`, `kos`, `kend` lines), docs/format.md.  The time itself is on `syscall` nodes.
+`kthread`, `kos`, `kend` lines), docs/format.md.  The time itself is on `syscall` nodes, with
+(2.12) the estimated part of each in its `knode` line.
 
     kernel = profile.callpaths[0].kernel          # KernelSummary, or None without --kernel
     kernel.total_ns(); kernel.complete
@@ -9,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional
 
-from pathscope.cct import KERNEL_UNATTRIBUTED, SYSCALL, RankCallPaths
+from pathscope.cct import KERNEL_UNATTRIBUTED, MAX_ID, SYSCALL, RankCallPaths, named_node
 from pathscope.errors import ProfileError
 from pathscope.sources.base import CALL_PATHS, Metric, Section, Source, Table, TableSpec
 from pathscope.tsv import Record
@@ -89,10 +90,38 @@ class KernelParser:
     def __init__(self, name: str, world: int):
         self.kernel: Optional[KernelSummary] = None
         self.kernel_lines: list[Record] = []
+        self.knodes: list[Record] = []
 
     def handlers(self) -> dict[str, Callable[[Record], None]]:
         return {"kernel": self._kernel, "ksys": self._kline, "kthread": self._kline,
-                "kos": self._kline, "kend": self._kline}
+                "kos": self._kline, "kend": self._kline, "knode": self._knode}
+
+    def _knode(self, r: Record) -> None:
+        r.need(4)
+        r.number(0, MAX_ID), r.number(1, MAX_ID), r.number(2), r.number(3)
+        self.knodes.append(r)
+
+    def _put_estimates(self, rank_paths: RankCallPaths, complete: bool) -> None:
+        """Each `knode` line on its node: a `syscall` node, named once, its estimated part
+        at most its calls and time."""
+        named: set[tuple[int, int]] = set()
+        for r in self.knodes:
+            thread, node_id, calls, ns = (r.number(i) for i in range(4))   # (checked)
+            node = named_node(rank_paths, "knode", thread, node_id, r.where, complete)
+            if node is None:
+                continue
+            if node.kind != SYSCALL:
+                raise ProfileError(f"{r.where}: 'knode' line names node {node_id} of thread "
+                                   f"{thread}, a '{node.kind}' node, not a 'syscall' node")
+            if (thread, node_id) in named:
+                raise ProfileError(f"{r.where}: node {node_id} of thread {thread} has two "
+                                   f"'knode' lines")
+            named.add((thread, node_id))
+            if calls > node.visits or ns > node.kernel_ns:
+                raise ProfileError(f"{r.where}: 'knode' line: {calls} calls and {ns} ns "
+                                   f"estimated of node {node_id}'s {node.visits} calls and "
+                                   f"{node.kernel_ns} ns")
+            node.syscalls_est, node.kernel_ns_est = calls, ns
 
     def _kernel(self, r: Record) -> None:
         r.need(7)
@@ -104,6 +133,7 @@ class KernelParser:
 
     def finish(self, rank_paths: RankCallPaths, complete: bool) -> Optional[KernelSummary]:
         k = self.kernel
+        self._put_estimates(rank_paths, complete)
         for r in self.kernel_lines:
             if k is None:
                 raise ProfileError(f"{r.where}: '{r.kind}' line without a 'kernel' line")
@@ -184,16 +214,31 @@ TABLES = (
     TableSpec("kernel-threads", "", KERNEL_THREADS_COLUMNS, kernel_threads_table, 61),
 )
 
+ESTIMATE_FORMAT = (2, 12)     # `knode` lines: the estimated part of syscall nodes
+_ESTIMATED = dict(needs_format=ESTIMATE_FORMAT,
+                  needs_what="mark the estimated part of system calls on call paths")
+
 METRICS = (
     # kernel time (KernelSummary): calls of a system call (or libc function), time in it
     Metric("syscalls", "kernel", "count", field="visits", kind=SYSCALL, column=11),
     Metric("kernel_ns", "kernel", "ns", field="kernel_ns", kind=SYSCALL, column=12),
+    # (2.12) the part of them that is estimated: what no report carried, spread over the
+    # paths the thread's reports of that system call reached (docs/format.md)
+    Metric("syscalls_estimated", "kernel", "count", field="syscalls_est", kind=SYSCALL,
+           column=22),
+    Metric("kernel_ns_estimated", "kernel", "ns", field="kernel_ns_est", kind=SYSCALL,
+           column=23),
     # kernel time (--kernel): the system call (or libc function) innermost, below the path
     # that made it; `[kernel: no call path]` holds what no path got (totals = the tables)
     Metric("syscall_count", "kernel", "count", formula=lambda v: v("syscalls"),
            exports=(CALL_PATHS,), order=130),
     Metric("syscall_time", "kernel", "ns", formula=lambda v: v("kernel_ns"),
            exports=(CALL_PATHS,), order=140),
+    Metric("syscall_count_estimated", "kernel", "count",
+           formula=lambda v: v("syscalls_estimated"), exports=(CALL_PATHS,), order=135,
+           **_ESTIMATED),
+    Metric("syscall_time_estimated", "kernel", "ns", formula=lambda v: v("kernel_ns_estimated"),
+           exports=(CALL_PATHS,), order=145, **_ESTIMATED),
 )
 
 
@@ -201,9 +246,11 @@ METRICS = (
 
 def add_residue(root: "MergedNode", rank: int, paths: RankCallPaths,
                 thread: Optional[int]) -> None:
-    """The kernel time no call path got (sampled attribution leaves the end of each thread's
-    period open; threads pathscope never registered have none): per system call below the
-    pseudo frame `[kernel: no call path]`, so that the tree's totals equal the exact tables."""
+    """The kernel time no call path got (threads pathscope never registered; system calls no
+    report of a thread reached a path for; eBPF reports that reached none; before format 2.12
+    also the end of each thread's period, which the runtime now spreads over the reported
+    paths): per system call below the pseudo frame `[kernel: no call path]`, so that the
+    tree's totals equal the exact tables."""
     if paths.kernel is None:
         return
     from pathscope.calltree import METRIC_COUNT   # the analysis imports the sources
