@@ -19,10 +19,9 @@ Display choices (docs/user-guide.md says the same):
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
-from pathscope.calltree import (ALLOC_BYTES, ALLOCS, FREES, PEAK_BYTES, CallTree,
-                                MergedNode, build_tree)
+from pathscope.calltree import ALLOC_BYTES, ALLOCS, FREES, PEAK_BYTES, CallTree, MergedNode
 from pathscope.cct import HEAP
 from pathscope.reader import Profile
 from pathscope.report.calltree import STATS_HEADERS
@@ -32,19 +31,24 @@ from pathscope.stats import Stats
 from pathscope.symbols import SymbolTable
 from pathscope.units import format_bytes, format_percent, format_time
 
+if TYPE_CHECKING:
+    from pathscope.frames import ProfileFrames
+
 PATH_FRAMES = 5
 SPARK_WIDTH = 60
 SPARK_CHARS = "▁▂▃▄▅▆▇█"
 
 
-def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
+def sections(frames: "ProfileFrames") -> list[str]:
+    """The heap section of the tables' call tree with every thread (the MPI library's too)."""
+    profile, symbols = frames.profile, frames.symbols
     if profile.reduced_only():
-        return _reduced_heap(profile, symbols)
+        return _reduced_heap(frames.all_threads())
     out = []
     heaps = {r: p.heap for r, p in sorted(profile.callpaths.items()) if p.heap is not None}
     if heaps:
         # a rank file cut short may keep its heap line but lose its tree
-        tree = build_tree(profile) if profile.has_call_paths() else None
+        tree = frames.all_threads().tree if profile.has_call_paths() else None
         out.append(_heap(profile, heaps, tree, symbols))
     return out
 
@@ -124,11 +128,11 @@ def _top_paths(tree: Optional[CallTree], symbols: SymbolTable) -> list[str]:
     return [part for part in (allocated, at_peak, leaked) if part]
 
 
-def _reduced_heap(profile: Profile, symbols: SymbolTable) -> list[str]:
+def _reduced_heap(frames: "ProfileFrames") -> list[str]:
     """A tree merged in the job: the `heap.*` scalars per rank, and the top paths."""
-    assert profile.tree is not None
+    profile, symbols, tree = frames.profile, frames.symbols, frames.tree
+    assert profile.tree is not None and tree is not None
     rows = scalar_rows(profile.tree.scalars, "heap.")
-    tree = build_tree(profile)
     paths = _top_paths(tree, symbols)
     if not rows and not paths:
         return []

@@ -16,9 +16,9 @@ the run (the `ksys.*` scalars) with its time's per-rank min/mean/max, and the to
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from pathscope.calltree import KERNEL_NS, SYSCALLS, CallTree, build_tree
+from pathscope.calltree import KERNEL_NS, SYSCALLS, CallTree
 from pathscope.cct import SYSCALL
 from pathscope.reader import Profile
 from pathscope.report.heap import path_label
@@ -29,15 +29,21 @@ from pathscope.stats import Stats
 from pathscope.symbols import SymbolTable
 from pathscope.units import format_percent, format_time
 
+if TYPE_CHECKING:
+    from pathscope.frames import ProfileFrames
+
 TOP_SYSCALLS = 8
 SOURCES = {"ebpf": "eBPF collector: every system call of every thread",
            "libc": "libc wrappers in the process: interposed I/O and synchronisation calls only "
                    "(calls the C library makes internally are not seen)"}
 
 
-def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
+def sections(frames: "ProfileFrames") -> list[str]:
+    """The kernel section of the tables' call tree with every thread (the MPI library's
+    too)."""
+    profile, symbols = frames.profile, frames.symbols
     if profile.reduced_only():
-        return _reduced_kernel(profile, symbols)
+        return _reduced_kernel(frames.all_threads())
     kernels = {r: p.kernel for r, p in sorted(profile.callpaths.items()) if p.kernel is not None}
     if not kernels:
         return []
@@ -61,7 +67,7 @@ def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
                      f"process it served, possibly including other runs): up to {dropped:,}")
     lines.append(_rank_table(kernels))
     # a rank file cut short may keep its kernel lines but lose its tree
-    tree = build_tree(profile) if profile.has_call_paths() else None
+    tree = frames.all_threads().tree if profile.has_call_paths() else None
     lost = sum(k.lost_attributions for k in kernels.values())
     period = sorted({k.period_ns for k in kernels.values()})
     how = ("every call attributed" if period == [0] else
@@ -86,10 +92,11 @@ def _top_paths(tree: Optional[CallTree], symbols: SymbolTable, how: str) -> list
             table(["time", "%", "calls", "path"], rows, "rrrl", INDENT * 2)]
 
 
-def _reduced_kernel(profile: Profile, symbols: SymbolTable) -> list[str]:
+def _reduced_kernel(frames: "ProfileFrames") -> list[str]:
     """A tree merged in the job: per system call its calls and time over all threads (the
     `ksys.*` scalars) with the time's per-rank min, mean and max; the top paths."""
-    assert profile.tree is not None
+    profile, symbols, tree = frames.profile, frames.symbols, frames.tree
+    assert profile.tree is not None and tree is not None
     scalars = profile.tree.scalars
     names = sorted(n[len(KSYS_CALLS):] for n in scalars if n.startswith(KSYS_CALLS))
     if not names:
@@ -101,7 +108,7 @@ def _reduced_kernel(profile: Profile, symbols: SymbolTable) -> list[str]:
     lines = [f"Kernel time (system calls by call path, merged in the job over "
              f"{profile.tree.ranks} ranks; time per rank: min, mean, max)",
              table(["syscall", "calls", "time", *STATS_HEADERS], rows, "lrrrrr")]
-    lines += _top_paths(build_tree(profile), symbols, "merged in the job")
+    lines += _top_paths(tree, symbols, "merged in the job")
     return ["\n".join(lines)]
 
 

@@ -26,18 +26,20 @@ choices (docs/user-guide.md says the same):
 from __future__ import annotations
 
 import os
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from pathscope import ranges
 from pathscope.calltree import (BYTES, INCL_MPI, INCL_TIME, VISITS, CallTree, Key,
-                                MergedNode, build_tree, is_mpi)
+                                MergedNode, is_mpi)
 from pathscope.cct import CODE_KINDS
-from pathscope.reader import Profile
 from pathscope.report.calltree import frames_above_main
 from pathscope.report.heap import SPARK_CHARS, path_label
 from pathscope.report.layout import INDENT, TOP_PATHS, plural, table
 from pathscope.symbols import SymbolTable
 from pathscope.units import format_bytes, format_percent, format_time
+
+if TYPE_CHECKING:
+    from pathscope.frames import ProfileFrames
 
 SLOW_PERCENT = 10             # a rank more than this above the mean is listed
 SHARE_SHOWN = 0.01            # the MPI share row of a path where some rank has this much
@@ -47,11 +49,13 @@ HEADERS = ["value", "total", "min (rank)", "median", "p90", "max (rank)", "max/m
            f">mean+{SLOW_PERCENT}%", "ranks", "call path"]
 
 
-def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
+def sections(frames: "ProfileFrames") -> list[str]:
     """The section, or [] when the profile has no rank vectors."""
+    profile, symbols = frames.profile, frames.symbols
     if not profile.reduced_only() or profile.tree is None or not profile.tree.rank_vectors:
         return []
-    tree = build_tree(profile, runtime_threads=False)
+    tree = frames.tree
+    assert tree is not None
     above = {id(n) for n in frames_above_main(tree, symbols)}
     kept = [n for n in tree.root.walk() if n.parent is not None and id(n) not in above
             and tree.vector(n, INCL_TIME) is not None and not _one_child(tree, n)]
