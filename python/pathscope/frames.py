@@ -44,7 +44,9 @@ import pandas as pd
 import pyarrow as pa
 
 from pathscope.calltree import (INCL_MPI, INCL_OFFCPU, INCL_TIME, CallTree, MergedNode,
-                                ReducedNode, build_tree, function_key, merge_call_sites)
+                                ReducedNode, build_tree, function_key, merge_call_sites,
+                                reduced_time_split)
+from pathscope.cct import FAILED, NOT_UNWOUND
 from pathscope.export.tables import TABLES
 from pathscope.metrics import COLUMNS, STORED
 from pathscope.reader import Profile, load_profile
@@ -60,6 +62,10 @@ CHUNK_ROWS = 16_384           # rows per DataFrame of table_chunks
 STATS_COLUMNS = ["node", "metric", "sum", "mean", "min", "min_rank", "max", "max_rank",
                  "nonzero"]
 RANK_COMM_OPS_COLUMNS = ["rank", "comm", "op", "calls", "bytes", "time_s"]
+# the rows of time_split, and its columns (the part is the index)
+SPLIT_PARTS = ["time", "failed", "failed_mpi", "not_unwound", "not_unwound_mpi", "execution",
+               "execution_mpi", "execution_oncpu", "execution_offcpu", "offcpu", "mpi"]
+SPLIT_COLUMNS = ["sum", "mean", "min", "min_rank", "max", "max_rank"]
 
 
 def open(path: Union[str, Path], runtime_threads: bool = True  # noqa: A001 (pathscope.open)
@@ -411,6 +417,69 @@ class ProfileFrames:
                                                           for c, v in r.items()}
                                      for r in rows}
         return self._by_node[metric]
+
+    def time_split(self) -> pd.DataFrame:
+        """Table I of the hybrid-profiling paper (pathscope.calltree's module docstring): a
+        row per part of SPLIT_PARTS (time: the merged threads' elapsed time; failed and
+        not_unwound: those subtrees, with their MPI time; execution: the rest, its MPI time,
+        on and off the CPU outside MPI; offcpu, mpi: the whole tree's) with its statistics
+        over the tree's ranks (columns as group_stats'; part the index).  Rank files: by a
+        groupby over each rank's values (split_by_rank); a reduced tree: the job's
+        statistics (calltree.reduced_time_split: exact where rank vectors say each rank's
+        value, else the sum alone for a difference of values that are not 0)."""
+        if "time_split" not in self._frames:
+            tree = self.tree
+            if tree is None:
+                split = frame(["part"] + SPLIT_COLUMNS, [])
+            elif tree.reduced is not None:
+                parts = reduced_time_split(tree)
+                split = frame(["part"] + SPLIT_COLUMNS, (
+                    {"part": part, "sum": s.sum, "mean": s.mean, "min": s.min,
+                     "min_rank": s.min_rank, "max": s.max, "max_rank": s.max_rank}
+                    for part, s in ((p, getattr(parts, p)) for p in SPLIT_PARTS)))
+            else:
+                values = self.split_by_rank().reset_index().melt(
+                    id_vars="rank", value_vars=SPLIT_PARTS, var_name="part")
+                split = rank_statistics(values, ["part"], tree.ranks)
+            self._frames["time_split"] = split.set_index("part").reindex(SPLIT_PARTS)[
+                SPLIT_COLUMNS]
+        return self._frames["time_split"]
+
+    def split_by_rank(self) -> pd.DataFrame:
+        """A tree of rank files: per rank (the index) its value of each part of SPLIT_PARTS
+        and `nodes`, the CCT nodes merged (the time split's tolerance: 1 ns per node)."""
+        tree = self.tree
+        assert tree is not None and tree.reduced is None
+        failed, not_unwound = tree.pseudo(FAILED), tree.pseudo(NOT_UNWOUND)
+
+        def values(node: Optional[MergedNode], key: str) -> "np.ndarray":
+            return np.asarray(tree.vector(node, key), dtype=np.int64)   # type: ignore
+
+        d = pd.DataFrame({"rank": tree.ranks, "time": [tree.elapsed[r] for r in tree.ranks]},
+                         dtype=np.int64).set_index("rank")
+        for key, suffix in ((INCL_TIME, ""), (INCL_MPI, "_mpi"), (INCL_OFFCPU, "_offcpu")):
+            whole = values(tree.root, key)
+            d["failed" + suffix] = values(failed, key)
+            d["not_unwound" + suffix] = values(not_unwound, key)
+            d["execution" + suffix] = whole - d["failed" + suffix] - d["not_unwound" + suffix]
+            d["total" + suffix] = whole
+        d["execution_oncpu"] = d["execution"] - d["execution_mpi"] - d["execution_offcpu"]
+        d = d.rename(columns={"total_mpi": "mpi", "total_offcpu": "offcpu"})
+        d["nodes"] = [tree.nodes[r] for r in tree.ranks]
+        return d[SPLIT_PARTS + ["total", "nodes"]]
+
+    def unaccounted(self) -> dict[str, tuple[int, int]]:
+        """The time split's elapsed time minus the call tree's time, and what is allowed (1
+        ns per node), by who: "rank R" (a tree of rank files) or "all ranks" (a reduced
+        tree: the sums)."""
+        tree = self.tree
+        if tree is None:
+            return {}
+        if tree.reduced is not None:
+            return reduced_time_split(tree).unaccounted
+        d = self.split_by_rank()
+        return {f"rank {r}": (int(t - total), int(n))
+                for r, t, total, n in zip(d.index, d["time"], d["total"], d["nodes"])}
 
     def _reduced_stats(self) -> pd.DataFrame:
         """tree.tsv's statistics (the job's) of every node and metric with a value, built

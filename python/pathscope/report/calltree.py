@@ -39,7 +39,7 @@ import pandas as pd
 
 from pathscope import ranges
 from pathscope.calltree import (BYTES, ENTRIES, INCL_TIME, VISITS, CallTree, MergedNode,
-                                function_key, is_mpi, merge_children, time_split)
+                                function_key, is_mpi, merge_children)
 from pathscope.cct import CODE_KINDS, FAILED, NOT_UNWOUND
 from pathscope.reader import Profile
 from pathscope.report.layout import INDENT, MAIN, table
@@ -76,7 +76,7 @@ def sections(frames: "ProfileFrames", call_sites: bool = False) -> list[str]:
     symbols = frames.symbols
     view = _View(frames, None if call_sites else function_key(symbols))
     hot_path, hot_marked = _hot_path(view)
-    return [_time_split(profile, tree), _call_tree(view, symbols.notes, hot_marked), hot_path]
+    return [_time_split(frames), _call_tree(view, symbols.notes, hot_marked), hot_path]
 
 
 # ---- helpers ---------------------------------------------------------------------------------
@@ -245,21 +245,25 @@ class _View:
 
 # ---- sections --------------------------------------------------------------------------------
 
-def _time_split(profile: Profile, tree: CallTree) -> str:
-    split = time_split(tree)
-    total = split.time.sum
+def _time_split(frames: "ProfileFrames") -> str:
+    """The rows of ProfileFrames.time_split, with the checks of the split."""
+    profile, tree = frames.profile, frames.tree
+    assert tree is not None
+    split = frames.time_split()
+    total = split.loc["time", "sum"]
     rows = []
-    for label, stats, always in (
-            ("Time", split.time, True),
-            ("  Failed unwind", split.failed, True),
-            ("    MPI", split.failed_mpi, False),
-            ("  Not unwound", split.not_unwound, True),
-            ("    MPI (groups counted, not unwound)", split.not_unwound_mpi, False),
-            ("  Execution", split.execution, True),
-            ("    MPI", split.execution_mpi, True),
-            *((("    outside MPI, on CPU", split.execution_oncpu, True),
-               ("    outside MPI, off CPU (run queue, blocked)", split.execution_offcpu, True))
+    for label, part, always in (
+            ("Time", "time", True),
+            ("  Failed unwind", "failed", True),
+            ("    MPI", "failed_mpi", False),
+            ("  Not unwound", "not_unwound", True),
+            ("    MPI (groups counted, not unwound)", "not_unwound_mpi", False),
+            ("  Execution", "execution", True),
+            ("    MPI", "execution_mpi", True),
+            *((("    outside MPI, on CPU", "execution_oncpu", True),
+               ("    outside MPI, off CPU (run queue, blocked)", "execution_offcpu", True))
               if tree.knows_offcpu else ())):
+        stats = next(split.loc[[part]].itertuples())
         if not stats.sum and not always:
             continue
         share = format_percent(stats.sum / total) if total else "-"
@@ -277,7 +281,7 @@ def _time_split(profile: Profile, tree: CallTree) -> str:
         lines += _rank_file_lines(profile, tree, shown)
     else:
         lines += _reduced_lines(tree)
-    for who, (ns, allowed) in split.unaccounted.items():
+    for who, (ns, allowed) in frames.unaccounted().items():
         if abs(ns) > allowed:
             side = "less" if ns > 0 else "more"
             lines.append(f"{INDENT}WARNING: {who}: the call tree holds {format_time(abs(ns))} "
@@ -288,7 +292,9 @@ def _time_split(profile: Profile, tree: CallTree) -> str:
         if thread.node_count != len(thread.nodes):
             lines.append(f"{INDENT}WARNING: rank {r} thread {index}: {thread.node_count} nodes "
                          f"declared, {len(thread.nodes)} read")
-    share = split.offcpu_share() if tree.knows_offcpu else None
+    outside_mpi = total - split.loc["mpi", "sum"]
+    share = (split.loc["offcpu", "sum"] / outside_mpi if tree.knows_offcpu and outside_mpi > 0
+             else None)
     if share is not None and share > OFFCPU_WARN:
         lines.append(offcpu_warning(share, kernel=bool(scheduler_placed(shown))))
     lines.append(f"{INDENT}per rank: over the {len(tree.ranks)} ranks with call paths; a rank "
