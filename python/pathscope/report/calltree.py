@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Callable, Hashable, Mapping, Optional
 
 import pandas as pd
@@ -249,8 +250,9 @@ def _time_split(frames: "ProfileFrames") -> str:
     """The rows of ProfileFrames.time_split, with the checks of the split."""
     profile, tree = frames.profile, frames.tree
     assert tree is not None
-    split = frames.time_split()
-    total = split.loc["time", "sum"]
+    split = {part: SimpleNamespace(**row)
+             for part, row in frames.time_split().to_dict("index").items()}
+    total = split["time"].sum
     rows = []
     for label, part, always in (
             ("Time", "time", True),
@@ -263,7 +265,7 @@ def _time_split(frames: "ProfileFrames") -> str:
             *((("    outside MPI, on CPU", "execution_oncpu", True),
                ("    outside MPI, off CPU (run queue, blocked)", "execution_offcpu", True))
               if tree.knows_offcpu else ())):
-        stats = next(split.loc[[part]].itertuples())
+        stats = split[part]
         if not stats.sum and not always:
             continue
         share = format_percent(stats.sum / total) if total else "-"
@@ -292,8 +294,8 @@ def _time_split(frames: "ProfileFrames") -> str:
         if thread.node_count != len(thread.nodes):
             lines.append(f"{INDENT}WARNING: rank {r} thread {index}: {thread.node_count} nodes "
                          f"declared, {len(thread.nodes)} read")
-    outside_mpi = total - split.loc["mpi", "sum"]
-    share = (split.loc["offcpu", "sum"] / outside_mpi if tree.knows_offcpu and outside_mpi > 0
+    outside_mpi = total - split["mpi"].sum
+    share = (split["offcpu"].sum / outside_mpi if tree.knows_offcpu and outside_mpi > 0
              else None)
     if share is not None and share > OFFCPU_WARN:
         lines.append(offcpu_warning(share, kernel=bool(scheduler_placed(shown))))

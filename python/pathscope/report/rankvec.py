@@ -185,13 +185,16 @@ def _cells(rows: list[_Values]) -> list[list[str]]:
     if not rows:
         return []
     # counts and times (int64) apart from shares (float64)
-    stats = {counts: distribution(pd.DataFrame(
-        [(i, r, v) for i, row in enumerate(rows) if (row.share is None) == counts
-         for r, v in row.values.items()], columns=["row", "rank", "value"]))
-        for counts in (True, False) if any((row.share is None) == counts for row in rows)}
+    stats = {}
+    for counts in (True, False):
+        long = pd.DataFrame([(i, r, v) for i, row in enumerate(rows)
+                             if (row.share is None) == counts for r, v in row.values.items()],
+                            columns=["row", "rank", "value"])
+        if not long.empty:
+            stats.update(distribution(long).to_dict("index"))
     out = []
     for i, row in enumerate(rows):
-        d = stats[row.share is None].loc[i]
+        d = stats[i]
         show = row.show
         low = f"{show(d['min'])} ({int(d['min_rank'])})"
         high = f"{show(d['max'])} ({int(d['max_rank'])})"
