@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
+import pandas as pd
+
 from pathscope import ranges
 from pathscope.calltree import MergedNode
 from pathscope.metrics import COLUMNS
@@ -201,16 +203,22 @@ def _counters(summaries: dict[int, ProbeSummary]) -> list[str]:
         lines.append(f"{INDENT}exits not timed on {_ranks(ranks)} ({why}): calls are counted "
                      f"per path, without times")
     counts = []
-    traps = sum(s.traps for s in summaries.values())
-    if traps:
-        counts.append(_counted(traps, "trap{} in patch windows"))
-    longest_rank = max(summaries, key=lambda r: (summaries[r].longest_window_ns, -r))
-    longest = summaries[longest_rank].longest_window_ns
+    # the ranks' counters as a table (by rank): sums, and the longest window with its rank
+    # (idxmax: the first, the lowest rank, on ties)
+    counters = pd.DataFrame([(r, s.traps, s.longest_window_ns, s.exits_lost, s.passed_through)
+                             for r, s in sorted(summaries.items())],
+                            columns=["rank", "traps", "longest", "exits_lost", "passed"]
+                            ).set_index("rank")
+    totals = counters.sum()
+    if totals["traps"]:
+        counts.append(_counted(int(totals["traps"]), "trap{} in patch windows"))
+    longest_rank = int(counters["longest"].idxmax())
+    longest = int(counters.loc[longest_rank, "longest"])
     if longest:
         counts.append(f"longest patch window {format_time(longest)} (rank {longest_rank})")
-    for what, value in (("exit{} lost", sum(s.exits_lost for s in summaries.values())),
+    for what, value in (("exit{} lost", int(totals["exits_lost"])),
                         ("call{} passed through (made inside pathscope or by a thread it does "
-                         "not know)", sum(s.passed_through for s in summaries.values()))):
+                         "not know)", int(totals["passed"]))):
         if value:
             counts.append(_counted(value, what))
     if counts:
