@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
+import pandas as pd
+
 from pathscope.reader import (NO_COMM, STATUS_MISSING, STATUS_UNREADABLE, TOTAL_COMM, Comm,
                               Profile)
 from pathscope.report.layout import INDENT, plural
@@ -14,8 +16,6 @@ from pathscope.units import format_bytes, format_percent, format_time, hist_bin_
 
 TOP_OPERATIONS = 10
 if TYPE_CHECKING:
-    import pandas as pd
-
     from pathscope.frames import ProfileFrames
 
 MEMBERS_SHOWN = 60          # characters of a member list shown before eliding
@@ -83,9 +83,12 @@ MEMBERS_NOTE = "members: world ranks (MPI_COMM_WORLD's numbering); bytes as in t
 def summary(frames: "ProfileFrames") -> str:
     profile = frames.profile
     lines = ["Summary"]
-    ranks = frames.ranks
-    measured = ranks[ranks["wall_s"].notna()
-                     & ~ranks["status"].isin([STATUS_MISSING, STATUS_UNREADABLE])]
+    # the ranks with their times, read in chunks (a profile of 2^20 ranks, most missing,
+    # keeps its memory bounded)
+    measured = pd.concat([
+        chunk[chunk["wall_s"].notna() & ~chunk["status"].isin([STATUS_MISSING,
+                                                                STATUS_UNREADABLE])]
+        for chunk in frames.table_chunks("ranks")])
     reduced = _reduced_times(profile) if measured.empty else None
     if reduced:
         lines.extend(reduced)
