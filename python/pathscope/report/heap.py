@@ -108,6 +108,9 @@ def _heap(profile: Profile, heaps: dict[int, HeapSummary],
 def _top_paths(frames: "ProfileFrames") -> list[str]:
     """The top allocating paths, the paths live at the peak and the leaking paths: the heap
     leaves of the `nodes` table (values summed over the ranks), largest first."""
+    tree = frames.tree
+    if tree is None or not any(n.frame.kind == HEAP for n in tree.root.walk()):
+        return []               # (no table to build: most profiles have no heap)
     nodes = frames.nodes
     leaves = nodes[nodes["kind"] == HEAP].assign(
         leaked=lambda n: n["alloc_bytes"] - n["freed_bytes"],
