@@ -12,6 +12,10 @@ work from.
     p.rank_matrix("mpi_ns")       # a metric per node and rank as one numpy array
     p.rank_comm_ops               # per rank, communicator and operation (the rank files')
     p.merged_by_function()        # the call tree with each function's call sites merged
+    p.group_stats("incl_time", [[3, 7], [5]])   # per group of nodes: its per-rank sum's
+                                                # statistics (the report's rows)
+    p.time_split()                # Table I of the hybrid-profiling paper, per rank statistics
+    rank_statistics(long, ["node"], ranks)      # the statistics over the ranks, for any table
 
 Columns are pyarrow-backed (`int64[pyarrow]`, `string[pyarrow]`, nullable: None is <NA>),
 in the order `export` writes them.  Frames are built on first use and kept.
@@ -25,6 +29,10 @@ reduced profile (`--per-rank summary`), nothing with `--per-rank none`.  `node_s
 statistics over the ranks (a rank without a value counts as 0; the lowest rank on ties):
 computed from `metrics` by a groupby where every node's per-rank values are known, else the
 job's own statistics from tree.tsv.
+
+The statistics over the ranks are one groupby (rank_statistics): node_stats, group_stats
+(a function's call sites or call paths: the text report's call tree, hot path and probed
+paths) and time_split use it, `pathscope report` reads all of them from here.
 
 `merged_by_function()` is the tree by function, as the report and the HTML show it
 (pathscope.calltree.merge_call_sites): the sibling nodes of one function (one caller calling
