@@ -379,10 +379,10 @@ class ProfileFrames:
         ranks = np.asarray(tree.ranks, dtype=np.int64)
         vectors: dict[int, Optional[list[int]]] = {
             n: tree.vector(self._order[n], key) for nodes in groups for n in nodes}
-        exact = [g for g, nodes in enumerate(groups) if all(vectors[n] is not None
-                                                             for n in nodes)]
+        exact = {g for g, nodes in enumerate(groups) if all(vectors[n] is not None
+                                                             for n in nodes)}
         # the long form (group, rank, value) of every node of the exact groups
-        members = [(g, n) for g in exact for n in groups[g]]
+        members = [(g, n) for g in sorted(exact) for n in groups[g]]
         long = pd.DataFrame({
             "group": np.repeat(np.asarray([g for g, _ in members], dtype=np.int64), len(ranks)),
             "rank": np.tile(ranks, len(members)),
@@ -516,7 +516,8 @@ class ProfileFrames:
 def rank_statistics(values: pd.DataFrame, keys: list[str], ranks: Sequence[int]
                     ) -> pd.DataFrame:
     """Per group of keys of the long form values (keys, `rank`, `value`: at most one row per
-    group and rank, values not negative), the statistics over the population ranks: sum,
+    group and rank; values not negative where a rank has no row), the statistics over the
+    population ranks: sum,
     mean (sum / P), min and max with their ranks, nonzero (the ranks whose value is not 0).
     A rank of ranks without a row counts as 0; on ties the lowest rank is named (docs/format.md,
     "Merge rules").  One row per group present in values, sorted by keys; integer columns
