@@ -388,9 +388,14 @@ class ProfileFrames:
             "rank": np.tile(ranks, len(members)),
             "value": np.asarray([v for _, n in members for v in vectors[n] or ()],
                                 dtype=np.int64)})
-        summed = long.groupby(["group", "rank"], as_index=False, sort=False)["value"].sum()
-        by_group = rank_statistics(summed, ["group"], population).set_index("group")[
-            columns].to_dict("index")
+        summed = long.groupby(["group", "rank"], as_index=False, sort=True)["value"].sum()
+        by_group: dict[int, dict[str, Any]] = {}
+        if len(summed):
+            numbered = np.unique(summed["group"].to_numpy(), return_inverse=True)
+            out = group_arrays(numbered[1].astype(np.int64), summed["rank"].to_numpy(),
+                               summed["value"].to_numpy(), population)
+            by_group = {int(g): {c: out[c][i].item() for c in columns}
+                        for i, g in enumerate(numbered[0])}
         zero = {"sum": 0, "mean": 0.0, "min": 0, "min_rank": population[0] if population
                 else 0, "max": 0, "max_rank": population[0] if population else 0}
         rows: list[dict[str, Any]] = []
@@ -517,25 +522,34 @@ def rank_statistics(values: pd.DataFrame, keys: list[str], ranks: Sequence[int]
                     ) -> pd.DataFrame:
     """Per group of keys of the long form values (keys, `rank`, `value`: at most one row per
     group and rank; values not negative where a rank has no row), the statistics over the
-    population ranks: sum,
-    mean (sum / P), min and max with their ranks, nonzero (the ranks whose value is not 0).
-    A rank of ranks without a row counts as 0; on ties the lowest rank is named (docs/format.md,
-    "Merge rules").  One row per group present in values, sorted by keys; integer columns
-    int64[pyarrow], mean float64[pyarrow].
+    population ranks: sum, mean (sum / P), min and max with their ranks, nonzero (the ranks
+    whose value is not 0).  A rank of ranks without a row counts as 0; on ties the lowest
+    rank is named (docs/format.md, "Merge rules").  One row per group present in values,
+    sorted by keys; integer columns int64[pyarrow], mean float64[pyarrow].
 
-    A pandas groupby numbers the groups (sorted by keys); the rows sorted by group are then
-    aggregated per group by numpy's segment reductions (reduceat): the sum, the minimum and
-    maximum as the first row of each group sorted by value (ascending, descending) then rank.
-    (pandas' own aggregations took 20 to 90 ms per call on a few hundred rows: the report
-    asks several times.)"""
-    population = np.asarray(sorted(ranks), dtype=np.int64)
+    A pandas groupby numbers the groups (sorted by keys); group_arrays aggregates them."""
     columns = keys + ["sum", "mean", "min", "min_rank", "max", "max_rank", "nonzero"]
-    if values.empty or not len(population):
+    if values.empty or not len(ranks):
         return frame(columns, [])
     grouped = values.groupby(keys, sort=True)
-    group = grouped.ngroup().to_numpy(dtype=np.int64)
-    rank = values["rank"].to_numpy(dtype=np.int64)
-    value = values["value"].to_numpy(dtype=np.int64)
+    out = group_arrays(grouped.ngroup().to_numpy(dtype=np.int64),
+                       values["rank"].to_numpy(dtype=np.int64),
+                       values["value"].to_numpy(dtype=np.int64), ranks)
+    index = grouped.size().index
+    table = {k: pa.array(index.get_level_values(k).to_numpy()) for k in keys}
+    table.update({c: pa.array(v) for c, v in out.items()})
+    return pa.table(table).select(columns).to_pandas(types_mapper=pd.ArrowDtype)
+
+
+def group_arrays(group: "np.ndarray", rank: "np.ndarray", value: "np.ndarray",
+                 ranks: Sequence[int]) -> dict[str, "np.ndarray"]:
+    """rank_statistics' aggregation, on the columns of a long form whose groups are numbered
+    0, 1, ... (each present): sum, mean, min, min_rank, max, max_rank, nonzero per group, in
+    group order.  The rows sorted by group are aggregated by numpy's segment reductions
+    (reduceat): the sum, and the minimum and maximum as the first row of each group sorted by
+    value (ascending, descending) then rank.  (pandas' own aggregations on pyarrow columns
+    took 20 to 90 ms per call on a few hundred rows, and the report asks several times.)"""
+    population = np.asarray(sorted(ranks), dtype=np.int64)
     by_value = np.lexsort((rank, value, group))
     by_value_down = np.lexsort((rank, -value, group))
     starts = np.flatnonzero(np.diff(group[by_value], prepend=-1))
@@ -554,10 +568,7 @@ def rank_statistics(values: pd.DataFrame, keys: list[str], ranks: Sequence[int]
             out["min"] == 0, np.minimum(out["min_rank"], absent), absent))
         out["min"] = np.where(missing, 0, out["min"])
         out["max_rank"] = np.where(missing & (out["max"] == 0), out["min_rank"], out["max_rank"])
-    index = grouped.size().index
-    table = {k: pa.array(index.get_level_values(k).to_numpy()) for k in keys}
-    table.update({c: pa.array(v) for c, v in out.items()})
-    return pa.table(table).select(columns).to_pandas(types_mapper=pd.ArrowDtype)
+    return out
 
 
 def _lowest_absent(group: "np.ndarray", rank: "np.ndarray", ranks: "np.ndarray"

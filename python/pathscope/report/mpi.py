@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
+import numpy as np
 import pandas as pd
 
 from pathscope.reader import (NO_COMM, STATUS_MISSING, STATUS_UNREADABLE, TOTAL_COMM, Comm,
@@ -24,7 +25,11 @@ NAMES_SHOWN = 12            # communicator names listed for "no recorded calls"
 
 def ns(seconds: "pd.Series") -> "pd.Series":
     """A time column of the export tables (seconds to the ns) as int64 ns, exactly."""
-    return (seconds.astype("float64") * 1e9).round().astype("int64")
+    return pd.Series(_ns(seconds), index=seconds.index)
+
+
+def _ns(seconds: "pd.Series") -> "np.ndarray":
+    return np.rint(seconds.to_numpy(dtype=np.float64, na_value=0.0) * 1e9).astype(np.int64)
 
 
 def _time_with_rank(ns: float, rank: int) -> str:
@@ -48,10 +53,16 @@ def _hist_summary(hist: Optional[list[dict[str, int]]]) -> str:
 
 def op_table(ops: "pd.DataFrame") -> "pd.DataFrame":
     """The rows of the comm-ops or ops table with their times in ns (time_sum, time_min,
-    time_max; mean = sum over the ranks that called), the largest time first."""
-    out = ops.assign(time_sum=ns(ops["time_sum_s"]), time_min=ns(ops["time_min_s"]),
-                     time_max=ns(ops["time_max_s"]))
-    out["mean"] = (out["time_sum"] / out["nranks"].where(out["nranks"] > 0, 1)).astype("float64")
+    time_max; mean = sum over the ranks that called), the largest time first (numpy-backed
+    columns: the report reads every row)."""
+    out = pd.DataFrame({c: pd.Series(ops[c].tolist(), dtype=object) for c in ops.columns
+                        if c in ("comm", "op", "hist", "rank_min", "rank_max")})
+    for c in ("calls", "bytes", "nranks"):
+        out[c] = ops[c].to_numpy(dtype=np.int64)
+    for c in ("time_sum", "time_min", "time_max"):
+        out[c] = _ns(ops[f"{c}_s"])
+    nranks = out["nranks"].to_numpy()
+    out["mean"] = np.where(nranks > 0, out["time_sum"].to_numpy() / np.maximum(nranks, 1), 0.0)
     return out.sort_values(["time_sum", "op"], ascending=[False, True], kind="stable")
 
 
