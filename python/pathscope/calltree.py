@@ -8,7 +8,8 @@ inside Execution).
     tree.stat(node, INCL_TIME), tree.stat(node, MPI_NS)   # pathscope.stats.Stats
 
 Two kinds of tree, one API (total, value, incl_*_ns, incl_samples, comms, tree.stat,
-tree.sum_stat, time_split):
+tree.vector); the statistics of sums over nodes and the time split are pandas
+aggregations over them (pathscope.frames.ProfileFrames.group_stats, time_split):
 - from the rank files: the threads' CCTs merged here; a node keeps its exclusive metrics per
   rank (summed over the rank's threads) and its statistics are computed from them;
 - from tree.tsv (format 2.9, `--per-rank none` or not): the job merged them; a node holds the
@@ -270,12 +271,6 @@ def _column_name(key: Key) -> str:
     return key if isinstance(key, str) else STORED[key].name
 
 
-def rank_stats(values: Mapping[int, int], ranks: Sequence[int]) -> Stats:
-    """Sum, min, mean, max, nonzero and sketch over ranks (a rank without a value counts as
-    0); the lowest rank on ties (pathscope.merge's rules, as profile.tsv's op lines)."""
-    return Stats.of_ranks(values, ranks)
-
-
 @dataclass
 class CallTree:
     root: MergedNode
@@ -303,21 +298,6 @@ class CallTree:
             return node.vector(key, len(self.ranks))
         values = node.per_rank(key)
         return [values.get(r, 0) for r in self.ranks]
-
-    def sum_stat(self, nodes: Sequence[MergedNode], key: Key) -> Stats:
-        """The statistics of the per-rank sum of a value over several nodes (a function's
-        call paths): from the per-rank values when the tree has them (a reduced tree: when
-        every node has its rank vector), else Stats.combine."""
-        if self.reduced is not None:
-            total = _vector_sum([self.vector(n, key) for n in nodes], len(self.ranks))
-            if total is not None:
-                return Stats.of_vector(total)
-            return Stats.combine((n.stat(key, self.ranks) for n in nodes), len(self.ranks))
-        values: dict[int, int] = {}
-        for node in nodes:
-            for r, v in node.per_rank(key).items():
-                values[r] = values.get(r, 0) + v
-        return Stats.of_ranks(values, self.ranks)
 
     def thread_count(self) -> int:
         """The threads merged."""
@@ -541,7 +521,8 @@ def _add_inclusive(root: MergedNode) -> None:
 
 @dataclass
 class TimeSplit:
-    """Table I of the hybrid-profiling paper: each row's statistics over the tree's ranks."""
+    """Table I of the hybrid-profiling paper from a reduced tree's statistics over its ranks
+    (pathscope.frames.ProfileFrames.time_split tabulates it, and computes it for rank files)."""
     time: Stats                   # the merged threads' elapsed time
     failed: Stats                 # the `[failed unwind]` subtree
     failed_mpi: Stats
@@ -553,49 +534,16 @@ class TimeSplit:
     execution_offcpu: Stats       # outside MPI, off the CPU (run queue, blocked); 0 before 2.4
     offcpu: Stats                 # the whole tree's off-CPU time
     mpi: Stats                    # the whole tree's MPI time
-    # elapsed minus the tree's time, and what is allowed (1 ns per node), by who: "rank R"
-    # (a rank-file tree, one per rank) or "all ranks" (a reduced tree: the sums)
+    # elapsed minus the tree's time, and what is allowed (1 ns per node): "all ranks" (sums)
     unaccounted: dict[str, tuple[int, int]]
 
-    def offcpu_share(self) -> Optional[float]:
-        """Off-CPU time over the time outside MPI, summed over ranks and threads (None when
-        there is no time outside MPI)."""
-        outside_mpi = self.time.sum - self.mpi.sum
-        return self.offcpu.sum / outside_mpi if outside_mpi > 0 else None
 
-
-def time_split(tree: CallTree) -> TimeSplit:
-    if tree.reduced is not None:
-        return _reduced_split(tree)
-    ranks = tree.ranks
-
-    def of(node: Optional[MergedNode], key: str) -> dict[int, int]:
-        values = node.per_rank(key) if node is not None else {}
-        return {r: values.get(r, 0) for r in ranks}
-
-    failed, not_unwound = tree.pseudo(FAILED), tree.pseudo(NOT_UNWOUND)
-    total, mpi, offcpu = (of(tree.root, k) for k in (INCL_TIME, INCL_MPI, INCL_OFFCPU))
-    parts = {key: [of(failed, key), of(not_unwound, key)]
-             for key in (INCL_TIME, INCL_MPI, INCL_OFFCPU)}
-    execution = {r: total[r] - sum(p[r] for p in parts[INCL_TIME]) for r in ranks}
-    execution_mpi = {r: mpi[r] - sum(p[r] for p in parts[INCL_MPI]) for r in ranks}
-    execution_offcpu = {r: offcpu[r] - sum(p[r] for p in parts[INCL_OFFCPU]) for r in ranks}
-    oncpu = {r: execution[r] - execution_mpi[r] - execution_offcpu[r] for r in ranks}
-    unaccounted = {f"rank {r}": (tree.elapsed[r] - total[r], tree.nodes[r]) for r in ranks}
-
-    def stats(values: Mapping[int, int]) -> Stats:
-        return Stats.of_ranks(values, ranks)
-
-    return TimeSplit(stats(tree.elapsed), stats(parts[INCL_TIME][0]), stats(parts[INCL_MPI][0]),
-                     stats(parts[INCL_TIME][1]), stats(parts[INCL_MPI][1]), stats(execution),
-                     stats(execution_mpi), stats(oncpu), stats(execution_offcpu),
-                     stats(offcpu), stats(mpi), unaccounted)
-
-
-def _reduced_split(tree: CallTree) -> TimeSplit:
+def reduced_time_split(tree: CallTree) -> TimeSplit:
     """The rows from tree.tsv's statistics: exact where a row is one node's value or one
     scalar, or a difference of nodes whose rank vectors are kept (`--per-rank summary`);
     else the sum alone where it is a difference of values that are not 0 (Stats.minus)."""
+    assert tree.reduced is not None
+
     def of(node: Optional[MergedNode], key: str) -> Stats:
         return tree.stat(node, key) if node is not None else Stats.zero(len(tree.ranks))
 

@@ -13,6 +13,10 @@ work from.
     p.rank_comm_ops               # per rank, communicator and operation (the rank files')
     p.merged_by_function()        # the call tree with each function's call sites merged
     p.by_function().node_stats    # ... and every call-tree frame of it
+    p.group_stats("incl_time", [[3, 7], [5]])   # per group of nodes: its per-rank sum's
+                                                # statistics (the report's rows)
+    p.time_split()                # Table I of the hybrid-profiling paper, per rank statistics
+    rank_statistics(long, ["node"], ranks)      # the statistics over the ranks, for any table
 
 Columns are pyarrow-backed (`int64[pyarrow]`, `string[pyarrow]`, nullable: None is <NA>),
 in the order `export` writes them.  Frames are built on first use and kept.
@@ -27,6 +31,10 @@ statistics over the ranks (a rank without a value counts as 0; the lowest rank o
 computed from `metrics` by a groupby where every node's per-rank values are known, else the
 job's own statistics from tree.tsv.
 
+The statistics over the ranks are one groupby (rank_statistics): node_stats, group_stats
+(a function's call sites or call paths: the text report's call tree, hot path and probed
+paths) and time_split use it, `pathscope report` reads all of them from here.
+
 `merged_by_function()` is the tree by function, as the report and the HTML show it
 (pathscope.calltree.merge_call_sites): the sibling nodes of one function (one caller calling
 it from several lines, or sampled at several lines) are one node whose values are their
@@ -38,14 +46,16 @@ from __future__ import annotations
 
 from pathlib import Path
 from itertools import islice
-from typing import Any, Iterable, Iterator, Optional, Union
+from typing import Any, Iterable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from pathscope.calltree import (INCL_MPI, INCL_OFFCPU, INCL_TIME, CallTree, MergedNode,
-                                build_tree, function_key, merge_call_sites)
+                                ReducedNode, build_tree, function_key, merge_call_sites,
+                                reduced_time_split)
+from pathscope.cct import FAILED, NOT_UNWOUND
 from pathscope.export.tables import TABLES
 from pathscope.metrics import COLUMNS, STORED
 from pathscope.reader import Profile, load_profile
@@ -61,6 +71,10 @@ CHUNK_ROWS = 16_384           # rows per DataFrame of table_chunks
 STATS_COLUMNS = ["node", "metric", "sum", "mean", "min", "min_rank", "max", "max_rank",
                  "nonzero"]
 RANK_COMM_OPS_COLUMNS = ["rank", "comm", "op", "calls", "bytes", "time_s"]
+# the rows of time_split, and its columns (the part is the index)
+SPLIT_PARTS = ["time", "failed", "failed_mpi", "not_unwound", "not_unwound_mpi", "execution",
+               "execution_mpi", "execution_oncpu", "execution_offcpu", "offcpu", "mpi"]
+SPLIT_COLUMNS = ["sum", "mean", "min", "min_rank", "max", "max_rank"]
 
 
 def open(path: Union[str, Path], runtime_threads: bool = True  # noqa: A001 (pathscope.open)
@@ -101,6 +115,20 @@ class ProfileFrames:
         self._no_tree = False         # the profile has no call paths (asked once)
         self._order: list[MergedNode] = list(tree.root.walk()) if tree is not None else []
         self._by_function: Optional["ProfileFrames"] = None
+        self._ids: dict[int, int] = {}          # id(node) -> its row (node_id)
+        self._by_node: dict[str, dict[int, dict[str, Any]]] = {}   # _stats_by_node's
+        self._all_threads: Optional[ProfileFrames] = None
+
+    def all_threads(self) -> "ProfileFrames":
+        """These tables with the MPI library's own threads in the call tree (self when they
+        are already): the heap, kernel and probe sections count every thread."""
+        if self.runtime_threads:
+            return self
+        if self._all_threads is None:
+            self._all_threads = ProfileFrames(self.profile, self.symbols, runtime_threads=True)
+            self._all_threads._frames.update({n: self._frames[n] for n in TABLES
+                                              if n in self._frames})
+        return self._all_threads
 
     # ---- the export tables -------------------------------------------------------------------
 
@@ -330,7 +358,7 @@ class ProfileFrames:
     def node_stats(self) -> pd.DataFrame:
         if "node_stats" not in self._frames:
             self._frames["node_stats"] = (self._stats_by_groupby() if self.per_rank_known
-                                          else frame(STATS_COLUMNS, self._reduced_stats()))
+                                          else self._reduced_stats())
         return self._frames["node_stats"]
 
     def _stats_by_groupby(self) -> pd.DataFrame:
@@ -338,61 +366,237 @@ class ProfileFrames:
         row counting as 0."""
         tree = self.tree
         assert tree is not None
-        m = self.metrics
-        if m.empty:
+        if self.metrics.empty:
             return frame(STATS_COLUMNS, [])
-        population = len(tree.ranks)
-        g = m.groupby(["node", "metric"], sort=True)
-        out = g["value"].agg(["sum", "count"]).rename(columns={"count": "nonzero"})
-        # the extremes with their lowest rank: sort by value then rank, take the first/last
-        ordered = m.sort_values(["node", "metric", "value", "rank"])
-        low = ordered.groupby(["node", "metric"], sort=True).first()
-        high = m.sort_values(["node", "metric", "value", "rank"],
-                             ascending=[True, True, False, True]).groupby(
-            ["node", "metric"], sort=True).first()
-        out["mean"] = out["sum"].astype("float64[pyarrow]") / population
-        out["min"], out["min_rank"] = low["value"], low["rank"]
-        out["max"], out["max_rank"] = high["value"], high["rank"]
-        # a rank without a value holds the minimum 0: the lowest such rank
-        missing = (out["nonzero"] < population).to_numpy()
-        if missing.any():
-            absent = _lowest_absent(m, np.asarray(tree.ranks, dtype=np.int64))
-            out.loc[missing, "min"] = 0
-            out.loc[missing, "min_rank"] = absent.reindex(out.index[missing]).to_numpy()
-        out = out.reset_index()
-        return out[STATS_COLUMNS].astype({c: "int64[pyarrow]" for c in STATS_COLUMNS
-                                          if c not in ("metric", "mean")})
+        out = rank_statistics(self.metrics, ["node", "metric"], tree.ranks)
+        return out[STATS_COLUMNS]
 
-    def _reduced_stats(self) -> Iterable[dict[str, Any]]:
+    def node_id(self, node: MergedNode) -> int:
+        """The row of `nodes` of a node of self.tree."""
+        if len(self._ids) != len(self._order):
+            self._ids = {id(n): i for i, n in enumerate(self._order)}
+        return self._ids[id(node)]
+
+    def group_stats(self, metric: str, groups: Sequence[Sequence[int]]) -> pd.DataFrame:
+        """Per group of nodes (ids of `nodes`: a function's call sites, a function's call
+        paths), the statistics over the ranks of the per-rank sum of the metric (one of
+        NODE_METRICS) over the group: by a groupby over each rank's values where every node
+        of the group has them (rank files; rank vectors of --per-rank summary), else those of
+        the group's one node with a value (the job's, tree.tsv), else the sum alone (the
+        extremes <NA>: a sum of values known only by their statistics).  Columns sum, mean,
+        min, min_rank, max, max_rank; a row per group, in order (index 0..)."""
+        tree = self.tree
+        columns = ["sum", "mean", "min", "min_rank", "max", "max_rank"]
+        if tree is None or not groups:
+            return frame(columns, [])
+        key = COLUMNS[metric] if metric in COLUMNS else metric
+        population = sorted(tree.ranks)
+        ranks = np.asarray(tree.ranks, dtype=np.int64)
+        vectors: dict[int, Optional[list[int]]] = {
+            n: tree.vector(self._order[n], key) for nodes in groups for n in nodes}
+        exact = {g for g, nodes in enumerate(groups) if all(vectors[n] is not None
+                                                             for n in nodes)}
+        # the long form (group, rank, value) of every node of the exact groups
+        members = [(g, n) for g in sorted(exact) for n in groups[g]]
+        long = pd.DataFrame({
+            "group": np.repeat(np.asarray([g for g, _ in members], dtype=np.int64), len(ranks)),
+            "rank": np.tile(ranks, len(members)),
+            "value": np.asarray([v for _, n in members for v in vectors[n] or ()],
+                                dtype=np.int64)})
+        summed = long.groupby(["group", "rank"], as_index=False, sort=True)["value"].sum()
+        by_group: dict[int, dict[str, Any]] = {}
+        if len(summed):
+            numbered = np.unique(summed["group"].to_numpy(), return_inverse=True)
+            out = group_arrays(numbered[1].astype(np.int64), summed["rank"].to_numpy(),
+                               summed["value"].to_numpy(), population)
+            by_group = {int(g): {c: out[c][i].item() for c in columns}
+                        for i, g in enumerate(numbered[0])}
+        zero = {"sum": 0, "mean": 0.0, "min": 0, "min_rank": population[0] if population
+                else 0, "max": 0, "max_rank": population[0] if population else 0}
+        rows: list[dict[str, Any]] = []
+        for g, nodes in enumerate(groups):
+            if g in by_group:
+                rows.append(by_group[g])
+            elif g in exact:
+                rows.append(zero)
+            else:
+                rows.append(self._combined(metric, nodes, zero))
+        return frame(columns, rows)
+
+    def _combined(self, metric: str, nodes: Sequence[int], zero: dict[str, Any]
+                  ) -> dict[str, Any]:
+        """The statistics of a group's sum from its nodes' statistics alone: those of its one
+        node with a value, else the sum and mean without extremes."""
+        stats = self._stats_by_node(metric)
+        present = [stats[n] for n in nodes if n in stats]
+        if not present:
+            return zero
+        if len(present) == 1:
+            return present[0]
+        total = sum(s["sum"] for s in present)
+        return {"sum": total, "mean": total / len(self.tree.ranks)}   # type: ignore[union-attr]
+
+    def _stats_by_node(self, metric: str) -> dict[int, dict[str, Any]]:
+        """node_stats' rows of one metric, by node (kept)."""
+        if metric not in self._by_node:
+            s = self.node_stats
+            rows = s[s["metric"] == metric].drop(columns="metric").to_dict("records")
+            self._by_node[metric] = {int(r.pop("node")): {c: None if pd.isna(v) else v
+                                                          for c, v in r.items()}
+                                     for r in rows}
+        return self._by_node[metric]
+
+    def time_split(self) -> pd.DataFrame:
+        """Table I of the hybrid-profiling paper (pathscope.calltree's module docstring): a
+        row per part of SPLIT_PARTS (time: the merged threads' elapsed time; failed and
+        not_unwound: those subtrees, with their MPI time; execution: the rest, its MPI time,
+        on and off the CPU outside MPI; offcpu, mpi: the whole tree's) with its statistics
+        over the tree's ranks (columns as group_stats'; part the index).  Rank files: by a
+        groupby over each rank's values (split_by_rank); a reduced tree: the job's
+        statistics (calltree.reduced_time_split: exact where rank vectors say each rank's
+        value, else the sum alone for a difference of values that are not 0)."""
+        if "time_split" not in self._frames:
+            tree = self.tree
+            if tree is None:
+                split = frame(["part"] + SPLIT_COLUMNS, [])
+            elif tree.reduced is not None:
+                parts = reduced_time_split(tree)
+                split = frame(["part"] + SPLIT_COLUMNS, (
+                    {"part": part, "sum": s.sum, "mean": s.mean, "min": s.min,
+                     "min_rank": s.min_rank, "max": s.max, "max_rank": s.max_rank}
+                    for part, s in ((p, getattr(parts, p)) for p in SPLIT_PARTS)))
+            else:
+                values = self.split_by_rank().reset_index().melt(
+                    id_vars="rank", value_vars=SPLIT_PARTS, var_name="part")
+                split = rank_statistics(values, ["part"], tree.ranks)
+            self._frames["time_split"] = split.set_index("part").reindex(SPLIT_PARTS)[
+                SPLIT_COLUMNS]
+        return self._frames["time_split"]
+
+    def split_by_rank(self) -> pd.DataFrame:
+        """A tree of rank files: per rank (the index) its value of each part of SPLIT_PARTS
+        and `nodes`, the CCT nodes merged (the time split's tolerance: 1 ns per node)."""
+        tree = self.tree
+        assert tree is not None and tree.reduced is None
+        failed, not_unwound = tree.pseudo(FAILED), tree.pseudo(NOT_UNWOUND)
+
+        def values(node: Optional[MergedNode], key: str) -> "np.ndarray":
+            return np.asarray(tree.vector(node, key), dtype=np.int64)   # type: ignore
+
+        d = pd.DataFrame({"rank": tree.ranks, "time": [tree.elapsed[r] for r in tree.ranks]},
+                         dtype=np.int64).set_index("rank")
+        for key, suffix in ((INCL_TIME, ""), (INCL_MPI, "_mpi"), (INCL_OFFCPU, "_offcpu")):
+            whole = values(tree.root, key)
+            d["failed" + suffix] = values(failed, key)
+            d["not_unwound" + suffix] = values(not_unwound, key)
+            d["execution" + suffix] = whole - d["failed" + suffix] - d["not_unwound" + suffix]
+            d["total" + suffix] = whole
+        d["execution_oncpu"] = d["execution"] - d["execution_mpi"] - d["execution_offcpu"]
+        d = d.rename(columns={"total_mpi": "mpi", "total_offcpu": "offcpu"})
+        d["nodes"] = [tree.nodes[r] for r in tree.ranks]
+        return d[SPLIT_PARTS + ["total", "nodes"]]
+
+    def unaccounted(self) -> dict[str, tuple[int, int]]:
+        """The time split's elapsed time minus the call tree's time, and what is allowed (1
+        ns per node), by who: "rank R" (a tree of rank files) or "all ranks" (a reduced
+        tree: the sums)."""
         tree = self.tree
         if tree is None:
-            return
-        keys = [(m.name, m.column) for m in STORED] + [(k, k) for k in (INCL_TIME, INCL_MPI,
-                                                                       INCL_OFFCPU)]
+            return {}
+        if tree.reduced is not None:
+            return reduced_time_split(tree).unaccounted
+        d = self.split_by_rank()
+        return {f"rank {r}": (int(t - total), int(n))
+                for r, t, total, n in zip(d.index, d["time"], d["total"], d["nodes"])}
+
+    def _reduced_stats(self) -> pd.DataFrame:
+        """tree.tsv's statistics (the job's) of every node and metric with a value, built
+        column by column (5,000 paths x 17 metrics: a dict per row took seconds)."""
+        tree = self.tree
+        if tree is None:
+            return frame(STATS_COLUMNS, [])
+        names = [m.name for m in STORED] + [INCL_TIME, INCL_MPI, INCL_OFFCPU]
+        columns: dict[str, list[Any]] = {c: [] for c in STATS_COLUMNS}
         for i, node in enumerate(self._order):
-            for name, key in keys:
-                s = tree.stat(node, key)
-                if not s.sum:
+            assert isinstance(node, ReducedNode)
+            for name in names:
+                s = node.stats.get(name)
+                if s is None or not s.sum:
                     continue
-                yield {"node": i, "metric": name, "sum": s.sum, "mean": s.mean, "min": s.min,
-                       "min_rank": s.min_rank, "max": s.max, "max_rank": s.max_rank,
-                       "nonzero": s.nonzero}
+                for column, value in zip(STATS_COLUMNS, (
+                        i, name, s.sum, s.mean, s.min, s.min_rank, s.max, s.max_rank,
+                        s.nonzero)):
+                    columns[column].append(value)
+        types = {c: pa.int64() for c in STATS_COLUMNS} | {"metric": pa.string(),
+                                                          "mean": pa.float64()}
+        return pa.table({c: pa.array(v, types[c]) for c, v in columns.items()}).to_pandas(
+            types_mapper=pd.ArrowDtype)
 
 
-def _lowest_absent(m: pd.DataFrame, ranks: "np.ndarray") -> pd.Series:
-    """Per (node, metric) of the long form m: the lowest of ranks (ascending) without a row.
-    With a group's present ranks in order, the k-th one is ranks[k] until the first gap; the
-    first k where it is not gives ranks[k], and a group without a gap lacks ranks[count]."""
-    ordered = m.sort_values(["node", "metric", "rank"])
-    keys = [ordered["node"], ordered["metric"]]
-    position = ordered.groupby(keys, sort=False).cumcount().to_numpy()
-    expected = ranks[position]
+def rank_statistics(values: pd.DataFrame, keys: list[str], ranks: Sequence[int]
+                    ) -> pd.DataFrame:
+    """Per group of keys of the long form values (keys, `rank`, `value`: at most one row per
+    group and rank; values not negative where a rank has no row), the statistics over the
+    population ranks: sum, mean (sum / P), min and max with their ranks, nonzero (the ranks
+    whose value is not 0).  A rank of ranks without a row counts as 0; on ties the lowest
+    rank is named (docs/format.md, "Merge rules").  One row per group present in values,
+    sorted by keys; integer columns int64[pyarrow], mean float64[pyarrow].
+
+    A pandas groupby numbers the groups (sorted by keys); group_arrays aggregates them."""
+    columns = keys + ["sum", "mean", "min", "min_rank", "max", "max_rank", "nonzero"]
+    if values.empty or not len(ranks):
+        return frame(columns, [])
+    grouped = values.groupby(keys, sort=True)
+    out = group_arrays(grouped.ngroup().to_numpy(dtype=np.int64),
+                       values["rank"].to_numpy(dtype=np.int64),
+                       values["value"].to_numpy(dtype=np.int64), ranks)
+    index = grouped.size().index
+    table = {k: pa.array(index.get_level_values(k).to_numpy()) for k in keys}
+    table.update({c: pa.array(v) for c, v in out.items()})
+    return pa.table(table).select(columns).to_pandas(types_mapper=pd.ArrowDtype)
+
+
+def group_arrays(group: "np.ndarray", rank: "np.ndarray", value: "np.ndarray",
+                 ranks: Sequence[int]) -> dict[str, "np.ndarray"]:
+    """rank_statistics' aggregation, on the columns of a long form whose groups are numbered
+    0, 1, ... (each present): sum, mean, min, min_rank, max, max_rank, nonzero per group, in
+    group order.  The rows sorted by group are aggregated by numpy's segment reductions
+    (reduceat): the sum, and the minimum and maximum as the first row of each group sorted by
+    value (ascending, descending) then rank.  (pandas' own aggregations on pyarrow columns
+    took 20 to 90 ms per call on a few hundred rows, and the report asks several times.)"""
+    population = np.asarray(sorted(ranks), dtype=np.int64)
+    by_value = np.lexsort((rank, value, group))
+    by_value_down = np.lexsort((rank, -value, group))
+    starts = np.flatnonzero(np.diff(group[by_value], prepend=-1))
+    rows = np.diff(np.append(starts, len(group)))
+    total = np.add.reduceat(value[by_value], starts)
+    low, high = by_value[starts], by_value_down[starts]
+    out = {"sum": total, "mean": total / len(population),
+           "min": value[low], "min_rank": rank[low], "max": value[high], "max_rank": rank[high],
+           "nonzero": np.add.reduceat((value[by_value] != 0).astype(np.int64), starts)}
+    # a rank without a row holds 0, the minimum (values are not negative): the lowest such
+    # rank, unless a rank below it has a row of 0
+    missing = rows < len(population)
+    if missing.any():
+        absent = _lowest_absent(group, rank, population)
+        out["min_rank"] = np.where(~missing, out["min_rank"], np.where(
+            out["min"] == 0, np.minimum(out["min_rank"], absent), absent))
+        out["min"] = np.where(missing, 0, out["min"])
+        out["max_rank"] = np.where(missing & (out["max"] == 0), out["min_rank"], out["max_rank"])
+    return out
+
+
+def _lowest_absent(group: "np.ndarray", rank: "np.ndarray", ranks: "np.ndarray"
+                   ) -> "np.ndarray":
+    """Per group (numbered 0.. in group): the lowest of ranks (ascending) without a row.
+    With a group's ranks in order, the k-th one is ranks[k] until the first gap; the first
+    k where it is not gives ranks[k], and a group without a gap lacks ranks[count]."""
+    order = np.lexsort((rank, group))
+    starts = np.flatnonzero(np.diff(group[order], prepend=-1))
+    counts = np.diff(np.append(starts, len(group)))
+    position = np.arange(len(group)) - np.repeat(starts, counts)
+    expected = ranks[np.minimum(position, len(ranks) - 1)]
     none = np.iinfo(np.int64).max
-    gaps = np.where(ordered["rank"].to_numpy(dtype=np.int64) != expected, expected, none)
-    index = pd.MultiIndex.from_arrays([ordered["node"].to_numpy(),
-                                       ordered["metric"].to_numpy(dtype=object)],
-                                      names=["node", "metric"])
-    first_gap = pd.Series(gaps, index=index).groupby(level=[0, 1], sort=False).min()
-    count = pd.Series(position, index=index).groupby(level=[0, 1], sort=False).max() + 1
-    after = pd.Series(ranks[np.minimum(count.to_numpy(), len(ranks) - 1)], index=count.index)
-    return first_gap.where(first_gap != none, after)
+    gap = np.minimum.reduceat(np.where(rank[order] != expected, expected, none), starts)
+    after = ranks[np.minimum(counts, len(ranks) - 1)]
+    return np.where(gap != none, gap, after)

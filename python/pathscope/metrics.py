@@ -17,7 +17,7 @@ Rules kept here:
   summing (export/stacks.py); each format names the unit in its own words.
 - merge: how the values of threads and ranks combine, a rule of pathscope.merge (docs/format.md,
   "Merge rules").  Every stored metric sums, over a rank's threads and over ranks, with
-  per-rank min/mean/max (calltree.rank_stats: a rank without the node counts as 0, the lowest
+  per-rank min/mean/max (frames.rank_statistics: a rank without the node counts as 0, the lowest
   rank on ties).
 - needs_format: the profile format that introduced the metric; a profile with an older rank
   is refused for it (export/stacks.check_metric: "does not <needs_what>"), never exported as

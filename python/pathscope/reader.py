@@ -227,10 +227,6 @@ class Profile:
         """The per-operation totals over all communicators (the `*` rows)."""
         return self.comm_ops(TOTAL_COMM)
 
-    def comm_time_ns(self, comm: str) -> int:
-        """Time in all operations on comm, summed over ranks."""
-        return sum(s.time_sum_ns for s in self.comm_ops(comm))
-
     def never_called_mpi(self) -> bool:
         """True when every rank file read says the process never called MPI_Init (a program
         without MPI, or one that exited before MPI_Init): no profile.tsv is expected."""

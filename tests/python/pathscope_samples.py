@@ -165,3 +165,15 @@ def read_rows(path: Path) -> list[list[str]]:
 
 def write_rows(path: Path, rows) -> None:
     path.write_text(tsv_text(rows))
+
+
+def split_rows(profile, tree):
+    """pathscope.frames.ProfileFrames.time_split of tree: part -> its row, whose attributes
+    are sum, mean, min, min_rank, max, max_rank (None: not known)."""
+    from types import SimpleNamespace
+    import pandas as pd
+    from pathscope.frames import ProfileFrames
+    split = ProfileFrames(profile, tree=tree).time_split().reset_index()
+    return {row.pop("part"): SimpleNamespace(**{k: None if pd.isna(v) else v
+                                                for k, v in row.items()})
+            for row in split.to_dict("records")}

@@ -2,12 +2,13 @@
 per-rank values and statistics, the time split, and the choice of ranks and threads."""
 import pytest
 
-from pathscope.calltree import (BYTES, INCL_TIME, MPI_NS, SAMPLE_NS, VISITS, build_tree,
-                                rank_stats, time_split)
+from pathscope.calltree import BYTES, INCL_TIME, MPI_NS, SAMPLE_NS, VISITS, build_tree
 from pathscope.errors import ProfileError
+from pathscope.frames import ProfileFrames
 from pathscope.reader import load_profile
 from pathscope.symbols import Frame, read_symbols
-from pathscope_samples import HYBRID, RANK0, write_profile
+from pathscope.stats import Stats
+from pathscope_samples import HYBRID, RANK0, split_rows, write_profile
 
 SOLVER = ("/opt/solver/bin/solver", "a1b2c3d4e5f60718")
 LIBC = ("/lib/x86_64-linux-gnu/libc.so.6", "89abcdef01234567")
@@ -84,9 +85,9 @@ def test_rank_stats_count_missing_ranks_as_zero_and_name_the_lowest_on_ties(prof
     assert (stats.total, stats.min, stats.min_rank, stats.mean, stats.max, stats.max_rank,
             stats.nonzero, stats.sketch) == (150_000_000, 0, 1, 75_000_000, 150_000_000, 0, 1,
                                              ((28, 1),))    # 2^27 <= 150e6 < 2^28
-    tie = rank_stats({0: 5, 1: 5, 2: 3, 3: 3}, [3, 2, 1, 0])
+    tie = Stats.of_ranks({0: 5, 1: 5, 2: 3, 3: 3}, [3, 2, 1, 0])
     assert (tie.min_rank, tie.max_rank, tie.mean, tie.sketch) == (2, 0, 4.0, ((2, 2), (3, 2)))
-    assert rank_stats({}, []).total == 0
+    assert Stats.of_ranks({}, []).total == 0
 
 
 def by_rank(stats):
@@ -97,17 +98,20 @@ def by_rank(stats):
 
 
 def test_time_split_is_exact(profile):
-    split = time_split(build_tree(profile))
-    assert by_rank(split.time) == {0: 3_500_000_000, 1: 3_200_000_000}
-    assert by_rank(split.failed) == {0: 30_000_000, 1: 0}
-    assert by_rank(split.failed_mpi) == {0: 0, 1: 0}
-    assert by_rank(split.not_unwound) == {0: 76_000_000, 1: 71_000_001}
-    assert by_rank(split.not_unwound_mpi) == {0: 6_000_000, 1: 6_000_000}
-    assert by_rank(split.execution) == {0: 3_394_000_000, 1: 3_129_000_000}
-    assert by_rank(split.execution_mpi) == {0: 450_000_000, 1: 610_000_000}
+    tree = build_tree(profile)
+    split = split_rows(profile, tree)
+    assert by_rank(split["time"]) == {0: 3_500_000_000, 1: 3_200_000_000}
+    assert by_rank(split["failed"]) == {0: 30_000_000, 1: 0}
+    assert by_rank(split["failed_mpi"]) == {0: 0, 1: 0}
+    assert by_rank(split["not_unwound"]) == {0: 76_000_000, 1: 71_000_001}
+    assert by_rank(split["not_unwound_mpi"]) == {0: 6_000_000, 1: 6_000_000}
+    assert by_rank(split["execution"]) == {0: 3_394_000_000, 1: 3_129_000_000}
+    assert by_rank(split["execution_mpi"]) == {0: 450_000_000, 1: 610_000_000}
     # the parts add up to the threads' elapsed time within 1 ns per node
-    assert split.unaccounted == {"rank 0": (0, 25), "rank 1": (-1, 23)}
-    assert split.time.sum - split.failed.sum - split.not_unwound.sum - split.execution.sum == -1
+    assert ProfileFrames(profile, tree=tree).unaccounted() == {"rank 0": (0, 25),
+                                                               "rank 1": (-1, 23)}
+    assert (split["time"].sum - split["failed"].sum - split["not_unwound"].sum
+            - split["execution"].sum) == -1
 
 
 def test_one_rank_and_one_thread(profile):
@@ -117,8 +121,8 @@ def test_one_rank_and_one_thread(profile):
     tree = build_tree(profile, thread=0)
     assert tree.threads == [(0, 0), (1, 0)]
     assert tree.root.incl_time == {0: 2_000_000_000, 1: 2_000_000_000}
-    split = time_split(tree)
-    assert by_rank(split.execution) == {0: 1_944_000_000, 1: 1_979_000_000}   # 2000 - 30 - 26
+    split = split_rows(profile, tree)
+    assert by_rank(split["execution"]) == {0: 1_944_000_000, 1: 1_979_000_000}   # 2000 - 30 - 26
 
 
 @pytest.mark.parametrize("rank, thread, message", [

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from pathscope import merge, reader
-from pathscope.calltree import rank_stats
+from pathscope.frames import rank_statistics
+from pathscope.stats import Stats
 from pathscope.reader import Comm, OpStat
 from pathscope.tsv import parse_hist
 
@@ -115,10 +116,27 @@ def test_the_reader_merges_with_these_rules():
 
 
 def test_rank_stats_use_the_same_tie_rule():
-    stats = rank_stats({3: 5, 1: 5, 2: 9, 4: 9}, [4, 3, 2, 1, 0])
+    stats = Stats.of_ranks({3: 5, 1: 5, 2: 9, 4: 9}, [4, 3, 2, 1, 0])
     assert (stats.min, stats.min_rank, stats.max, stats.max_rank) == (0, 0, 9, 2)
-    stats = rank_stats({3: 5, 1: 5}, [3, 1])
+    stats = Stats.of_ranks({3: 5, 1: 5}, [3, 1])
     assert (stats.min_rank, stats.max_rank, stats.total, stats.mean) == (1, 1, 10, 5.0)
+
+
+def test_rank_statistics_of_the_tables_use_the_same_tie_rule():
+    """pathscope.frames.rank_statistics (the report's groupby): a rank without a row is 0,
+    the lowest rank on ties, rows of 0 count as values."""
+    import pandas as pd
+    values = pd.DataFrame({"g": ["a"] * 4 + ["b"] * 2 + ["c"] * 2 + ["d"],
+                           "rank": [3, 1, 2, 4, 3, 1, 2, 0, 4],
+                           "value": [5, 5, 9, 9, 5, 5, 0, 7, 0]})
+    got = rank_statistics(values, ["g"], [4, 3, 2, 1, 0])
+    assert [tuple(r) for r in got.itertuples(index=False)] == [
+        ("a", 28, 5.6, 0, 0, 9, 2, 4),      # rank 0 absent: the minimum 0
+        ("b", 10, 2.0, 0, 0, 5, 1, 2),
+        ("c", 7, 1.4, 0, 1, 7, 0, 1),       # rank 1 absent, rank 2's row of 0 is higher
+        ("d", 0, 0.0, 0, 0, 0, 0, 0)]       # all 0: the lowest rank at both ends
+    got = rank_statistics(values[values["g"] == "b"], ["g"], [3, 1])
+    assert tuple(next(got.itertuples(index=False))) == ("b", 10, 5.0, 5, 1, 5, 1, 2)
 
 
 @pytest.mark.parametrize("members, size, remote, after", [

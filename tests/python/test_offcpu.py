@@ -17,7 +17,7 @@ import io
 
 import pytest
 
-from pathscope.calltree import INCL_OFFCPU, OFFCPU_NS, SAMPLE_NS, build_tree, time_split
+from pathscope.calltree import INCL_OFFCPU, OFFCPU_NS, SAMPLE_NS, build_tree
 from pathscope.cli import main
 from pathscope.export import export_call_paths
 from pathscope.export.tables import build_table
@@ -25,7 +25,8 @@ from pathscope.reader import load_profile
 from pathscope.report import render
 from pathscope.report.calltree import UNCERTAINTY_NOTE
 from pathscope.symbolize import resolve_symbols
-from pathscope_samples import HYBRID, rank_rows, read_rows, with_run, write_profile, write_rows
+from pathscope_samples import (HYBRID, rank_rows, read_rows, split_rows, with_run,
+                               write_profile, write_rows)
 
 RUN = "0123456789abcdef0123456789abcdef"
 MS = 1_000_000
@@ -161,7 +162,8 @@ def test_speedscope_offcpu_time(tmp_path, capsys):
 
 
 def test_merged_tree_per_rank(tmp_path):
-    tree = build_tree(load_profile(write_run(tmp_path / "prof")))
+    profile = load_profile(write_run(tmp_path / "prof"))
+    tree = build_tree(profile)
     compute = next(n for n in tree.root.walk() if n.frame.kind == "fn" and
                    n.by_rank.get(1))
     assert {r: v[OFFCPU_NS] for r, v in compute.by_rank.items()} == {0: 100 * MS, 1: 57 * MS}
@@ -169,11 +171,12 @@ def test_merged_tree_per_rank(tmp_path):
     stats = tree.stat(tree.root, INCL_OFFCPU)
     assert (stats.total, stats.min, stats.min_rank, stats.max, stats.max_rank) == (
         187 * MS, 57 * MS, 1, 130 * MS, 0)
-    split = time_split(tree)
-    offcpu, oncpu = split.execution_offcpu, split.execution_oncpu
+    split = split_rows(profile, tree)
+    offcpu, oncpu = split["execution_offcpu"], split["execution_oncpu"]
     assert (offcpu.max, offcpu.max_rank, offcpu.min, offcpu.min_rank) == (130 * MS, 0, 57 * MS, 1)
     assert (oncpu.max, oncpu.max_rank, oncpu.min, oncpu.min_rank) == (760 * MS, 0, 733 * MS, 1)
-    assert split.offcpu_share() == 187 / 1700
+    # the off-CPU share of the time outside MPI (the report's warning)
+    assert split["offcpu"].sum / (split["time"].sum - split["mpi"].sum) == 187 / 1700
 
 
 @pytest.mark.parametrize("metric", ["oncpu_time", "offcpu_time"])

@@ -30,6 +30,7 @@ from pathscope.calltree import build_tree
 from pathscope.cli import main
 from pathscope.export import export_call_paths
 from pathscope.export.tables import build_table
+from pathscope.frames import ProfileFrames
 from pathscope.metrics import COLUMNS
 from pathscope.reader import load_profile
 from pathscope.report import render
@@ -193,8 +194,10 @@ def test_recursion_totals_count_outermost_calls(run_dir):
     incl, excl, cpu = (COLUMNS[m] for m in ("probe_time", "probe_self_time", "probe_cpu_time"))
     assert (fact.total(incl, True), fact.total(excl), fact.total(cpu, True)) == (
         70 * MS, 70 * MS, 68 * MS)
-    tree = build_tree(p)
-    stats = tree.sum_stat([path.node for path in fact.outermost()], incl)
+    frames = ProfileFrames(p)
+    fact = {f.info.name: f for f in probed_functions(p, frames.tree)}["fact"]
+    (stats,) = frames.group_stats("probe_time", [
+        [frames.node_id(path.node) for path in fact.outermost()]]).itertuples()
     assert (stats.min, stats.min_rank, stats.max, stats.max_rank) == (30 * MS, 0, 40 * MS, 1)
     assert (functions["idle"].ranks, functions["idle"].paths) == ([1], [])
     assert [p.nested for p in functions["wait_one"].paths] == [False, False]

@@ -6,11 +6,13 @@ import io
 import json
 import math
 
+import pandas as pd
 import pytest
 
-from pathscope.calltree import INCL_TIME, VISITS, build_tree, time_split
+from pathscope.calltree import INCL_TIME, VISITS, build_tree, reduced_time_split
 from pathscope.cli import main
 from pathscope.errors import ProfileError
+from pathscope.frames import ProfileFrames
 from pathscope.export import export
 from pathscope.reader import load_profile
 from pathscope.report import render
@@ -140,7 +142,7 @@ def test_no_section_without_rank_vectors(tmp_path):
 
 def test_rank_vectors_make_differences_and_sums_of_paths_exact(summary, tmp_path):
     # Execution = the root - [not unwound]: each rank's value from the two vectors
-    split = time_split(build_tree(summary, runtime_threads=False))
+    split = reduced_time_split(build_tree(summary, runtime_threads=False))
     assert split.execution == Stats.of_vector([1100, 1100, 1100, 1600])
     assert split.execution_mpi == Stats.of_vector([700, 500, 600, 200])
     assert split.execution_oncpu == Stats.of_vector([400, 600, 500, 1400])
@@ -159,9 +161,13 @@ def test_rank_vectors_make_differences_and_sums_of_paths_exact(summary, tmp_path
     assert tree.vector(compute, VISITS) == [0] * 4
     # sums of paths (a function's several call paths) are exact per rank
     allreduce = compute.parent.children[SOLVE].children[Frame("mpi", name="MPI_Allreduce")]
-    assert tree.sum_stat([compute, allreduce], INCL_TIME) == Stats.of_vector(
-        [1000, 1000, 1000, 1500])
-    assert tree.sum_stat([compute, progress], INCL_TIME) == Stats(2940, 4)
+    frames = ProfileFrames(summary, SYMBOLS, tree=tree)
+    exact, combined = frames.group_stats(INCL_TIME, [
+        [frames.node_id(compute), frames.node_id(allreduce)],
+        [frames.node_id(compute), frames.node_id(progress)]]).itertuples()
+    assert (exact.sum, exact.min, exact.min_rank, exact.max, exact.max_rank) == (
+        4500, 1000, 0, 1500, 3)
+    assert (combined.sum, combined.mean, combined.min, combined.max) == (2940, 735, pd.NA, pd.NA)
     # without the runtime root's vector the merged root is known by its sum alone
     nodes = [n[:7] + (n[7] and n[0] != 8,) for n in NODES]
     other = write_profile(tmp_path / "other", tree_rows(nodes))

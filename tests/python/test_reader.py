@@ -224,7 +224,12 @@ def test_profile_helpers(tmp_path):
     assert [s.op for s in p.comm_ops("W_s1.0")] == ["MPI_Recv", "MPI_Send"]
     assert [s.op for s in p.op_totals()] == ["MPI_Comm_free", "MPI_Comm_split", "MPI_Recv",
                                             "MPI_Send", "MPI_Wtime"]
-    assert p.comm_time_ns("W") == 1_090_000_000
+    # a communicator's MPI time (the report's): a groupby sum of its comm-ops rows
+    from pathscope.frames import ProfileFrames
+    from pathscope.report.mpi import ns, op_table
+    times = op_table(ProfileFrames(p).comm_ops).groupby("comm")["time_sum"].sum()
+    assert times["W"] == 1_090_000_000
+    assert ns(ProfileFrames(p).comm_ops["time_sum_s"]).sum() == times.sum()
 
 
 def test_intercomm_from_rank_files_lowest_group_first(tmp_path):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pathscope.calltree import (INCL_OFFCPU, INCL_TIME, KERNEL_NS, MPI_NS, SAMPLE_NS,
-                                SYSCALLS, VISITS, build_tree, time_split)
+                                SYSCALLS, VISITS, build_tree, reduced_time_split)
 from pathscope.cli import main
 from pathscope.errors import FormatVersionError
 from pathscope.export import export_call_paths
@@ -145,7 +145,7 @@ def test_the_runtime_root_merges_into_the_app_root(reduced):
 
 
 def test_time_split_of_a_reduced_tree(reduced):
-    split = time_split(build_tree(reduced, runtime_threads=False))
+    split = reduced_time_split(build_tree(reduced, runtime_threads=False))
     assert split.time == Stats(2420, 4, 305, 1, 805, 0, 4, ((9, 2), (10, 2)))
     assert split.not_unwound == Stats(20, 4, 5, 0, 5, 0, 4, ((3, 4),))
     assert split.failed == Stats.zero(4)

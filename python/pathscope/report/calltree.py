@@ -33,19 +33,23 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Callable, Hashable, Mapping, Optional
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Mapping, Optional
+
+import pandas as pd
 
 from pathscope import ranges
 from pathscope.calltree import (BYTES, ENTRIES, INCL_TIME, VISITS, CallTree, MergedNode,
-                                build_tree, function_key, is_mpi, merge_children,
-                                time_split)
+                                function_key, is_mpi, merge_children)
 from pathscope.cct import CODE_KINDS, FAILED, NOT_UNWOUND
 from pathscope.reader import Profile
 from pathscope.report.layout import INDENT, MAIN, table
 from pathscope.sources.sample import describe_sampler, sampler_lines, scheduler_placed
-from pathscope.stats import Stats
 from pathscope.symbols import Frame, SourceLine, SymbolTable
 from pathscope.units import format_bytes, format_percent, format_time
+
+if TYPE_CHECKING:
+    from pathscope.frames import ProfileFrames
 
 SHOWN_PERCENT = 1             # the tree hides nodes below this share of the total time
 TOP_COMMS = 3                 # communicators listed under an MPI leaf
@@ -61,24 +65,36 @@ UNCERTAINTY_NOTE = (f"±N%: the approximate relative standard error of a time th
                     f"1/sqrt(samples); measured MPI time does not)")
 
 
-def sections(profile: Profile, symbols: SymbolTable, call_sites: bool = False) -> list[str]:
-    """The call-path sections, or [] when the profile has none.  call_sites: the tree and
-    the hot path keep a function's call sites apart (by default they are one row)."""
+def sections(frames: "ProfileFrames", call_sites: bool = False) -> list[str]:
+    """The call-path sections of the tables' call tree (without the MPI library's threads),
+    or [] when the profile has none.  call_sites: the tree and the hot path keep a
+    function's call sites apart (by default they are one row)."""
+    profile = frames.profile
     if not profile.has_call_paths():
         return []
-    tree = build_tree(profile, runtime_threads=False)
-    view = _View(tree, symbols, None if call_sites else function_key(symbols))
+    tree = frames.tree
+    assert tree is not None and not tree.with_runtime
+    symbols = frames.symbols
+    view = _View(frames, None if call_sites else function_key(symbols))
     hot_path, hot_marked = _hot_path(view)
-    return [_time_split(profile, tree), _call_tree(view, symbols.notes, hot_marked), hot_path]
+    return [_time_split(frames), _call_tree(view, symbols.notes, hot_marked), hot_path]
 
 
 # ---- helpers ---------------------------------------------------------------------------------
 
-def stats_cells(stats: Stats) -> list[str]:
-    if not stats.known:
+def stats_cells(stats: Any) -> list[str]:
+    """min (rank), mean, max (rank) of a row of statistics over the ranks (a row of
+    ProfileFrames.group_stats or node_stats, or a tree.tsv scalar's Stats); `-` for
+    extremes not known (None or <NA>)."""
+    if not known(stats):
         return ["-", format_time(stats.mean), "-"]
     return [f"{format_time(stats.min or 0)} ({stats.min_rank})", format_time(stats.mean),
             f"{format_time(stats.max or 0)} ({stats.max_rank})"]
+
+
+def known(stats: Any) -> bool:
+    """The row of statistics has its extremes."""
+    return stats.min is not None and stats.min is not pd.NA
 
 
 def _optional_time(ns: int) -> str:
@@ -169,8 +185,11 @@ class _View:
     """The merged tree as displayed: labels, the frames above main as one row, and with a
     function key the call sites of one function as one row (merged as they are shown)."""
 
-    def __init__(self, tree: CallTree, symbols: SymbolTable,
+    def __init__(self, frames: "ProfileFrames",
                  key: Optional[Callable[[Frame], Hashable]] = None):
+        tree, symbols = frames.tree, frames.symbols
+        assert tree is not None
+        self.frames = frames
         self.tree = tree
         self.symbols = symbols
         self.key = key
@@ -217,24 +236,36 @@ class _View:
     def percent(self, ns: int) -> str:
         return format_percent(ns / self.total_ns) if self.total_ns else "-"
 
+    def stats(self, rows: list[_Row]) -> list[Any]:
+        """Each row's inclusive time over the ranks (the per-rank sum over its call sites:
+        ProfileFrames.group_stats), as rows with sum, mean, min, min_rank, max, max_rank."""
+        groups = [[self.frames.node_id(site) for site in row.head.sites or [row.head]]
+                  for row in rows]
+        return list(self.frames.group_stats(INCL_TIME, groups).itertuples())
+
 
 # ---- sections --------------------------------------------------------------------------------
 
-def _time_split(profile: Profile, tree: CallTree) -> str:
-    split = time_split(tree)
-    total = split.time.sum
+def _time_split(frames: "ProfileFrames") -> str:
+    """The rows of ProfileFrames.time_split, with the checks of the split."""
+    profile, tree = frames.profile, frames.tree
+    assert tree is not None
+    split = {part: SimpleNamespace(**row)
+             for part, row in frames.time_split().to_dict("index").items()}
+    total = split["time"].sum
     rows = []
-    for label, stats, always in (
-            ("Time", split.time, True),
-            ("  Failed unwind", split.failed, True),
-            ("    MPI", split.failed_mpi, False),
-            ("  Not unwound", split.not_unwound, True),
-            ("    MPI (groups counted, not unwound)", split.not_unwound_mpi, False),
-            ("  Execution", split.execution, True),
-            ("    MPI", split.execution_mpi, True),
-            *((("    outside MPI, on CPU", split.execution_oncpu, True),
-               ("    outside MPI, off CPU (run queue, blocked)", split.execution_offcpu, True))
+    for label, part, always in (
+            ("Time", "time", True),
+            ("  Failed unwind", "failed", True),
+            ("    MPI", "failed_mpi", False),
+            ("  Not unwound", "not_unwound", True),
+            ("    MPI (groups counted, not unwound)", "not_unwound_mpi", False),
+            ("  Execution", "execution", True),
+            ("    MPI", "execution_mpi", True),
+            *((("    outside MPI, on CPU", "execution_oncpu", True),
+               ("    outside MPI, off CPU (run queue, blocked)", "execution_offcpu", True))
               if tree.knows_offcpu else ())):
+        stats = split[part]
         if not stats.sum and not always:
             continue
         share = format_percent(stats.sum / total) if total else "-"
@@ -252,7 +283,7 @@ def _time_split(profile: Profile, tree: CallTree) -> str:
         lines += _rank_file_lines(profile, tree, shown)
     else:
         lines += _reduced_lines(tree)
-    for who, (ns, allowed) in split.unaccounted.items():
+    for who, (ns, allowed) in frames.unaccounted().items():
         if abs(ns) > allowed:
             side = "less" if ns > 0 else "more"
             lines.append(f"{INDENT}WARNING: {who}: the call tree holds {format_time(abs(ns))} "
@@ -263,7 +294,9 @@ def _time_split(profile: Profile, tree: CallTree) -> str:
         if thread.node_count != len(thread.nodes):
             lines.append(f"{INDENT}WARNING: rank {r} thread {index}: {thread.node_count} nodes "
                          f"declared, {len(thread.nodes)} read")
-    share = split.offcpu_share() if tree.knows_offcpu else None
+    outside_mpi = total - split["mpi"].sum
+    share = (split["offcpu"].sum / outside_mpi if tree.knows_offcpu and outside_mpi > 0
+             else None)
     if share is not None and share > OFFCPU_WARN:
         lines.append(offcpu_warning(share, kernel=bool(scheduler_placed(shown))))
     lines.append(f"{INDENT}per rank: over the {len(tree.ranks)} ranks with call paths; a rank "
@@ -334,15 +367,20 @@ def _call_tree(view: _View, notes: list[str], marked: bool) -> str:
     offcpu = view.tree.knows_offcpu
     headers = (["time", "±", "%", "self", "MPI"] + (["off CPU"] if offcpu else [])
                + ["visits", "bytes"] + STATS_HEADERS + ["call path"])
-    rows: list[list[str]] = []
+    shown: list[tuple[_Row, int]] = []
     hidden = 0
-    counted = False
     stack: list[tuple[_Row, int]] = [(view.root, 0)]
     while stack:
         row, depth = stack.pop()
         if depth and row.incl_ns * 100 < view.total_ns * SHOWN_PERCENT:
             hidden += view.subtree_size(row)
             continue
+        shown.append((row, depth))
+        for child in reversed(view.children(row)):
+            stack.append((child, depth + 1))
+    rows: list[list[str]] = []
+    counted = False
+    for (row, depth), stats in zip(shown, view.stats([row for row, _ in shown])):
         mpi = is_mpi(row.head)
         calls = row.head.total(ENTRIES)  # thunk mode: calls made at this call site, at least
         counted = counted or bool(calls)
@@ -353,12 +391,9 @@ def _call_tree(view: _View, notes: list[str], marked: bool) -> str:
                     + ([_optional_time(row.head.incl_offcpu_ns)] if offcpu else [])
                     + [str(row.head.total(VISITS)) if mpi else (f">={calls}" if calls else ""),
                        format_bytes(row.head.total(BYTES)) if mpi else ""]
-                    + stats_cells(view.tree.stat(row.head, INCL_TIME))
-                    + [STEP * depth + row.label])
+                    + stats_cells(stats) + [STEP * depth + row.label])
         if mpi and row.head.comms:
             rows.append([""] * (len(headers) - 1) + [STEP * (depth + 1) + _comms_line(row.head)])
-        for child in reversed(view.children(row)):
-            stack.append((child, depth + 1))
     lines = [f"Call tree (inclusive time, top-down; nodes with at least {SHOWN_PERCENT}% of "
              f"the total time)"]
     lines += [f"{INDENT}note: {note}" for note in notes]
@@ -378,21 +413,24 @@ def _hot_path(view: _View) -> tuple[str, bool]:
     pseudo frames are passed over (they are no part of the program: see the time split).
     Also whether a row has an uncertainty mark."""
     offcpu = view.tree.knows_offcpu
-    rows = []
-    marked = False
+    path: list[_Row] = []
     row: Optional[_Row] = view.root
     while row is not None:
-        stats = view.tree.stat(row.head, INCL_TIME)
-        balance = f"{(stats.max or 0) / stats.mean:.2f}" if stats.mean and stats.known else "-"
+        path.append(row)
+        children = view.children(row)
+        if row is view.root:
+            children = [c for c in children if c.head.frame.kind not in (FAILED, NOT_UNWOUND)]
+        row = children[0] if children else None
+    rows = []
+    marked = False
+    for row, stats in zip(path, view.stats(path)):
+        balance = (f"{(stats.max or 0) / stats.mean:.2f}" if stats.mean and known(stats)
+                   else "-")
         mark = uncertainty(row.head)
         marked = marked or bool(mark)
         rows.append([format_time(row.incl_ns), mark, view.percent(row.incl_ns)]
                     + ([_optional_time(row.head.incl_offcpu_ns)] if offcpu else [])
                     + stats_cells(stats) + [balance, row.label])
-        children = view.children(row)
-        if row is view.root:
-            children = [c for c in children if c.head.frame.kind not in (FAILED, NOT_UNWOUND)]
-        row = children[0] if children else None
     headers = (["time", "±", "%"] + (["off CPU"] if offcpu else []) + STATS_HEADERS
                + ["max/mean", "frame"])
     return "\n".join([

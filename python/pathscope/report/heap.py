@@ -19,10 +19,9 @@ Display choices (docs/user-guide.md says the same):
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 
-from pathscope.calltree import (ALLOC_BYTES, ALLOCS, FREES, PEAK_BYTES, CallTree,
-                                MergedNode, build_tree)
+from pathscope.calltree import MergedNode
 from pathscope.cct import HEAP
 from pathscope.reader import Profile
 from pathscope.report.calltree import STATS_HEADERS
@@ -32,20 +31,25 @@ from pathscope.stats import Stats
 from pathscope.symbols import SymbolTable
 from pathscope.units import format_bytes, format_percent, format_time
 
+if TYPE_CHECKING:
+    from pathscope.frames import ProfileFrames
+
 PATH_FRAMES = 5
 SPARK_WIDTH = 60
 SPARK_CHARS = "▁▂▃▄▅▆▇█"
 
 
-def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
+def sections(frames: "ProfileFrames") -> list[str]:
+    """The heap section of the tables' call tree with every thread (the MPI library's too)."""
+    profile = frames.profile
     if profile.reduced_only():
-        return _reduced_heap(profile, symbols)
+        return _reduced_heap(frames.all_threads())
     out = []
     heaps = {r: p.heap for r, p in sorted(profile.callpaths.items()) if p.heap is not None}
     if heaps:
         # a rank file cut short may keep its heap line but lose its tree
-        tree = build_tree(profile) if profile.has_call_paths() else None
-        out.append(_heap(profile, heaps, tree, symbols))
+        out.append(_heap(profile, heaps, frames.all_threads() if profile.has_call_paths()
+                         else None))
     return out
 
 
@@ -75,8 +79,9 @@ def _elapsed_ns(profile: Profile, rank: int) -> int:
     return main.elapsed_ns if main is not None else 0
 
 
-def _heap(profile: Profile, heaps: dict[int, HeapSummary], tree: Optional[CallTree],
-          symbols: SymbolTable) -> str:
+def _heap(profile: Profile, heaps: dict[int, HeapSummary],
+          frames: Optional["ProfileFrames"]) -> str:
+    """frames: the tables of the call tree with every thread (None: no call paths)."""
     modes = sorted({h.traversal for h in heaps.values()})
     lines = [f"Heap (allocations by call path on {len(heaps)} rank{'s' if len(heaps) != 1 else ''}; "
              f"stack walks: {', '.join(modes)})"]
@@ -95,41 +100,47 @@ def _heap(profile: Profile, heaps: dict[int, HeapSummary], tree: Optional[CallTr
         lines.append(f"{INDENT}not on a path: {untracked:,} allocations before start-up, inside "
                      f"pathscope or after the end; {foreign:,} frees of blocks pathscope never "
                      f"handed out")
-    lines.extend(_top_paths(tree, symbols))
+    lines.extend(_top_paths(frames) if frames is not None else [])
     lines.append(_timelines(heaps))
     return "\n".join(lines)
 
 
-def _top_paths(tree: Optional[CallTree], symbols: SymbolTable) -> list[str]:
-    """The top allocating paths, the paths live at the peak and the leaking paths."""
-    leaves = [n for n in tree.root.walk() if n.frame.kind == HEAP] if tree else []
+def _top_paths(frames: "ProfileFrames") -> list[str]:
+    """The top allocating paths, the paths live at the peak and the leaking paths: the heap
+    leaves of the `nodes` table (values summed over the ranks), largest first."""
+    tree = frames.tree
+    if tree is None or not any(n.frame.kind == HEAP for n in tree.root.walk()):
+        return []               # (no table to build: most profiles have no heap)
+    nodes = frames.nodes
+    leaves = nodes[nodes["kind"] == HEAP].assign(
+        leaked=lambda n: n["alloc_bytes"] - n["freed_bytes"],
+        live=lambda n: n["allocs"] - n["frees"])
+    symbols = frames.symbols
 
-    def top(title: str, value: Callable[[MergedNode], int], extra: Callable[[MergedNode], str],
-            extra_header: str) -> Optional[str]:
-        chosen = sorted((n for n in leaves if value(n) > 0), key=lambda n: -value(n))
-        if not chosen:
+    def top(title: str, value: str, blocks: str) -> Optional[str]:
+        chosen = leaves[leaves[value] > 0].sort_values(value, ascending=False, kind="stable")
+        if chosen.empty:
             return None
-        total = sum(value(n) for n in chosen)
-        rows = [[format_bytes(value(n)), format_percent(value(n) / total), extra(n),
-                 path_label(n, symbols)] for n in chosen[:TOP_PATHS]]
+        total = int(chosen[value].sum())
+        rows = [[format_bytes(v), format_percent(v / total), f"{n:,}",
+                 path_label(frames.merged_node(i), symbols)]
+                for i, v, n in zip(chosen["node"].head(TOP_PATHS), chosen[value].head(TOP_PATHS),
+                                   chosen[blocks].head(TOP_PATHS))]
         return (f"\n{INDENT}{title} ({min(TOP_PATHS, len(chosen))} of {len(chosen)} paths)\n"
-                + table(["bytes", "%", extra_header, "path"], rows, "rrrl", INDENT * 2))
+                + table(["bytes", "%", "blocks", "path"], rows, "rrrl", INDENT * 2))
 
-    allocated = top("Top allocating paths", lambda n: n.total(ALLOC_BYTES),
-                    lambda n: f"{n.total(ALLOCS):,}", "blocks")
-    at_peak = top("Live at the peak", lambda n: n.total(PEAK_BYTES),
-                  lambda n: f"{n.total(ALLOCS):,}", "blocks")
-    leaked = top("Live at the end (leaks)", lambda n: n.value("leaked_bytes"),
-                 lambda n: f"{n.total(ALLOCS) - n.total(FREES):,}", "blocks")
+    allocated = top("Top allocating paths", "alloc_bytes", "allocs")
+    at_peak = top("Live at the peak", "peak_bytes", "allocs")
+    leaked = top("Live at the end (leaks)", "leaked", "live")
     return [part for part in (allocated, at_peak, leaked) if part]
 
 
-def _reduced_heap(profile: Profile, symbols: SymbolTable) -> list[str]:
+def _reduced_heap(frames: "ProfileFrames") -> list[str]:
     """A tree merged in the job: the `heap.*` scalars per rank, and the top paths."""
-    assert profile.tree is not None
+    profile, tree = frames.profile, frames.tree
+    assert profile.tree is not None and tree is not None
     rows = scalar_rows(profile.tree.scalars, "heap.")
-    tree = build_tree(profile)
-    paths = _top_paths(tree, symbols)
+    paths = _top_paths(frames)
     if not rows and not paths:
         return []
     lines = [f"Heap (allocations by call path, merged in the job over {len(tree.ranks)} ranks; "

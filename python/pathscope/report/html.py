@@ -24,7 +24,7 @@ The page's data is one JSON object (page_data); html_common.js and html_page.js 
   HEAP_POINTS points each (every k-th, the last one kept);
 - syscalls: the kernel-threads table and the SYSCALL_ROWS system calls with the most time
   (kernel-syscalls);
-- split: the time split (pathscope.calltree.time_split) with its per-rank statistics.
+- split: the time split (ProfileFrames.time_split) with its per-rank statistics.
 """
 from __future__ import annotations
 
@@ -341,16 +341,15 @@ def _syscalls(frames: "ProfileFrames") -> dict[str, Any]:
 
 
 def _split(frames: "ProfileFrames") -> list[dict[str, Any]]:
-    from pathscope.calltree import time_split
     tree = frames.tree
     if tree is None:
         return []
-    s = time_split(tree)
-    rows = [("time", s.time), ("failed unwind", s.failed), ("not unwound", s.not_unwound),
-            ("execution", s.execution), ("execution: MPI", s.execution_mpi)]
+    split = frames.time_split()
+    rows = [("time", "time"), ("failed unwind", "failed"), ("not unwound", "not_unwound"),
+            ("execution", "execution"), ("execution: MPI", "execution_mpi")]
     if tree.knows_offcpu:
-        rows += [("execution: outside MPI, on CPU", s.execution_oncpu),
-                 ("execution: outside MPI, off CPU", s.execution_offcpu)]
-    return [{"row": label, "sum": st.sum, "min": st.min, "min_rank": st.min_rank,
-             "mean": st.sum / st.ranks if st.ranks else 0, "max": st.max,
-             "max_rank": st.max_rank} for label, st in rows]
+        rows += [("execution: outside MPI, on CPU", "execution_oncpu"),
+                 ("execution: outside MPI, off CPU", "execution_offcpu")]
+    return [{"row": label, **{c: None if pd.isna(v) else v
+                              for c, v in split.loc[[part]].to_dict("records")[0].items()}}
+            for label, part in rows]

@@ -16,10 +16,8 @@ the run (the `ksys.*` scalars) with its time's per-rank min/mean/max, and the to
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from pathscope.calltree import KERNEL_NS, SYSCALLS, CallTree, build_tree
-from pathscope.metrics import COLUMNS
 from pathscope.cct import SYSCALL
 from pathscope.reader import Profile
 from pathscope.report.heap import path_label
@@ -27,11 +25,12 @@ from pathscope.report.layout import INDENT, TOP_PATHS, table
 from pathscope.report.calltree import STATS_HEADERS, stats_cells
 from pathscope.sources.kernel import KSYS_CALLS, KSYS_NS, KernelSummary
 from pathscope.stats import Stats
-from pathscope.symbols import SymbolTable
 from pathscope.units import format_percent, format_time
 
+if TYPE_CHECKING:
+    from pathscope.frames import ProfileFrames
+
 TOP_SYSCALLS = 8
-SYSCALLS_EST = COLUMNS["syscalls_estimated"]
 ESTIMATED = ("estimated: the calls after a thread's last report of a system call, spread over "
              "the paths its reports reached in proportion (each path off by less than one period "
              "of the thread's time in that call)")
@@ -40,9 +39,12 @@ SOURCES = {"ebpf": "eBPF collector: every system call of every thread",
                    "(calls the C library makes internally are not seen)"}
 
 
-def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
+def sections(frames: "ProfileFrames") -> list[str]:
+    """The kernel section of the tables' call tree with every thread (the MPI library's
+    too)."""
+    profile = frames.profile
     if profile.reduced_only():
-        return _reduced_kernel(profile, symbols)
+        return _reduced_kernel(frames.all_threads())
     kernels = {r: p.kernel for r, p in sorted(profile.callpaths.items()) if p.kernel is not None}
     if not kernels:
         return []
@@ -66,31 +68,36 @@ def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
                      f"process it served, possibly including other runs): up to {dropped:,}")
     lines.append(_rank_table(kernels))
     # a rank file cut short may keep its kernel lines but lose its tree
-    tree = build_tree(profile) if profile.has_call_paths() else None
     lost = sum(k.lost_attributions for k in kernels.values())
     period = sorted({k.period_ns for k in kernels.values()})
     how = ("every call attributed" if period == [0] else
            f"attributed once per {', '.join(format_time(p) for p in period)} of a thread's "
            f"time in a call") + (f"; {lost:,} attributions lost inside pathscope" if lost else "")
-    lines += _top_paths(tree, symbols, how)
+    lines += _top_paths(frames.all_threads() if profile.has_call_paths() else None, how)
     lines.append(_thread_tables(profile, kernels))
     return ["\n".join(lines)]
 
 
-def _top_paths(tree: Optional[CallTree], symbols: SymbolTable, how: str) -> list[str]:
-    leaves = [n for n in tree.root.walk()
-              if n.frame.kind == SYSCALL and n.total(KERNEL_NS) > 0] if tree else []
-    leaves.sort(key=lambda n: -n.total(KERNEL_NS))
-    total = sum(n.total(KERNEL_NS) for n in leaves)
-    if not leaves:
+def _top_paths(frames: Optional["ProfileFrames"], how: str) -> list[str]:
+    """The system-call leaves of the `nodes` table (values summed over the ranks) by time
+    in system calls, largest first (frames None: no call paths)."""
+    if frames is None:
         return []
-    rows = [[format_time(n.total(KERNEL_NS)), format_percent(n.total(KERNEL_NS) / total),
-             f"{n.total(SYSCALLS):,}", _estimated(n.total(SYSCALLS_EST)), path_label(n, symbols)]
-            for n in leaves[:TOP_PATHS]]
-    lines = [f"\n{INDENT}Top paths by time in system calls ({min(TOP_PATHS, len(leaves))} "
+    nodes = frames.nodes
+    leaves = nodes[(nodes["kind"] == SYSCALL) & (nodes["kernel_ns"] > 0)].sort_values(
+        "kernel_ns", ascending=False, kind="stable")
+    if leaves.empty:
+        return []
+    total = int(leaves["kernel_ns"].sum())
+    shown = leaves.head(TOP_PATHS)
+    rows = [[format_time(ns), format_percent(ns / total), f"{calls:,}", _estimated(est),
+             path_label(frames.merged_node(i), frames.symbols)]
+            for i, ns, calls, est in zip(shown["node"], shown["kernel_ns"], shown["syscalls"],
+                                         shown["syscalls_estimated"])]
+    lines = [f"\n{INDENT}Top paths by time in system calls ({len(shown)} "
              f"of {len(leaves)}; {how})",
              table(["time", "%", "calls", "estimated", "path"], rows, "rrrrl", INDENT * 2)]
-    if any(n.total(SYSCALLS_EST) for n in leaves):
+    if int(leaves["syscalls_estimated"].sum()):
         lines.append(f"{INDENT * 2}{ESTIMATED}")
     return lines
 
@@ -100,9 +107,10 @@ def _estimated(calls: int) -> str:
     return f"{calls:,}" if calls else "-"
 
 
-def _reduced_kernel(profile: Profile, symbols: SymbolTable) -> list[str]:
+def _reduced_kernel(frames: "ProfileFrames") -> list[str]:
     """A tree merged in the job: per system call its calls and time over all threads (the
     `ksys.*` scalars) with the time's per-rank min, mean and max; the top paths."""
+    profile = frames.profile
     assert profile.tree is not None
     scalars = profile.tree.scalars
     names = sorted(n[len(KSYS_CALLS):] for n in scalars if n.startswith(KSYS_CALLS))
@@ -115,7 +123,7 @@ def _reduced_kernel(profile: Profile, symbols: SymbolTable) -> list[str]:
     lines = [f"Kernel time (system calls by call path, merged in the job over "
              f"{profile.tree.ranks} ranks; time per rank: min, mean, max)",
              table(["syscall", "calls", "time", *STATS_HEADERS], rows, "lrrrrr")]
-    lines += _top_paths(build_tree(profile), symbols, "merged in the job")
+    lines += _top_paths(frames, "merged in the job")
     return ["\n".join(lines)]
 
 

@@ -4,51 +4,78 @@ registered by pathscope.sources.mpi with its place in the report).
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional
 
-from pathscope import ranges
-from pathscope.reader import (NO_COMM, STATUS_MISSING, STATUS_UNREADABLE, TOTAL_COMM,
-                              UNDEFINED_RANK, Comm, OpStat, Profile)
+import numpy as np
+import pandas as pd
+
+from pathscope.reader import (NO_COMM, STATUS_MISSING, STATUS_UNREADABLE, TOTAL_COMM, Comm,
+                              Profile)
 from pathscope.report.layout import INDENT, plural
 from pathscope.report.layout import table as _table
 from pathscope.units import format_bytes, format_percent, format_time, hist_bin_label
 
 TOP_OPERATIONS = 10
+if TYPE_CHECKING:
+    from pathscope.frames import ProfileFrames
+
 MEMBERS_SHOWN = 60          # characters of a member list shown before eliding
 NAMES_SHOWN = 12            # communicator names listed for "no recorded calls"
 
 
-def _hosts(profile: Profile, world_ranks: Sequence[int]) -> str:
-    names = [profile.host_of(r) for r in world_ranks if r != UNDEFINED_RANK]
-    return ranges.compress_hosts(n for n in names if n)
+def ns(seconds: "pd.Series") -> "pd.Series":
+    """A time column of the export tables (seconds to the ns) as int64 ns, exactly."""
+    return pd.Series(_ns(seconds), index=seconds.index)
+
+
+def _ns(seconds: "pd.Series") -> "np.ndarray":
+    return np.rint(seconds.to_numpy(dtype=np.float64, na_value=0.0) * 1e9).astype(np.int64)
 
 
 def _time_with_rank(ns: float, rank: int) -> str:
     return f"{format_time(ns)} ({rank})"
 
 
-def _hist_summary(hist: dict[int, int]) -> str:
-    """The most common message-size bin, its share, and how many other bins were used."""
-    total = sum(hist.values())
+def _hist_summary(hist: Optional[list[dict[str, int]]]) -> str:
+    """The most common message-size bin, its share, and how many other bins were used
+    (hist: the tables' [{bin, count}], in bin order)."""
+    used = [(b["bin"], b["count"]) for b in hist or () if b["count"]]
+    total = sum(count for _, count in used)
     if not total:
         return "-"
-    top = max(sorted(hist), key=lambda b: hist[b])
-    text = f"{hist_bin_label(top)} {format_percent(hist[top] / total)}"
-    others = len([b for b in hist if hist[b]]) - 1
+    top, most = max(used, key=lambda bc: (bc[1], -bc[0]))
+    text = f"{hist_bin_label(top)} {format_percent(most / total)}"
+    others = len(used) - 1
     if others:
         text += f" +{others} bin{'s' if others > 1 else ''}"
     return text
 
 
-def _op_row(stat: OpStat, mpi_total_ns: int) -> list[str]:
-    if stat.calls and not stat.time_sum_ns:
+def op_table(ops: "pd.DataFrame") -> "pd.DataFrame":
+    """The rows of the comm-ops or ops table with their times in ns (time_sum, time_min,
+    time_max; mean = sum over the ranks that called), the largest time first (numpy-backed
+    columns: the report reads every row)."""
+    out = pd.DataFrame({c: pd.Series(ops[c].tolist(), dtype=object) for c in ops.columns
+                        if c in ("comm", "op", "hist", "rank_min", "rank_max")})
+    for c in ("calls", "bytes", "nranks"):
+        out[c] = ops[c].to_numpy(dtype=np.int64)
+    for c in ("time_sum", "time_min", "time_max"):
+        out[c] = _ns(ops[f"{c}_s"])
+    nranks = out["nranks"].to_numpy()
+    out["mean"] = np.where(nranks > 0, out["time_sum"].to_numpy() / np.maximum(nranks, 1), 0.0)
+    return out.sort_values(["time_sum", "op"], ascending=[False, True], kind="stable")
+
+
+def _op_row(stat: Any, mpi_total_ns: int) -> list[str]:
+    """stat: a row of op_table (itertuples)."""
+    if stat.calls and not stat.time_sum:
         # local queries (MPI_Comm_rank, MPI_Wtime, ...) are counted, not timed (format.md)
         return [stat.op, str(stat.calls), format_bytes(stat.bytes), "not timed", "-", "-",
                 str(stat.nranks), "-", _hist_summary(stat.hist)]
-    share = format_percent(stat.time_sum_ns / mpi_total_ns) if mpi_total_ns else "-"
-    return [stat.op, str(stat.calls), format_bytes(stat.bytes), format_time(stat.time_mean_ns),
-            _time_with_rank(stat.time_min_ns, stat.rank_min),
-            _time_with_rank(stat.time_max_ns, stat.rank_max), str(stat.nranks), share,
+    share = format_percent(stat.time_sum / mpi_total_ns) if mpi_total_ns else "-"
+    return [stat.op, str(stat.calls), format_bytes(stat.bytes), format_time(stat.mean),
+            _time_with_rank(stat.time_min, stat.rank_min),
+            _time_with_rank(stat.time_max, stat.rank_max), str(stat.nranks), share,
             _hist_summary(stat.hist)]
 
 
@@ -64,40 +91,47 @@ MEMBERS_NOTE = "members: world ranks (MPI_COMM_WORLD's numbering); bytes as in t
 
 # ---- sections ---------------------------------------------------------------------------------
 
-def summary(profile: Profile) -> str:
+def summary(frames: "ProfileFrames") -> str:
+    profile = frames.profile
     lines = ["Summary"]
-    measured = [r for r in profile.ranks
-                if r.status not in (STATUS_MISSING, STATUS_UNREADABLE) and r.wall_ns > 0]
-    reduced = _reduced_times(profile) if not measured else None
+    # the ranks with their times, read in chunks (a profile of 2^20 ranks, most missing,
+    # keeps its memory bounded)
+    measured = pd.concat([
+        chunk[chunk["wall_s"].notna() & ~chunk["status"].isin([STATUS_MISSING,
+                                                                STATUS_UNREADABLE])]
+        for chunk in frames.table_chunks("ranks")])
+    reduced = _reduced_times(profile) if measured.empty else None
     if reduced:
         lines.extend(reduced)
-    elif not measured:
+    elif measured.empty:
         lines.append(f"{INDENT}no rank recorded its times")
         return "\n".join(lines)
     else:
         lines.extend(_rank_times(measured))
-    totals = sorted(profile.op_totals(), key=lambda s: (-s.time_sum_ns, s.op))
-    if totals:
-        ops_total = sum(s.time_sum_ns for s in totals)
-        shown = totals[:TOP_OPERATIONS]
+    totals = op_table(frames.ops)
+    if len(totals):
+        ops_total = int(totals["time_sum"].sum())
+        shown = totals.head(TOP_OPERATIONS)
         lines.append("")
         lines.append(f"{INDENT}Top operations over all communicators (time per rank; "
                      f"{len(shown)} of {len(totals)})")
-        lines.append(_table(OP_HEADERS, [_op_row(s, ops_total) for s in shown], OP_ALIGN,
-                            indent=INDENT * 2))
+        lines.append(_table(OP_HEADERS, [_op_row(s, ops_total) for s in shown.itertuples()],
+                            OP_ALIGN, indent=INDENT * 2))
         lines.append(f"{INDENT * 2}{BYTES_NOTE}")
     return "\n".join(lines)
 
 
-def _rank_times(measured: list) -> list[str]:
-    longest = max(measured, key=lambda r: (r.wall_ns, -r.rank))
-    mpi_total = sum(r.mpi_ns for r in measured)
-    shares = [(r.mpi_ns / r.wall_ns, r.rank) for r in measured]
-    low = min(shares, key=lambda s: (s[0], s[1]))
-    high = max(shares, key=lambda s: (s[0], -s[1]))
-    mean = sum(s for s, _ in shares) / len(shares)
-    return _times_lines(longest.wall_ns, longest.rank, mpi_total, len(measured),
-                        (low[0], low[1], mean, high[0], high[1]))
+def _rank_times(measured: "pd.DataFrame") -> list[str]:
+    """From the ranks table's rows of the ranks with times (by rank): the longest rank, the
+    MPI time over all, each rank's MPI share's min, mean and max (the lowest rank on ties:
+    idxmin and idxmax take the first)."""
+    times = measured.assign(wall=ns(measured["wall_s"]), mpi=ns(measured["mpi_s"]))
+    times = times.sort_values("rank").set_index("rank")
+    share = times["mpi"] / times["wall"]
+    longest = int(times["wall"].idxmax())
+    low, high = int(share.idxmin()), int(share.idxmax())
+    return _times_lines(int(times.loc[longest, "wall"]), longest, int(times["mpi"].sum()),
+                        len(times), (share[low], low, share.mean(), share[high], high))
 
 
 def _reduced_times(profile: Profile) -> Optional[list[str]]:
@@ -127,14 +161,10 @@ def _times_lines(longest_ns: int, longest_rank: int, mpi_total: int, nranks: int
     return lines
 
 
-def _comm_names(profile: Profile) -> list[str]:
-    names = set(profile.comms) | {c for c, _ in profile.ops}
-    names.discard(TOTAL_COMM)
-    return sorted(names)
-
-
-def _comm_heading(index: int, name: str, comm: Optional[Comm], profile: Profile,
-                  time_ns: int, mpi_total_ns: int) -> list[str]:
+def _comm_heading(index: int, name: str, comm: Optional[dict[str, Any]],
+                  members_count: int, time_ns: int, mpi_total_ns: int) -> list[str]:
+    """comm: the communicator's row of the comms table (None: not described);
+    members_count: its members (the whole list, where the table's text is cut)."""
     share = f", {format_percent(time_ns / mpi_total_ns)} of all MPI time" if mpi_total_ns else ""
     if name == NO_COMM:
         return [f"{INDENT}{index}. {NO_COMM}  (no communicator: local calls such as MPI_Wtime, "
@@ -143,49 +173,58 @@ def _comm_heading(index: int, name: str, comm: Optional[Comm], profile: Profile,
     if comm is None:
         return [f"{INDENT}{index}. {name}  (not described in the profile)",
                 f"{INDENT}   MPI time {format_time(time_ns)} summed over ranks{share}"]
-    members = comm.members
+    members = comm["members"]
     if len(members) > MEMBERS_SHOWN:
-        members = members[:MEMBERS_SHOWN] + f"... ({len(comm.members_list)} ranks)"
-    size = f"size {comm.size}"
-    if comm.is_inter:
-        size += f" + remote {comm.remote_size} (intercommunicator)"
-    if comm.is_folded:   # docs/user-guide.md, "Folded communicators"
-        size = (f"folded: {plural(comm.folded, 'freed communicator')} "
-                f"({plural(comm.memberships, 'membership')}) of size {comm.size} or less")
-        if comm.is_inter:
-            size += f" + remote {comm.remote_size} or less (intercommunicators)"
+        members = members[:MEMBERS_SHOWN] + f"... ({members_count} ranks)"
+    size = f"size {comm['size']}"
+    inter = comm["remote_size"] > 0
+    if inter:
+        size += f" + remote {comm['remote_size']} (intercommunicator)"
+    if comm["memberships"]:   # folded: docs/user-guide.md, "Folded communicators"
+        size = (f"folded: {plural(comm['folded'], 'freed communicator')} "
+                f"({plural(comm['memberships'], 'membership')}) of size {comm['size']} or less")
+        if inter:
+            size += f" + remote {comm['remote_size']} or less (intercommunicators)"
         members += " together"
-    created = "predefined" if comm.creator == "-" else f"created by {comm.creator}"
-    if comm.parent != "-":
-        created += f" from {comm.parent}"
+    created = "predefined" if comm["creator"] == "-" else f"created by {comm['creator']}"
+    if comm["parent"] != "-":
+        created += f" from {comm['parent']}"
     details = [created]
-    if comm.topology != "-":
-        details.append(f"topology {comm.topology}")
-    if comm.freed and not comm.is_folded:
+    if comm["topology"] != "-":
+        details.append(f"topology {comm['topology']}")
+    if comm["freed"] and not comm["memberships"]:
         details.append("freed")
-    return [f"{INDENT}{index}. {name}  {size}, members {members}, "
-            f"hosts {_hosts(profile, comm.members_list)}",
+    return [f"{INDENT}{index}. {name}  {size}, members {members}, hosts {comm['hosts']}",
             f"{INDENT}   {'; '.join(details)}",
             f"{INDENT}   MPI time {format_time(time_ns)} summed over ranks{share}"]
 
 
-def communicators(profile: Profile) -> str:
+def communicators(frames: "ProfileFrames") -> str:
+    """From the comms and comm-ops tables: each communicator's MPI time is a groupby sum of
+    its operations' times; its operations, largest first, are its rows of comm-ops."""
     lines = ["Communicators ranked by MPI time"]
-    names = _comm_names(profile)
+    comms = frames.comms
+    ops = op_table(frames.comm_ops)
+    times = ops.groupby("comm", sort=False)["time_sum"].sum()
+    names = sorted(set(comms["name"]) | set(ops["comm"]))
+    names = [n for n in names if n != TOTAL_COMM]
     if names:
         lines.append(f"{INDENT}{MEMBERS_NOTE}")
-    times = {n: profile.comm_time_ns(n) for n in names}
-    mpi_total = sum(times.values())
-    active = [n for n in names if profile.comm_ops(n)]
-    idle = [n for n in names if not profile.comm_ops(n)]
-    active.sort(key=lambda n: (-times[n], n))
+    mpi_total = int(times.sum())
+    active = sorted(times.index, key=lambda n: (-times[n], n))
+    idle = [n for n in names if n not in times.index]
+    described = {row["name"]: row for row in comms.to_dict("records")}
+    rows_by_comm: dict[str, list[Any]] = {}
+    for stat in ops.itertuples():
+        rows_by_comm.setdefault(stat.comm, []).append(stat)
     for index, name in enumerate(active, start=1):
+        comm = frames.profile.comms.get(name)
         lines.append("")
-        lines += _comm_heading(index, name, profile.comms.get(name), profile, times[name],
-                               mpi_total)
-        stats = sorted(profile.comm_ops(name), key=lambda s: (-s.time_sum_ns, s.op))
-        lines.append(_table(OP_HEADERS, [_op_row(s, mpi_total) for s in stats], OP_ALIGN,
-                            indent=INDENT + "   "))
+        lines += _comm_heading(index, name, described.get(name),
+                               len(comm.members_list) if comm is not None else 0,
+                               int(times[name]), mpi_total)
+        lines.append(_table(OP_HEADERS, [_op_row(s, mpi_total) for s in rows_by_comm[name]],
+                            OP_ALIGN, indent=INDENT + "   "))
     if idle:
         shown = ", ".join(idle[:NAMES_SHOWN]) + (", ..." if len(idle) > NAMES_SHOWN else "")
         lines.append("")

@@ -19,10 +19,12 @@ changed by `pathscope probe`; format 2.6).
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence
+
+import pandas as pd
 
 from pathscope import ranges
-from pathscope.calltree import CallTree, MergedNode, build_tree
+from pathscope.calltree import MergedNode
 from pathscope.metrics import COLUMNS
 from pathscope.reader import Profile
 from pathscope.report.calltree import STATS_HEADERS, stats_cells
@@ -33,23 +35,30 @@ from pathscope.sources.probe import (ProbedFunction, ProbePath, ProbeSummary, ca
 from pathscope.symbols import SymbolTable
 from pathscope.units import format_percent, format_time
 
+if TYPE_CHECKING:
+    from pathscope.frames import ProfileFrames
+
+PROBE_TIME = "probe_time"     # a probed call's inclusive time (its metric's name)
 CALLS, INCL, EXCL, CPU = (COLUMNS[name] for name in (
-    "probe_calls", "probe_time", "probe_self_time", "probe_cpu_time"))
+    "probe_calls", PROBE_TIME, "probe_self_time", "probe_cpu_time"))
 PROBLEMS = (("probe_lost_exits", "exit{} lost"), ("probe_untimed_calls", "untimed call{}"),
             ("probe_exception_exits", "exit{} by an exception"),
             ("probe_open_calls", "call{} open at the end"))
 NO_PAPI = "hardware counters: none (no PAPI in this build)"
 
 
-def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
+def sections(frames: "ProfileFrames") -> list[str]:
+    """The section of the tables' call tree with every thread (the MPI library's too)."""
+    frames = frames.all_threads()
+    profile, symbols = frames.profile, frames.symbols
     if profile.reduced_only():
-        return _reduced_probes(profile, symbols)
+        return _reduced_probes(frames)
     summaries = {r: p.probes for r, p in sorted(profile.callpaths.items())
                  if p.probes is not None}
     if not summaries:
         return []
     # a rank file cut short may keep its probe lines but lose its tree
-    tree = build_tree(profile) if profile.has_call_paths() else None
+    tree = frames.tree if profile.has_call_paths() else None
     functions = probed_functions(profile, tree)
     functions.sort(key=lambda f: (-f.total(INCL, True), -f.total(CALLS), f.info.name))
     cpu = any(s.measures_cpu for s in summaries.values())
@@ -57,7 +66,8 @@ def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
     lines = [f"Probed functions ({plural(len(functions), 'function')} on "
              f"{plural(len(summaries), 'rank')}; metrics: {metrics})"]
     for function in functions:
-        lines += _function(function, tree, symbols, cpu, len(summaries))
+        lines += _function(function, frames if tree is not None else None, cpu,
+                           len(summaries))
     lines += _refusals(profile)
     lines += _counters(summaries)
     lines.append(f"{INDENT}{_hardware(summaries)}")
@@ -68,8 +78,9 @@ def _time_or_dash(ns: int, known: bool) -> str:
     return format_time(ns) if known else "-"
 
 
-def _function(function: ProbedFunction, tree: Optional[CallTree], symbols: SymbolTable,
-              cpu: bool, probed_ranks: int) -> list[str]:
+def _function(function: ProbedFunction, frames: Optional["ProfileFrames"], cpu: bool,
+              probed_ranks: int) -> list[str]:
+    """frames: the tables of the call tree (None: the profile has none)."""
     info = function.info
     where = _basename(info.module) + (f", {_basename(info.file)}:{info.line}" if info.file
                                       else "")
@@ -77,9 +88,10 @@ def _function(function: ProbedFunction, tree: Optional[CallTree], symbols: Symbo
         where += f"; {_ranks(function.ranks)} only"
     calls, outer = function.total(CALLS), sum(p.node.total(CALLS) for p in function.outermost())
     state = f"{info.state}, " if info.state != "active" else ""
-    if tree is None or not calls:
+    if frames is None or not calls:
         return [f"{INDENT}{info.name} ({where}): {state}"
-                + ("never called" if tree is not None else "no call paths in the rank files")]
+                + ("never called" if frames is not None else "no call paths in the rank files")]
+    symbols = frames.symbols
     incl = function.total(INCL, True)
     head = (f"{INDENT}{info.name} ({where}): {_counted(calls, 'call{}')}"
             + (f" ({outer:,} outermost)" if outer != calls else "")
@@ -88,15 +100,16 @@ def _function(function: ProbedFunction, tree: Optional[CallTree], symbols: Symbo
             + (f"; {info.state}" if info.state != "active" else ""))
     paths = sorted(function.paths, key=lambda p: (p.nested, -p.node.total(INCL),
                                                   _label(p, symbols)))
-    rows = [_path_row(p, tree, symbols, incl, cpu) for p in paths]
+    outermost_nodes = [frames.node_id(p.node) for p in function.outermost()]
+    stats = _path_stats(frames, paths, [outermost_nodes])
+    rows = [_path_row(p, s, symbols, incl, cpu) for p, s in zip(paths, stats)]
     lines = [head, table(["calls", "inclusive", "share", "exclusive", "CPU", *STATS_HEADERS,
                           "path"], rows, "rrrrrrrrl", INDENT * 2)]
     outermost = [p.node.total(INCL) for p in paths if not p.nested]
     if len(outermost) > 1:
         ratio = (f"the largest takes {outermost[0] / outermost[-1]:.1f}× the inclusive time "
                  f"of the smallest; " if outermost[-1] else "")
-        low, mean, high = stats_cells(tree.sum_stat([p.node for p in function.outermost()],
-                                                    INCL))
+        low, mean, high = stats_cells(stats[-1])
         lines.append(f"{INDENT * 2}{len(outermost)} call paths: {ratio}all of them per rank: "
                      f"min {low}, mean {mean}, max {high}")
     counts = [(sum(p.node.total(COLUMNS[m]) for p in paths), what) for m, what in PROBLEMS]
@@ -115,24 +128,32 @@ def _label(path: ProbePath, symbols: SymbolTable) -> str:
     return label + (f":{site[1]}" if site else "") + (" (nested)" if path.nested else "")
 
 
-def _path_row(path: ProbePath, tree: CallTree, symbols: SymbolTable, function_incl: int,
+def _path_stats(frames: "ProfileFrames", paths: list[ProbePath],
+                more: Sequence[Sequence[int]] = ()) -> list[Any]:
+    """Each path's inclusive time over the ranks, then those of the per-rank sums over the
+    groups of nodes more (ProfileFrames.group_stats)."""
+    groups = [[frames.node_id(p.node)] for p in paths] + list(more)
+    return list(frames.group_stats(PROBE_TIME, groups).itertuples())
+
+
+def _path_row(path: ProbePath, stats: Any, symbols: SymbolTable, function_incl: int,
               cpu: bool) -> list[str]:
+    """stats: the path's inclusive time over the ranks (_path_stats)."""
     node = path.node
     incl = node.total(INCL)
     share = ("-" if path.nested or not function_incl else format_percent(incl / function_incl))
-    stats = tree.stat(node, INCL)
     return [f"{node.total(CALLS):,}", format_time(incl), share, format_time(node.total(EXCL)),
             _time_or_dash(node.total(CPU), cpu), *stats_cells(stats), _label(path, symbols)]
 
 
-def _reduced_probes(profile: Profile, symbols: SymbolTable) -> list[str]:
+def _reduced_probes(frames: "ProfileFrames") -> list[str]:
     """A tree merged in the job: per probe of tree.tsv its call paths with their sums and
     per-rank statistics, and the `probes.*` scalars (no refusals, no per-rank counters)."""
+    profile, symbols, tree = frames.profile, frames.symbols, frames.tree
     data = profile.tree
     assert data is not None
     if not data.probes:
         return []
-    tree = build_tree(profile)
     functions = probed_functions(profile, tree)
     functions.sort(key=lambda f: (-f.total(INCL, True), -f.total(CALLS), f.info.name))
     lines = [f"Probed functions ({plural(len(functions), 'function')}, merged in the job over "
@@ -151,7 +172,8 @@ def _reduced_probes(profile: Profile, symbols: SymbolTable) -> list[str]:
                      f"inclusive, {format_time(function.total(EXCL))} exclusive")
         paths = sorted(function.paths, key=lambda p: (p.nested, -p.node.total(INCL),
                                                       _label(p, symbols)))
-        rows = [_path_row(p, tree, symbols, incl, False) for p in paths]
+        rows = [_path_row(p, s, symbols, incl, False)
+                for p, s in zip(paths, _path_stats(frames, paths))]
         rows = [row[:4] + row[5:] for row in rows]       # no CPU column: not kept
         lines.append(table(["calls", "inclusive", "share", "exclusive", *STATS_HEADERS,
                             "path"], rows, "rrrrrrrl", INDENT * 2))
@@ -181,16 +203,22 @@ def _counters(summaries: dict[int, ProbeSummary]) -> list[str]:
         lines.append(f"{INDENT}exits not timed on {_ranks(ranks)} ({why}): calls are counted "
                      f"per path, without times")
     counts = []
-    traps = sum(s.traps for s in summaries.values())
-    if traps:
-        counts.append(_counted(traps, "trap{} in patch windows"))
-    longest_rank = max(summaries, key=lambda r: (summaries[r].longest_window_ns, -r))
-    longest = summaries[longest_rank].longest_window_ns
+    # the ranks' counters as a table (by rank): sums, and the longest window with its rank
+    # (idxmax: the first, the lowest rank, on ties)
+    counters = pd.DataFrame([(r, s.traps, s.longest_window_ns, s.exits_lost, s.passed_through)
+                             for r, s in sorted(summaries.items())],
+                            columns=["rank", "traps", "longest", "exits_lost", "passed"]
+                            ).set_index("rank")
+    totals = counters.sum()
+    if totals["traps"]:
+        counts.append(_counted(int(totals["traps"]), "trap{} in patch windows"))
+    longest_rank = int(counters["longest"].idxmax())
+    longest = int(counters.loc[longest_rank, "longest"])
     if longest:
         counts.append(f"longest patch window {format_time(longest)} (rank {longest_rank})")
-    for what, value in (("exit{} lost", sum(s.exits_lost for s in summaries.values())),
+    for what, value in (("exit{} lost", int(totals["exits_lost"])),
                         ("call{} passed through (made inside pathscope or by a thread it does "
-                         "not know)", sum(s.passed_through for s in summaries.values()))):
+                         "not know)", int(totals["passed"]))):
         if value:
             counts.append(_counted(value, what))
     if counts:

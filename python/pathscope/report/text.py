@@ -5,7 +5,9 @@ communicators ranked by time, and the point-to-point consistency check.  The cor
 sections are here; a measurement source's come from pathscope.sources (the MPI ones:
 pathscope.report.mpi), each at its place in SECTIONS.
 
-Pure formatting: takes a Profile (and the names of its frames), returns a str.  Problems with the run (missing or unfinished
+Pure formatting: takes a Profile (and the names of its frames), returns a str; the sections
+read the profile's tables (pathscope.frames.ProfileFrames, the call tree without the MPI
+library's threads), where the statistics over the ranks are pandas aggregations.  Problems with the run (missing or unfinished
 ranks, runtime counters, send/receive mismatches) are printed in full, never summarised away.
 """
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 from typing import Optional
 
 from pathscope import ranges
+from pathscope.frames import ProfileFrames
 from pathscope.reader import (PROFILE_FILE, REASON_BEFORE_INIT, REASON_EMPTY, REASON_NO_END,
                               STATUS_MISSING, UNREADABLE_PREFIX, Profile)
 from pathscope.report import calltree, rankvec, walks
@@ -38,9 +41,10 @@ def render(profile: Profile, symbols: Optional[SymbolTable] = None,
     function's call sites apart (pathscope.report.calltree)."""
     if symbols is None:
         symbols = resolve_symbols(profile)
+    frames = ProfileFrames(profile, symbols, runtime_threads=False)
     blocks = [block for section in SECTIONS for block in (
-        calltree.sections(profile, symbols, call_sites) if section.render is calltree.sections
-        else section.render(profile, symbols))]
+        calltree.sections(frames, call_sites) if section.render is calltree.sections
+        else section.render(frames))]
     text = "\n\n".join(s.rstrip("\n") for s in blocks) + "\n"
     # recorded text (host names, commands, file names) never reaches the terminal as control
     # characters: a profile may come from someone else
@@ -227,8 +231,8 @@ def _reduced_warnings(profile: Profile) -> list[str]:
 # ---- the report's sections, in order: the core's and the measurement sources' ----------------
 
 _CORE_SECTIONS = (
-    Section(0, lambda profile, symbols: [_header(profile)]),
-    Section(10, lambda profile, symbols: [_ranks(profile)]),
+    Section(0, lambda frames: [_header(frames.profile)]),
+    Section(10, lambda frames: [_ranks(frames.profile)]),
     Section(30, calltree.sections),
     Section(35, rankvec.sections),
     Section(45, walks.sections),

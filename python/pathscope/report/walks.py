@@ -2,14 +2,18 @@
 reused the previous one (the `traversal` and `walks` lines, format 2.1)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pathscope.reader import Profile
 from pathscope.report.layout import INDENT
-from pathscope.symbols import SymbolTable
 from pathscope.units import format_percent
 
+if TYPE_CHECKING:
+    from pathscope.frames import ProfileFrames
 
-def sections(profile: Profile, symbols: SymbolTable) -> list[str]:
-    walks = _walks(profile)
+
+def sections(frames: "ProfileFrames") -> list[str]:
+    walks = _walks(frames.profile)
     return [walks] if walks else []
 
 

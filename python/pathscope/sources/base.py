@@ -31,8 +31,8 @@ from pathscope.tsv import Record
 if TYPE_CHECKING:
     from pathscope.calltree import MergedNode
     from pathscope.cct import RankCallPaths
+    from pathscope.frames import ProfileFrames
     from pathscope.reader import Profile
-    from pathscope.symbols import SymbolTable
     from pathscope.treefile import ReducedTree
 
 CALL_PATHS = "call-paths"     # `exports` tag: every call-path format (export.CALL_PATH_FORMATS)
@@ -86,9 +86,11 @@ class TableSpec:
 @dataclass(frozen=True)
 class Section:
     """A part of the text report: render gives its blocks ([] when the profile has none of
-    it); the report prints every section by order (pathscope.report.text)."""
+    it) from the profile's tables (pathscope.frames.ProfileFrames: .profile, .symbols, the
+    call tree without the MPI library's threads); the report prints every section by order
+    (pathscope.report.text)."""
     order: int
-    render: Callable[["Profile", "SymbolTable"], list[str]]
+    render: Callable[["ProfileFrames"], list[str]]
 
 
 class SourceParser(Protocol):

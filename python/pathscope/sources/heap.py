@@ -15,8 +15,8 @@ from pathscope.tsv import Record
 from pathscope.units import seconds
 
 if TYPE_CHECKING:
+    from pathscope.frames import ProfileFrames
     from pathscope.reader import Profile
-    from pathscope.symbols import SymbolTable
 
 
 @dataclass
@@ -160,11 +160,11 @@ METRICS = (
 
 # ---- report ------------------------------------------------------------------------------------
 
-def report_sections(profile: Profile, symbols: SymbolTable) -> list[str]:
+def report_sections(frames: "ProfileFrames") -> list[str]:
     """The report's heap section: totals per rank, the top allocating and leaking paths, the
     timelines ([] without heap profiling)."""
     from pathscope.report import heap as heap_report   # the analysis imports the sources
-    return heap_report.sections(profile, symbols)
+    return heap_report.sections(frames)
 
 
 SOURCE = Source("heap", HeapParser, metrics=METRICS, tables=TABLES,

@@ -20,8 +20,8 @@ KSYS_CALLS, KSYS_NS = "ksys.calls.", "ksys.ns."   # tree.tsv's scalars of one sy
 
 if TYPE_CHECKING:
     from pathscope.calltree import MergedNode
+    from pathscope.frames import ProfileFrames
     from pathscope.reader import Profile
-    from pathscope.symbols import SymbolTable
     from pathscope.treefile import ReducedTree
 
 
@@ -308,10 +308,10 @@ def add_reduced_residue(root: "MergedNode", tree: "ReducedTree") -> None:
 
 # ---- report ------------------------------------------------------------------------------------
 
-def report_sections(profile: "Profile", symbols: "SymbolTable") -> list[str]:
+def report_sections(frames: "ProfileFrames") -> list[str]:
     """The report's kernel-time section ([] without --kernel)."""
     from pathscope.report import kernel as kernel_report   # the analysis imports the sources
-    return kernel_report.sections(profile, symbols)
+    return kernel_report.sections(frames)
 
 
 SOURCE = Source("kernel", KernelParser, metrics=METRICS, tables=TABLES,

@@ -26,8 +26,8 @@ from pathscope.tsv import MAX_WORLD_SIZE, Record
 from pathscope.units import seconds
 
 if TYPE_CHECKING:
+    from pathscope.frames import ProfileFrames
     from pathscope.reader import OpStat, Profile
-    from pathscope.symbols import SymbolTable
 
 UNDEFINED_RANK = -32766            # MPI_UNDEFINED in a member list
 TOTAL_COMM = "*"     # per-operation totals over all communicators of a rank
@@ -310,19 +310,19 @@ METRICS = (
 
 # ---- report ------------------------------------------------------------------------------------
 
-def _summary(profile: "Profile", symbols: "SymbolTable") -> list[str]:
+def _summary(frames: "ProfileFrames") -> list[str]:
     from pathscope.report import mpi as mpi_report   # the analysis imports the sources
-    return [mpi_report.summary(profile)]
+    return [mpi_report.summary(frames)]
 
 
-def _communicators(profile: "Profile", symbols: "SymbolTable") -> list[str]:
+def _communicators(frames: "ProfileFrames") -> list[str]:
     from pathscope.report import mpi as mpi_report
-    return [mpi_report.communicators(profile)]
+    return [mpi_report.communicators(frames)]
 
 
-def _consistency(profile: "Profile", symbols: "SymbolTable") -> list[str]:
+def _consistency(frames: "ProfileFrames") -> list[str]:
     from pathscope.report import mpi as mpi_report
-    return [mpi_report.consistency(profile)]
+    return [mpi_report.consistency(frames.profile)]
 
 
 SOURCE = Source("mpi", MpiParser, metrics=METRICS, tables=TABLES,

@@ -33,6 +33,7 @@ from pathscope.units import seconds
 
 if TYPE_CHECKING:
     from pathscope.calltree import CallTree, MergedNode
+    from pathscope.frames import ProfileFrames
     from pathscope.reader import Profile
     from pathscope.symbols import Frame, SymbolTable
 
@@ -430,10 +431,10 @@ METRICS = (
 
 # ---- report ------------------------------------------------------------------------------------
 
-def report_sections(profile: Profile, symbols: SymbolTable) -> list[str]:
+def report_sections(frames: "ProfileFrames") -> list[str]:
     """The report's section on probed functions ([] without probes)."""
     from pathscope.report import probe as probe_report   # the analysis imports the sources
-    return probe_report.sections(profile, symbols)
+    return probe_report.sections(frames)
 
 
 SOURCE = Source("probe", ProbeParser, metrics=METRICS, tables=TABLES,
