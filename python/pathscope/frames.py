@@ -45,16 +45,16 @@ depth first from 0 in the same way; the frame, file and line of the heaviest sit
 from __future__ import annotations
 
 from pathlib import Path
-from itertools import islice
+from itertools import chain, islice
 from typing import Any, Iterable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from pathscope.calltree import (INCL_MPI, INCL_OFFCPU, INCL_TIME, CallTree, MergedNode,
-                                ReducedNode, build_tree, function_key, merge_call_sites,
-                                reduced_time_split)
+from pathscope.calltree import (INCL_MPI, INCL_OFFCPU, INCL_TIME, METRIC_COUNT, CallTree,
+                                MergedNode, ReducedNode, build_tree, function_key,
+                                merge_call_sites, reduced_time_split)
 from pathscope.cct import FAILED, NOT_UNWOUND
 from pathscope.export.tables import TABLES
 from pathscope.metrics import COLUMNS, STORED
@@ -220,7 +220,7 @@ class ProfileFrames:
     @property
     def nodes(self) -> pd.DataFrame:
         if "nodes" not in self._frames:
-            self._frames["nodes"] = frame(NODES_COLUMNS, self._node_rows())
+            self._frames["nodes"] = self._node_frame()
         return self._frames["nodes"]
 
     def merged_by_function(self) -> pd.DataFrame:
@@ -228,9 +228,8 @@ class ProfileFrames:
         if "by_function" not in self._frames:
             merged = self.by_function()
             order = merged._order if merged.tree is not None else []
-            self._frames["by_function"] = frame(NODES_COLUMNS + ["sites"], (
-                {**row, "sites": len(node.sites) or 1}
-                for node, row in zip(order, merged._node_rows())))
+            self._frames["by_function"] = merged._node_frame(
+                order, {"sites": [len(node.sites) or 1 for node in order]})
         return self._frames["by_function"]
 
     def by_function(self) -> "ProfileFrames":
@@ -246,31 +245,47 @@ class ProfileFrames:
                                               tree=merged)
         return self._by_function
 
-    def _node_rows(self, order: Optional[list[MergedNode]] = None) -> Iterable[dict[str, Any]]:
-        """A row per node of order (default: the tree's), depth first."""
+    def _node_frame(self, order: Optional[list[MergedNode]] = None,
+                    extra: Optional[dict[str, list]] = None) -> pd.DataFrame:
+        """A row per node of order (default: the tree's), depth first; extra: more columns.
+        Built column by column: a dict per row took most of pathscope.hatchet.read."""
+        columns = NODES_COLUMNS + list(extra or {})
         if self.tree is None:
-            return
+            return frame(columns, [])
         order = self._order if order is None else order
+        data = self._node_columns(order)
+        data.update(extra or {})
+        types = {c: pa.string() for c in ("kind", "name", "file", "module", "address")}
+        table = pa.table({c: pa.array(data[c], types.get(c, pa.int64())) for c in columns})
+        return table.to_pandas(types_mapper=pd.ArrowDtype)
+
+    def _node_columns(self, order: list[MergedNode]) -> dict[str, list]:
+        """NODES_COLUMNS of the nodes of order, as one list per column."""
         ids = {id(n): i for i, n in enumerate(order)}
+        data: dict[str, list] = {c: [] for c in NODES_COLUMNS}
+        depth_of: dict[int, int] = {}
+        symbols = self.symbols
         for i, node in enumerate(order):
-            f = node.frame
-            lines = self.symbols.lines(f) if node.parent is not None else []
-            depth, up = 0, node.parent
-            while up is not None:
-                depth, up = depth + 1, up.parent
-            row: dict[str, Any] = {
-                "node": i, "parent": ids[id(node.parent)] if node.parent is not None else None,
-                "depth": depth, "kind": f.kind,
-                "name": " / ".join(self.symbols.names(f)) if node.parent is not None else "[all threads]",
-                "file": lines[-1].file if lines else None,      # (the innermost level)
-                "line": lines[-1].line if lines else None,
-                "module": f.module or None,
-                "address": f"0x{f.address:x}" if f.module else None}
-            for metric in STORED:
-                row[metric.name] = node.total(metric.column)
-            row[INCL_TIME], row[INCL_MPI] = node.incl_time_ns, node.incl_mpi_ns
-            row[INCL_OFFCPU] = node.incl_offcpu_ns
-            yield row
+            f, up = node.frame, node.parent
+            parent = ids[id(up)] if up is not None else None
+            depth_of[i] = depth_of[parent] + 1 if parent is not None else 0
+            lines = symbols.lines(f) if up is not None else []
+            data["node"].append(i)
+            data["parent"].append(parent)
+            data["depth"].append(depth_of[i])
+            data["kind"].append(f.kind)
+            data["name"].append(" / ".join(symbols.names(f)) if up is not None
+                                else "[all threads]")
+            data["file"].append(lines[-1].file if lines else None)    # (the innermost level)
+            data["line"].append(lines[-1].line if lines else None)
+            data["module"].append(f.module or None)
+            data["address"].append(f"0x{f.address:x}" if f.module else None)
+            for metric, total in zip(STORED, _totals(node)):
+                data[metric.name].append(total)
+            data[INCL_TIME].append(node.incl_time_ns)
+            data[INCL_MPI].append(node.incl_mpi_ns)
+            data[INCL_OFFCPU].append(node.incl_offcpu_ns)
+        return data
 
     def levels(self, node: int) -> list[tuple[str, Optional[str], Optional[int]]]:
         """Node `node`'s frame as (function, file, line) per level, outermost first: one
@@ -347,6 +362,44 @@ class ProfileFrames:
             if values is not None:
                 out[i] = values
         return out
+
+    def rank_matrices(self, metrics: list[str]) -> np.ndarray:
+        """rank_matrix of each of metrics, stacked (metric, node, rank); from the rank files,
+        in one walk of the tree that reads each node's rank values once for every metric."""
+        tree = self.tree
+        if tree is None or tree.reduced is not None or not metrics:
+            return np.array([self.rank_matrix(m) for m in metrics], dtype=np.int64)
+        position = {r: j for j, r in enumerate(tree.ranks)}
+        width = len(tree.ranks)
+        inclusive = {INCL_TIME: "incl_time", INCL_MPI: "incl_mpi", INCL_OFFCPU: "incl_offcpu"}
+        cells: list[int] = []
+        rows: list[list[int]] = []
+        by_key: dict[str, tuple[list[int], list[int]]] = {k: ([], []) for k in inclusive}
+        for i, node in enumerate(self._order):
+            base = i * width
+            cells.extend([base + position[rank] for rank in node.by_rank])
+            rows.extend(node.by_rank.values())
+            for key, attribute in inclusive.items():
+                at, vals = by_key[key]
+                values = getattr(node, attribute)
+                at.extend([base + position[rank] for rank in values])
+                vals.extend(values.values())
+        out = np.zeros((len(metrics), len(self._order) * width), dtype=np.int64)
+        asked = [(k, COLUMNS[m]) for k, m in enumerate(metrics) if m not in inclusive]
+        # the rank lists in blocks (memory: a block of every stored metric, not all of them);
+        # fromiter: a list of lists through np.array took twice as long
+        for start in range(0, len(rows), CHUNK_ROWS):
+            block = rows[start:start + CHUNK_ROWS]
+            read = np.fromiter(chain.from_iterable(block), dtype=np.int64,
+                               count=len(block) * METRIC_COUNT).reshape(-1, METRIC_COUNT)
+            at = cells[start:start + CHUNK_ROWS]
+            for k, column in asked:
+                out[k, at] = read[:, column]
+        for k, metric in enumerate(metrics):
+            if metric in inclusive:
+                at, vals = by_key[metric]
+                out[k, at] = vals
+        return out.reshape(len(metrics), len(self._order), width)
 
     @property
     def per_rank_known(self) -> bool:
@@ -531,6 +584,15 @@ class ProfileFrames:
                                                           "mean": pa.float64()}
         return pa.table({c: pa.array(v, types[c]) for c, v in columns.items()}).to_pandas(
             types_mapper=pd.ArrowDtype)
+
+
+def _totals(node: MergedNode) -> list[int]:
+    """node's exclusive STORED metrics summed over the ranks: a merged node's rank lists
+    added up once, not once per metric (node.total)."""
+    if isinstance(node, ReducedNode) or not node.by_rank:
+        return [node.total(m.column) for m in STORED]
+    sums = [sum(column) for column in zip(*node.by_rank.values())]
+    return [sums[m.column] for m in STORED]
 
 
 def rank_statistics(values: pd.DataFrame, keys: list[str], ranks: Sequence[int]

@@ -14,6 +14,7 @@ from hatchet.query import ObjectQuery
 from thicket import Thicket
 
 import pathscope.hatchet as ph
+from pathscope.errors import PathscopeError
 from pathscope_samples import HYBRID
 from test_diff import slowed
 
@@ -122,6 +123,79 @@ def test_thicket_of_two_profiles(tmp_path):
     assert df.loc[(compute, by_name[str(new)], 0), "time"] == 1.6
     assert "1.600 compute" in th.tree(metric_column="time") or "1.100 compute" in th.tree(
         metric_column="time")
+
+
+def frames_of(node):
+    """A node's path of frames (name, type, file, line), root first."""
+    path = []
+    while node is not None:
+        path.append(tuple(node.frame[k] for k in ("name", "type", "file", "line")))
+        node = node.parents[0] if node.parents else None
+    return tuple(reversed(path))
+
+
+def rows_by_path(th, columns):
+    """The dataframe as {(path of frames, profile name, rank...): values of columns}, NaN as
+    None."""
+    df = th.dataframe[columns]
+    out = {}
+    for index, values in zip(df.index, df.itertuples(index=False)):
+        index = index if isinstance(index, tuple) else (index,)
+        key = (frames_of(index[0]), th.profile_mapping[index[1]], *index[2:])
+        assert key not in out, key
+        out[key] = tuple(None if v is None or v != v else v for v in values)
+    return out
+
+
+def synthetic(tmp_path, name, seed, paths):
+    d = tmp_path / name
+    subprocess.run([sys.executable, ROOT / "bench" / "synth_profile.py", d, "--ranks", "3",
+                    "--paths", str(paths), "--seed", str(seed)], check=True,
+                   capture_output=True)
+    return str(d)
+
+
+@pytest.mark.parametrize("pair", ["slowed", "synthetic", "mixed"])
+def test_thicket_is_what_concat_thickets_makes(tmp_path, pair):
+    """pathscope.hatchet.thicket builds the union itself: the same graph, rows, values,
+    metrics and metadata as Thicket.concat_thickets of the profiles' GraphFrames.  Pairs:
+    the hybrid fixture and its slowed copy (one tree, (node, rank) rows); two synthetic
+    reduced profiles of different trees (rows missing in one profile: NaN, names None); the
+    hybrid fixture and a reduced profile (different trees, rank 0 for the reduced one)."""
+    a, b = {"slowed": lambda: (str(HYBRID), str(slowed(tmp_path / "new"))),
+            "synthetic": lambda: (synthetic(tmp_path, "s1", 14, 60),
+                                  synthetic(tmp_path, "s2", 15, 90)),
+            "mixed": lambda: (str(HYBRID), synthetic(tmp_path, "s1", 14, 60))}[pair]()
+    ours = ph.thicket([a, b])
+    theirs = Thicket.concat_thickets(
+        [Thicket.thicketize_graphframe(ph.read(d), d) for d in (a, b)], axis="index",
+        calltree="union", disable_tqdm=True)
+    assert ours.dataframe.index.names == theirs.dataframe.index.names
+    # (concat_thickets puts the last profile's columns first: ours are the first's)
+    columns = list(theirs.dataframe.columns)
+    assert sorted(ours.dataframe.columns) == sorted(columns)
+    assert rows_by_path(ours, columns) == rows_by_path(theirs, columns)
+    missing = ours.dataframe["name"].isna().sum()
+    assert (missing > 0) == (pair != "slowed")
+    assert sorted(map(frames_of, ours.graph.traverse())) == sorted(
+        map(frames_of, theirs.graph.traverse()))
+    assert [n._hatchet_nid for n in ours.graph.traverse()] == list(range(
+        len(list(ours.graph.traverse()))))
+    assert (sorted(ours.exc_metrics), sorted(ours.inc_metrics)) == (
+        sorted(theirs.exc_metrics), sorted(theirs.inc_metrics))
+    assert ours.metadata.equals(theirs.metadata)
+    assert (ours.profile, ours.profile_mapping) == (theirs.profile, theirs.profile_mapping)
+    assert sorted(ours.statsframe.dataframe["name"]) == sorted(
+        theirs.statsframe.dataframe["name"])
+
+
+def test_thicket_of_nothing_or_one_profile_twice():
+    with pytest.raises(PathscopeError) as e:
+        ph.thicket([])
+    assert str(e.value) == "pathscope.hatchet.thicket: no profiles"
+    with pytest.raises(PathscopeError) as e:
+        ph.thicket([HYBRID, str(HYBRID)])
+    assert str(e.value) == f"pathscope.hatchet.thicket: the same profile twice: {HYBRID}"
 
 
 def test_a_reduced_profile_is_indexed_by_node(tmp_path):

@@ -133,3 +133,27 @@ def test_rank_matrix_is_metrics_wide():
             want[r.node, r.rank] = r.value            # (the ranks are 0 and 1)
         assert (got == want).all(), metric
     assert p.rank_matrix("sample_ns")[5].tolist() == [1_100_000_000, 1_169_000_000]
+
+
+def test_rank_matrices_stack_rank_matrix(tmp_path):
+    """rank_matrices reads a merged tree's rank values in one walk: the same arrays as
+    rank_matrix one metric at a time, stored and inclusive metrics alike, in the order
+    asked; on a reduced profile with rank vectors (--per-rank summary) it is rank_matrix
+    stacked."""
+    import subprocess
+    import sys
+    import numpy as np
+    from conftest import ROOT
+    vectors = tmp_path / "vectors"
+    subprocess.run([sys.executable, ROOT / "bench" / "synth_profile.py", vectors, "--ranks",
+                    "6", "--paths", "80", "--rank-vectors"], check=True, capture_output=True)
+    asked = ["incl_offcpu", "sample_ns", "bytes", "incl_time", "mpi_ns", "visits", "incl_mpi"]
+    for directory in (HYBRID, vectors):
+        p = pathscope.open(directory)
+        got = p.rank_matrices(asked)
+        assert got.shape == (len(asked), len(p.nodes), len(p.tree.ranks))
+        assert (got == np.array([p.rank_matrix(m) for m in asked])).all(), directory
+        assert got.any()
+    hybrid = pathscope.open(HYBRID).rank_matrices(["sample_ns", "incl_time"])
+    assert hybrid[0, 5].tolist() == [1_100_000_000, 1_169_000_000]
+    assert hybrid[1, 0].sum() == 6_700_000_001

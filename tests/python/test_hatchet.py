@@ -29,7 +29,7 @@ def run_checks(*pytest_args, env=None):
 
 def test_hatchet_checks():
     out = run_checks("-k", "not real_run")
-    assert "6 passed" in out
+    assert "10 passed" in out
 
 
 def test_without_hatchet_a_clear_error():
