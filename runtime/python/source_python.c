@@ -80,15 +80,15 @@ static const char *python_configure(const ps_start_t *st)
     ps_py.eval_lo = eval;
     ps_py.eval_len = eval_len;
     if (!ps_option_on(ps_options.python_frames))
-        ps_py.off_why = "off (PATHSCOPE_PYTHON_FRAMES=off)";
+        ps_py.off_why = "PATHSCOPE_PYTHON_FRAMES=off";
     else if (!ps_py.layout)
-        ps_py.off_why = "unknown CPython version: native frames only";
+        ps_py.off_why = "unknown CPython version";
     else if (!ps_py.runtime || !runtime_len || !ps_py.code_type || !eval_len)
-        ps_py.off_why = "the interpreter's symbols are incomplete: native frames only";
+        ps_py.off_why = "the interpreter's symbols are incomplete";
     else if (ps_traversal_mode == PS_TRAVERSAL_THUNK)
-        ps_py.off_why = "off with thunk traversal: native frames only";
+        ps_py.off_why = "thunk traversal";
     else if (ps_py_locations_init())
-        ps_py.off_why = "no memory for the locations table: native frames only";
+        ps_py.off_why = "no memory for the locations table";
     else
         ps_py_on = 1;
     return NULL;
