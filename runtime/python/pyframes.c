@@ -152,6 +152,11 @@ static int read_chain(ps_thread_t *t, py_thread_t *p)
     return frame ? -1 : n;
 }
 
+int ps_py_in_eval(uintptr_t pc)
+{
+    return ps_py_on && pc - ps_py.eval_lo < ps_py.eval_len;
+}
+
 int ps_py_splice(ps_thread_t *t, uintptr_t *frames, int n)
 {
     int evals[PS_MAX_DEPTH], ne = 0;

@@ -20,4 +20,8 @@ extern int ps_py_on; /* a known CPython was found and Python frames are wanted *
  * was (counting why) when the frame chain cannot be read or matched.  Lowers
  * t->walk_same_outer to the frames outside the outermost frame replaced. [signal-safe] */
 int ps_py_splice(ps_thread_t *t, uintptr_t *frames, int n);
+/* 1 if Python frames are on and pc is in the evaluation function: one activation of it runs
+ * many Python frames and lines, so "the same caller activation, the same path" (the probes'
+ * entry fast path) does not hold for a call it makes. [signal-safe] */
+int ps_py_in_eval(uintptr_t pc);
 #endif
