@@ -120,6 +120,11 @@ static void python_write(ps_fmt_t *f, ps_section sec, ps_thread_t *t)
     ps_fmt_u64(f, ps_py_locations_full); ps_fmt_char(f, '\n');
 }
 
+/* Python paths are many more than a native program's (every function and line of every
+ * module on the way to a call, a test suite's thousands of tests): the heap profiler's tree
+ * size (mapped without reserve: only the nodes used cost memory). */
+static uint32_t python_tree_nodes(void) { return ps_py_on ? 1u << 20 : 0; }
+
 static const ps_node_kind_t kinds[] = {
     {.kind = PS_NODE_PY, .name = "py", .key_name = ps_py_location_name}, {.kind = -1}};
 
@@ -128,6 +133,7 @@ const ps_source_t ps_source_python = {
     .options = options,
     .configure = python_configure,
     .thread_size = sizeof(py_thread_t),
+    .tree_nodes = python_tree_nodes,
     .write = python_write,
     .kinds = kinds,
 };
