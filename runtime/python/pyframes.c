@@ -159,18 +159,21 @@ int ps_py_in_eval(uintptr_t pc)
 
 int ps_py_splice(ps_thread_t *t, uintptr_t *frames, int n)
 {
-    int evals[PS_MAX_DEPTH], ne = 0;
+    int ne = 0;
     for (int i = 0; i < n; i++)
-        if (frames[i] - ps_py.eval_lo < ps_py.eval_len) evals[ne++] = i;
+        if (frames[i] - ps_py.eval_lo < ps_py.eval_len) ne++;
     if (!ne) return n;
     py_thread_t *p = py_of(t);
+    int *evals = p->evals, *start = p->start; /* (the thread's: a signal stack may be small) */
+    for (int i = 0, k = 0; i < n; i++)
+        if (frames[i] - ps_py.eval_lo < ps_py.eval_len) evals[k++] = i;
     int len = read_chain(t, p);
     if (len < 0) {
         p->unread++;
         return n;
     }
     /* the runs: run r is loc[start[r] .. start[r+1]), each ending with an entry frame */
-    int start[PS_MAX_DEPTH + 1], runs = 0;
+    int runs = 0;
     for (int k = 0; k < len; k++) {
         if (k == 0 || p->entry[k - 1]) start[runs++] = k;
     }

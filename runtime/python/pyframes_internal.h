@@ -57,6 +57,8 @@ typedef struct {
     uintptr_t loc[PS_MAX_DEPTH];      /* the chain read: location ids, innermost first */
     uint8_t entry[PS_MAX_DEPTH];      /* ... and whether each is an evaluation call's first */
     uintptr_t out[PS_MAX_DEPTH];
+    int evals[PS_MAX_DEPTH];          /* the walk's evaluation frames (their positions) */
+    int start[PS_MAX_DEPTH + 1];      /* where each run of the chain starts */
     /* counted, written with the `python` line (summed over threads) */
     uint64_t spliced, unmatched, unread, too_deep;
     uint8_t table[16384];             /* a line table being read (longer ones: their start) */
