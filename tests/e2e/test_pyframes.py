@@ -7,6 +7,7 @@ own frame chain.
   exact calls per Python path.
 - Samples of the busy loop land on its Python function.
 - No MPI path and almost no sampled time keeps the interpreter's evaluation frame.
+- Allocations (--heap) and system calls (--kernel) are on their Python paths too.
 - --no-python-frames gives native paths only, and says so; so does a CPython of a version
   pathscope has no layout for (a program that exports the interpreter's symbols as 3.13).
 """
@@ -163,3 +164,38 @@ def test_python_312_busy_loop(tmp_path):
     [line] = [l for l in (out / "ranks" / "rank-000000.tsv").read_text().splitlines()
               if l.startswith("python\t")]
     assert line.split("\t")[1:4] == ["3.12.1", "on", "-"]
+
+
+def test_heap_allocations_on_python_paths(openmpi, tmp_path):
+    """Allocations (--heap) are on the Python path that made them: eight 1 MiB bytearrays
+    from a list comprehension (its own code object in 3.11) in alloc_big."""
+    script = tmp_path / "alloc.py"
+    script.write_text("def alloc_big():\n    return [bytearray(1 << 20) for _ in range(8)]\n\n\n"
+                      "def main():\n    keep = alloc_big()\n    return len(keep)\n\n\nmain()\n")
+    out = tmp_path / "prof"
+    assert cli("run", "--heap", "-o", out, "--", "/usr/bin/python3", script).returncode == 0
+    frames = ("alloc.py:<module>:10", "alloc.py:main:6", "alloc.py:alloc_big:2",
+              "alloc.py:alloc_big.<locals>.<listcomp>:2")
+    for metric, want in (("alloc_bytes", 8 * ((1 << 20) + 1)), ("alloc_count", 8)):
+        got = sum(n for p, n in folded(out, metric).items()
+                  if "PyByteArray_Resize" in p and
+                  tuple(f for f in p.split(";") if f.startswith("alloc.py:")) == frames)
+        assert got == want, (metric, got)
+
+
+def test_system_calls_on_python_paths(openmpi, tmp_path):
+    """System calls (--kernel, every call put on its path: period 0) are on the Python line
+    that made them: 300 writes from one loop, whichever native way the interpreter took to
+    os.write (it specialises the call after a few runs)."""
+    script = tmp_path / "writes.py"
+    script.write_text("import os\n\n\ndef writes():\n    fd = os.open('/dev/null', os.O_WRONLY)\n"
+                      "    for _ in range(300):\n        os.write(fd, b'x' * 100)\n"
+                      "    os.close(fd)\n\n\nwrites()\n")
+    out = tmp_path / "prof"
+    assert cli("run", "--kernel", "--kernel-period", "0", "-o", out, "--", "/usr/bin/python3",
+               script).returncode == 0
+    calls = folded(out, "syscall_count")
+    on_line = sum(n for p, n in calls.items() if p.endswith(";write") and
+                  tuple(f for f in p.split(";") if f.startswith("writes.py:")) ==
+                  ("writes.py:<module>:11", "writes.py:writes:7"))
+    assert on_line == 300, calls
