@@ -13,7 +13,6 @@ own frame chain.
 """
 import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
