@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cct.h"
+#include "../python/pyframes.h"
 
 volatile int ps_cct_frozen;
 
@@ -74,7 +75,10 @@ uint32_t ps_cct_insert_path(ps_thread_t *t, uint32_t parent, const uintptr_t *fr
         t->last_keys_seq = t->walk_seq;
     }
     for (; j < chain; j++) {
-        uint32_t child = ps_cct_child(t, node, PS_NODE_CALL, frames[n - 1 - j]);
+        /* a call site, or a Python frame the walk's splice put there (python/pyframes.h) */
+        uintptr_t f = frames[n - 1 - j];
+        uint32_t child = f & PS_PY_TAG ? ps_cct_child(t, node, PS_NODE_PY, f & ~PS_PY_TAG)
+                                       : ps_cct_child(t, node, PS_NODE_CALL, f);
         if (!child) {
             if (parent == 0) t->last_n = j; /* positions j.. still hold the previous path */
             return node;

@@ -31,6 +31,7 @@ typedef enum {
     PS_NODE_HEAP,        /* an allocator function (heap/heap.h); key = its number */
     PS_NODE_SYSCALL,     /* a system call or libc function (kernel/kernel.h); key = its number */
     PS_NODE_PROBE,       /* a call of a probed function (probe/probe.h); key = the probe id */
+    PS_NODE_PY,          /* a Python frame (python/pyframes.h); key = its location id */
 } ps_node_kind;
 
 typedef struct {
@@ -167,7 +168,8 @@ void ps_thread_close(ps_thread_t *t, uint64_t now); /* end of the thread's timel
 void ps_threads_freeze(void);                       /* before writing [signal-safe] */
 
 /* Inserts a path of frames (innermost first: frames[0] is the leaf, of kind leaf_kind; the
- * others are call sites) below parent and returns the leaf's node id. [signal-safe] */
+ * others are call sites, or Python frames: PS_PY_TAG | location id, nodes of kind PS_NODE_PY)
+ * below parent and returns the leaf's node id. [signal-safe] */
 uint32_t ps_cct_insert_path(ps_thread_t *t, uint32_t parent, const uintptr_t *frames, int n,
                             int leaf_kind);
 uint32_t ps_cct_child(ps_thread_t *t, uint32_t parent, int kind, uintptr_t key); /* [signal-safe] */

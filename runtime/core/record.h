@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include "cct.h"
 #include "../unwind/unwind.h"
+#include "../python/pyframes.h"
 
 /* Where the walk starts. */
 enum {
@@ -107,6 +108,7 @@ static inline int ps_cct_record(ps_thread_t *t, const ps_from_t *from, int leaf_
         n = from->trim(t->scratch, n, from->trim_arg);
         if (n < 0) return n;
     }
+    if (ps_py_on) n = ps_py_splice(t, t->scratch, n);
     if (leaf_kind == PS_LEAF_FUNCTION) {
         *node = ps_cct_function_leaf(t, n, complete);
         if (n > 0 && !(from->flags & PS_FROM_NO_COMMIT)) ps_unwind_commit(t);

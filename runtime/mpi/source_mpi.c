@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include "source.h"
+#include "../python/pyframes.h"
 #include "mpi_internal.h"
 #include "mpi_thread.h"
 
@@ -23,16 +24,21 @@ static const char *mpi_configure(const ps_start_t *st)
     return NULL;
 }
 
-/* The per-communicator breakdown of the thread's MPI nodes (paths.c: ps_mpi_pcomm). */
+/* The per-communicator breakdown of the thread's MPI nodes (paths.c: ps_mpi_pcomm).  With
+ * Python frames an MPI call has a path per Python line on the way to it: a test suite's
+ * thousands of tests on hundreds of communicators need more (mapped without reserve: only the
+ * entries used cost memory). */
 #define PS_MAX_PCOMM (1u << 14)
+#define PS_MAX_PCOMM_PYTHON (1u << 17)
 
 static int mpi_thread_init(ps_thread_t *t, void *state)
 {
     (void)t;
     mpi_thread_t *m = state;
-    m->pcomm = ps_map_zeroed(sizeof(ps_pcomm_t) * PS_MAX_PCOMM);
+    uint32_t cap = ps_py_on ? PS_MAX_PCOMM_PYTHON : PS_MAX_PCOMM;
+    m->pcomm = ps_map_zeroed(sizeof(ps_pcomm_t) * cap);
     if (!m->pcomm) return -1;
-    m->pcomm_mask = PS_MAX_PCOMM - 1;
+    m->pcomm_mask = cap - 1;
     return 0;
 }
 

@@ -459,6 +459,10 @@ static int read_line(reading_t *r, const line_t *l)
                              is(type, "mpi_library") || is(type, "tool_version") ||
                              is(type, "host"))) {
         flat(t, LIT("string"), l->f[1], type, C_RANKS, 1);
+    } else if (is(type, "python") && l->n >= 4) {
+        /* (2.13) "VERSION on|off NOTE": the report says which ranks read no Python frames */
+        flat(t, LIT("string"), joined(t, joined(t, l->f[1], " ", l->f[2]), " ", l->f[3]), type,
+             C_RANKS, 1);
     } else if (is(type, "warning") && l->n >= 5) {
         uint32_t i = child(t, 0, LIT("warning"), NONE, 0, 0, l->f[1]);
         if (i == UINT32_MAX) return -1;

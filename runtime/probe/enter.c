@@ -158,7 +158,7 @@ static void probe_enter(uint32_t id, uintptr_t *slot, uintptr_t rbp)
     uint64_t seq = 0;
     int anchor = aslot ? ps_unwind_anchor(t, slot, aslot, &seq) : -1;
     int i = ps_probe_timed ? ps_unwind_redirect(t, slot) : -1;
-    if (anchor >= 0 && i == anchor + 1) {
+    if (anchor >= 0 && i == anchor + 1 && !ps_py_in_eval(ra)) {
         f->slot = (uintptr_t)slot;
         f->ra = ra;
         f->aslot = aslot;

@@ -45,7 +45,7 @@ def test_repository_table():
                                         "PATHSCOPE_POLL_TIMING", "PATHSCOPE_COMM_KEEP", "PATHSCOPE_PER_RANK", "PATHSCOPE_PATHS",
                                         "PATHSCOPE_SAMPLE_RATE", "PATHSCOPE_SAMPLE_CLOCK", "PATHSCOPE_SAMPLE_TIMER",
                                         "PATHSCOPE_UNWIND", "PATHSCOPE_HEAP", "PATHSCOPE_TRAVERSAL",
-                                        "PATHSCOPE_TRAVERSAL_CHECK", "PATHSCOPE_KERNEL",
+                                        "PATHSCOPE_TRAVERSAL_CHECK", "PATHSCOPE_PYTHON_FRAMES", "PATHSCOPE_KERNEL",
                                         "PATHSCOPE_KERNEL_PERIOD", "PATHSCOPE_PROBE", "PATHSCOPE_PROBE_METRICS", "PATHSCOPE_QUIET", "PATHSCOPE_PID",
                                         "PATHSCOPE_COMMAND", "PATHSCOPE_CONTROL", "PATHSCOPE_LIVE"]
     assert by_env_default(options, "PATHSCOPE_SAMPLE_RATE") == "200"

@@ -40,16 +40,16 @@ static int owners_of(const char *field)
 
 static void check_names(void)
 {
-    static const char *const expected[] = {"unwind", "sample", "heap", "kernel", "mpi", "probe",
-                                           "live"};
-    if (PS_NSOURCES != 7) FAIL("%d sources, expected 7", PS_NSOURCES);
+    static const char *const expected[] = {"unwind", "python", "sample", "heap", "kernel", "mpi",
+                                           "probe", "live"};
+    if (PS_NSOURCES != 8) FAIL("%d sources, expected 8", PS_NSOURCES);
     for (int i = 0; i < PS_NSOURCES; i++) {
         const char *name = ps_sources[i]->name;
         if (!name || !*name) {
             FAIL("source %d has no name", i);
             continue;
         }
-        if (i < 7 && strcmp(name, expected[i]) != 0)
+        if (i < 8 && strcmp(name, expected[i]) != 0)
             FAIL("source %d is %s, expected %s (sources.def order)", i, name, expected[i]);
         for (int j = 0; j < i; j++)
             if (ps_sources[j]->name && strcmp(ps_sources[j]->name, name) == 0)
@@ -79,7 +79,8 @@ static void check_kinds(void)
                     if (q != k && q->name && strcmp(q->name, k->name) == 0)
                         FAIL("node kind name %s is used twice", k->name);
         }
-    if (seen != 4) FAIL("%d node kinds added by sources, expected 4 (mpi, heap, syscall, probe)", seen);
+    if (seen != 5)
+        FAIL("%d node kinds added by sources, expected 5 (py, mpi, heap, syscall, probe)", seen);
     /* the rank file's kind numbers are fixed by format 2.x */
     if (!ps_node_kind_name(PS_NODE_MPI) || strcmp(ps_node_kind_name(PS_NODE_MPI), "mpi") != 0)
         FAIL("kind %d is not named mpi", PS_NODE_MPI);
@@ -90,6 +91,8 @@ static void check_kinds(void)
         FAIL("kind %d is not named syscall", PS_NODE_SYSCALL);
     if (!ps_node_kind_name(PS_NODE_PROBE) || strcmp(ps_node_kind_name(PS_NODE_PROBE), "probe") != 0)
         FAIL("kind %d is not named probe", PS_NODE_PROBE);
+    if (!ps_node_kind_name(PS_NODE_PY) || strcmp(ps_node_kind_name(PS_NODE_PY), "py") != 0)
+        FAIL("kind %d is not named py", PS_NODE_PY);
     if (ps_node_kind_name(PS_NODE_CALL)) FAIL("a source names core's kind %d", PS_NODE_CALL);
 }
 

@@ -4,7 +4,7 @@ a source provides).  A new source is one module here and one line in SOURCES.
 SOURCES is in the order the rank file's lines of each source are checked and linked, and
 RankCallPaths.by_source is keyed by Source.name.
 """
-from pathscope.sources import heap, kernel, mpi, probe, sample
+from pathscope.sources import heap, kernel, mpi, probe, python, sample
 from pathscope.sources.base import Source, SourceParser
 
 SOURCES: tuple[Source, ...] = (
@@ -13,6 +13,7 @@ SOURCES: tuple[Source, ...] = (
     heap.SOURCE,
     kernel.SOURCE,
     probe.SOURCE,
+    python.SOURCE,
 )
 
 __all__ = ["SOURCES", "Source", "SourceParser"]
