@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from pathscope.symbols import SymbolTable
 
 PY = "py"                         # a Python frame: file.py:function:line
-PYTHON_FORMAT = (2, 12)
+PYTHON_FORMAT = (2, 13)
 
 
 @dataclass
