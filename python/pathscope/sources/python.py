@@ -23,8 +23,8 @@ from pathscope.sources.base import Section, Source
 from pathscope.tsv import Record
 
 if TYPE_CHECKING:
+    from pathscope.frames import ProfileFrames
     from pathscope.reader import Profile
-    from pathscope.symbols import SymbolTable
 
 PY = "py"                         # a Python frame: file.py:function:line
 PYTHON_FORMAT = (2, 13)
@@ -87,8 +87,8 @@ def native_only_line(profile: "Profile") -> Optional[str]:
             f": {'their' if many else 'its'} paths show the interpreter's native frames")
 
 
-def _section(profile: "Profile", symbols: "SymbolTable") -> list[str]:
-    line = native_only_line(profile)
+def _section(frames: "ProfileFrames") -> list[str]:
+    line = native_only_line(frames.profile)
     return [line] if line else []
 
 
