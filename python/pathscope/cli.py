@@ -729,10 +729,25 @@ def _dispatch(argv: Sequence[str]) -> int:
     parser.error("missing command: run, report, export, diff, sql, symbolize, probe or top")
 
 
+# The analysis side's libraries (pyproject.toml's dependencies): `run` needs none of them, the
+# other commands say which one is missing instead of a traceback.
+ANALYSIS_LIBRARIES = ("pandas", "pyarrow", "numpy", "rich", "duckdb", "google")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return _dispatch(argv)
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] not in ANALYSIS_LIBRARIES:
+            raise
+        command = argv[0] if argv else "pathscope"
+        print(f"pathscope: {command} needs the Python package {e.name.split('.')[0]}, which "
+              f"{sys.executable} does not have: install the analysis side's libraries into "
+              f"the Python that runs pathscope (python3 -m pip install 'pandas>=2.2' "
+              f"'pyarrow>=15' 'rich>=13' 'protobuf>=4.21,<5' 'duckdb>=1.1', or pip install "
+              f"the project; `pathscope run` needs none of them)", file=sys.stderr)
+        return EXIT_ERROR
     except UsageError as e:
         print(f"{e.prog}: {e} (try '{e.prog} --help')", file=sys.stderr)
         return EXIT_USAGE

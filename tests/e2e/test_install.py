@@ -119,7 +119,15 @@ def test_installed_cli_profiles_and_reports_a_real_run(prefix, tmp_path):
     assert re.search(rf"^module\t\d+\t{re.escape(str(p))}/lib/pathscope/openmpi/libpathscope\.so\t",
                      rank0, re.M)
     assert f"{ROOT}/build/openmpi/libpathscope.so" not in rank0
-    report = run([p / "bin" / "pathscope", "report", "prof"], cwd=elsewhere)
+    # the analysis side runs on the python3 first on PATH: one without pandas says so...
+    bare = run([p / "bin" / "pathscope", "report", "prof"], cwd=elsewhere,
+               env=clean_env(PATH="/usr/bin:/bin"))
+    assert bare.returncode == 2 and bare.stdout == ""
+    assert bare.stderr.startswith("pathscope: report needs the Python package "), bare.stderr
+    assert "which /usr/bin/python3 does not have" in bare.stderr, bare.stderr
+    # ... and one with the analysis side's libraries (this checkout's environment) reports
+    report = run([p / "bin" / "pathscope", "report", "prof"], cwd=elsewhere,
+                 env=clean_env(PATH=f"{ROOT / '.venv' / 'bin'}:/usr/bin:/bin"))
     assert report.returncode == 0, report.stderr
     assert report.stdout.startswith("pathscope report: prof\n")
     assert re.search(r"^  \d+\. W  size 2, members 0-1, ", report.stdout, re.M), report.stdout
