@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from pathscope.reader import Profile
 
 PY = "py"                         # a Python frame: file.py:function:line
-PYTHON_FORMAT = (2, 13)
 
 
 @dataclass
