@@ -5,12 +5,14 @@
 uint64_t ps_time_mpi_within(ps_time_t *tm, uint64_t wall)
 {
     uint64_t mpi = tm->mpi_ticks_since;
+    /* (the total stays the measured sum, never decreasing: the probes take the MPI time
+     * below a probed call from it, probe/enter.c) */
+    tm->mpi_ticks_total += mpi;
+    tm->mpi_ticks_since = 0;
     if (mpi > wall) {
         tm->mpi_ticks_excess += mpi - wall;
         mpi = wall;
     }
-    tm->mpi_ticks_total += mpi;
-    tm->mpi_ticks_since = 0;
     return mpi;
 }
 
@@ -50,12 +52,12 @@ void ps_thread_close(ps_thread_t *t, uint64_t now)
     t->end_ticks = now;
     /* the nodes' MPI times (measured, so summing to mpi_ticks_total + mpi_ticks_excess) are
      * written scaled to the MPI time the guard kept */
-    uint64_t measured = t->time.mpi_ticks_total + t->time.mpi_ticks_excess;
-    t->time.mpi_scale = measured ? (double)t->time.mpi_ticks_total / (double)measured : 1.0;
+    uint64_t measured = t->time.mpi_ticks_total, kept = measured - t->time.mpi_ticks_excess;
+    t->time.mpi_scale = measured ? (double)kept / (double)measured : 1.0;
     uint64_t cpu = ps_thread_cpu_ns(t->tid); /* (0: the thread is gone) */
     t->end_cpu_ns = cpu > t->time.last_cpu_ns ? cpu : t->time.last_cpu_ns;
     uint64_t elapsed = now - t->start_ticks;
-    uint64_t non_mpi = elapsed > t->time.mpi_ticks_total ? elapsed - t->time.mpi_ticks_total : 0;
+    uint64_t non_mpi = elapsed > kept ? elapsed - kept : 0;
     t->time.oncpu_scale = t->time.offcpu_scale = 1.0;
     if (t->time.oncpu_total > non_mpi) {
         t->time.oncpu_scale = (double)non_mpi / (double)t->time.oncpu_total;

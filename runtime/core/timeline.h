@@ -13,10 +13,10 @@
 typedef struct {
     uint64_t last_ticks;       /* wall clock at the previous kept sample, or the thread's start */
     uint64_t mpi_ticks_since;  /* MPI time measured since then */
-    uint64_t mpi_ticks_total;  /* MPI time measured before then */
+    uint64_t mpi_ticks_total;  /* MPI time measured before then (as measured) */
     uint64_t last_cpu_ns;      /* the thread's CPU clock at the previous sample of any kind */
-    uint64_t mpi_ticks_excess; /* MPI time measured beyond the wall time it fell in, left out
-                                * of mpi_ticks_total (the guard: ps_time_charge) */
+    uint64_t mpi_ticks_excess; /* the part of mpi_ticks_total measured beyond the wall time it
+                                * fell in, left out of the timeline (the guard) */
     uint64_t oncpu_total, offcpu_total; /* ticks given to nodes (before the closing scales) */
     double oncpu_scale, offcpu_scale;   /* set by ps_thread_close: the node values written are
                                          * sample_ticks * oncpu_scale + offcpu_ticks * offcpu_scale */
