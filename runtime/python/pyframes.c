@@ -37,14 +37,15 @@ static inline uint64_t word(const uint8_t *b, unsigned off)
     return v;
 }
 
-static int read_state(uintptr_t tstate, uint8_t *out)
+/* The thread state's bytes: in place when it lies in _PyRuntime, else copied into buf with
+ * ps_peek; NULL if unreadable.  (Fields are read in place rather than from a fresh copy: a
+ * load right after a block copy waits for the copy's stores.) */
+static const uint8_t *read_state(uintptr_t tstate, uint8_t *buf)
 {
     const py_layout_t *L = ps_py.layout;
-    if (tstate >= ps_py.runtime && tstate + L->ts_size <= ps_py.runtime_end) {
-        memcpy(out, (const void *)tstate, L->ts_size);
-        return 1;
-    }
-    return ps_peek(out, tstate, L->ts_size);
+    if (tstate >= ps_py.runtime && tstate + L->ts_size <= ps_py.runtime_end)
+        return (const uint8_t *)tstate;
+    return ps_peek(buf, tstate, L->ts_size) ? buf : NULL;
 }
 
 /* The thread state whose native thread id is tid, in any interpreter; 0 if none. */
@@ -66,14 +67,18 @@ static uintptr_t find_tstate(int tid)
     return 0;
 }
 
-/* The thread's state, read into st (L->ts_size bytes); 0 if it has none we can read. */
-static int thread_state(ps_thread_t *t, py_thread_t *p, uint8_t *st)
+/* The thread's state (L->ts_size bytes, in place or in buf); NULL if it has none we can
+ * read. */
+static const uint8_t *thread_state(ps_thread_t *t, py_thread_t *p, uint8_t *buf)
 {
     const py_layout_t *L = ps_py.layout;
-    if (p->tstate && read_state(p->tstate, st) && word(st, L->ts_native_tid) == (uint64_t)t->tid)
-        return 1;
+    const uint8_t *st;
+    if (p->tstate && (st = read_state(p->tstate, buf)) &&
+        word(st, L->ts_native_tid) == (uint64_t)t->tid)
+        return st;
     p->tstate = find_tstate(t->tid); /* (first time, or the state was replaced) */
-    return p->tstate && read_state(p->tstate, st) && word(st, L->ts_native_tid) == (uint64_t)t->tid;
+    if (!p->tstate || !(st = read_state(p->tstate, buf))) return NULL;
+    return word(st, L->ts_native_tid) == (uint64_t)t->tid ? st : NULL;
 }
 
 /* The live parts of the thread's datastack chunks: the current one up to the stack top, the
@@ -97,16 +102,15 @@ static int live_chunks(const uint8_t *st, range_t *r)
     return n;
 }
 
-static int read_frame(uintptr_t frame, uint8_t *out, const range_t *r, int nr)
+/* The frame's bytes: in place inside a live range, else copied into buf with ps_peek; NULL
+ * if unreadable. */
+static const uint8_t *read_frame(uintptr_t frame, uint8_t *buf, const range_t *r, int nr)
 {
     const py_layout_t *L = ps_py.layout;
-    if (frame & 7) return 0;
+    if (frame & 7) return NULL;
     for (int i = 0; i < nr; i++)
-        if (frame >= r[i].lo && frame + L->fr_size <= r[i].hi) {
-            memcpy(out, (const void *)frame, L->fr_size);
-            return 1;
-        }
-    return ps_peek(out, frame, L->fr_size);
+        if (frame >= r[i].lo && frame + L->fr_size <= r[i].hi) return (const uint8_t *)frame;
+    return ps_peek(buf, frame, L->fr_size) ? buf : NULL;
 }
 
 /* The current frame: the cframe lies on the thread's C stack (an evaluation call's local)
@@ -127,15 +131,16 @@ static uintptr_t current_frame(ps_thread_t *t, uintptr_t tstate, const uint8_t *
 static int read_chain(ps_thread_t *t, py_thread_t *p)
 {
     const py_layout_t *L = ps_py.layout;
-    uint8_t st[512], fr[128];
-    if (!thread_state(t, p, st)) return -1;
+    uint8_t st_buf[512], fr_buf[128];
+    const uint8_t *st = thread_state(t, p, st_buf), *fr;
+    if (!st) return -1;
     range_t chunks[PY_CHUNKS + 1];
     int nc = live_chunks(st, chunks), n = 0;
     /* and the thread's stack above our frame (3.12's shim frames are evaluation calls' locals) */
     chunks[nc++] = (range_t){(uintptr_t)__builtin_frame_address(0), unwind_of(t)->stack_hi};
     uintptr_t frame = current_frame(t, p->tstate, st);
     for (int reads = 0; frame && n < PS_MAX_DEPTH && reads < 2 * PS_MAX_DEPTH; reads++) {
-        if (!read_frame(frame, fr, chunks, nc)) return -1;
+        if (!(fr = read_frame(frame, fr_buf, chunks, nc))) return -1;
         frame = word(fr, L->fr_previous);
         if (L->entry_by_owner && fr[L->fr_entry] == 3) { /* (3.12: the shim, not a frame) */
             if (n) p->entry[n - 1] = 1;
