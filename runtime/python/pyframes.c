@@ -139,7 +139,13 @@ static int read_chain(ps_thread_t *t, py_thread_t *p)
     /* and the thread's stack above our frame (3.12's shim frames are evaluation calls' locals) */
     chunks[nc++] = (range_t){(uintptr_t)__builtin_frame_address(0), unwind_of(t)->stack_hi};
     uintptr_t frame = current_frame(t, p->tstate, st);
+    const struct py_memo *prev = p->memo[p->memo_cur];
+    int prev_n = p->memo_n[p->memo_cur], shift = 0, aligned = 0;
+    p->memo_cur ^= 1;
+    struct py_memo *next = p->memo[p->memo_cur];
+    p->memo_n[p->memo_cur] = 0;
     for (int reads = 0; frame && n < PS_MAX_DEPTH && reads < 2 * PS_MAX_DEPTH; reads++) {
+        uintptr_t here = frame;
         if (!(fr = read_frame(frame, fr_buf, chunks, nc))) return -1;
         frame = word(fr, L->fr_previous);
         if (L->entry_by_owner && fr[L->fr_entry] == 3) { /* (3.12: the shim, not a frame) */
@@ -148,8 +154,20 @@ static int read_chain(ps_thread_t *t, py_thread_t *p)
         }
         uintptr_t code = word(fr, L->fr_code), instr = word(fr, L->fr_prev_instr);
         int64_t at = ((int64_t)instr - (int64_t)(code + L->co_code)) / 2;
-        uint32_t id = code && !(code & 7) ? ps_py_location(p, code, at) : 0;
-        if (!id) return -1;
+        /* the previous chain, aligned once on this frame's address when positions moved */
+        int j = n + shift;
+        if ((j < 0 || j >= prev_n || prev[j].frame != here) && !aligned) {
+            aligned = 1;
+            for (j = 0; j < prev_n && prev[j].frame != here; j++) {}
+            shift = j - n;
+        }
+        uint32_t id;
+        if (j >= 0 && j < prev_n && prev[j].frame == here && prev[j].code == code && prev[j].at == at)
+            id = prev[j].id;
+        else if (!(id = code && !(code & 7) ? ps_py_location(p, code, at) : 0))
+            return -1;
+        next[n] = (struct py_memo){here, code, at, id};
+        p->memo_n[p->memo_cur] = n + 1;
         p->loc[n] = PS_PY_TAG | id;
         p->entry[n] = !L->entry_by_owner && fr[L->fr_entry] != 0;
         n++;

@@ -54,6 +54,12 @@ typedef struct {
         int64_t instr;
         uint32_t id;
     } cache[PY_CACHE];
+    struct py_memo {                  /* the last two chains read (alternating): a frame at */
+        uintptr_t frame, code;        /* the same address running the same code at the same */
+        int64_t at;                   /* instruction has the same location id, found in */
+        uint32_t id;                  /* order, without the cache's scattered lookups */
+    } memo[2][PS_MAX_DEPTH];
+    int memo_n[2], memo_cur;
     uintptr_t loc[PS_MAX_DEPTH];      /* the chain read: location ids, innermost first */
     uint8_t entry[PS_MAX_DEPTH];      /* ... and whether each is an evaluation call's first */
     uintptr_t out[PS_MAX_DEPTH];
