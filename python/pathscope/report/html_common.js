@@ -75,3 +75,12 @@ function subtreeEnds(parent) {
 // performance marks (read by bench/html_report.py and the browser tests): each part's end;
 // "pathscope:done" after the last
 function timed(name, f) { f(); performance.mark(`pathscope:${name}`); }
+
+// a click on a tree node shows its details and draws its subtree (clicking the shown root
+// goes up to its parent); each page defines its own state (root, selected), T (the tree, with
+// parent) and drawTree()
+function clicked(node) {
+  state.root = node === state.root ? Math.max(T.parent[node], 0) : node;
+  state.selected = node;
+  drawTree();
+}

@@ -118,12 +118,6 @@ function drawTree() {
   if (state.selected !== null) showDetails(state.selected);
 }
 
-function clicked(node) {
-  state.root = node === state.root ? Math.max(T.parent[node], 0) : node;
-  state.selected = node;
-  drawTree();
-}
-
 function showDetails(node) {
   state.selected = node;
   const box = el("details");

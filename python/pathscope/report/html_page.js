@@ -140,13 +140,6 @@ function showHotPath(incl, m) {
   });
 }
 
-// a click shows the node's details and draws its subtree (the shown root: up to its parent)
-function clicked(node) {
-  state.root = node === state.root ? Math.max(T.parent[node], 0) : node;
-  state.selected = node;
-  drawTree();
-}
-
 function showDetails(node) {
   state.selected = node;
   const rows = T.metrics.map(m => {
