@@ -137,10 +137,10 @@ def probe_lines(outdir: Path) -> dict:
     visits: dict[str, int] = {}
     timing: set[str] = set()
     untimed = fast = 0
-    rank_files = list(bl.rank_texts(outdir).values())
+    rank_files = bl.rank_texts(outdir)
     if not rank_files:
         raise bl.BenchError(f"no rank text in {outdir}")
-    for text in rank_files:
+    for rank, text in rank_files.items():
         for line in text.splitlines():
             f = line.split("\t")
             if f[0] == "probes":  # metrics, text writer, exit timing, ..., (2.7) fast entries
@@ -148,9 +148,9 @@ def probe_lines(outdir: Path) -> dict:
                 fast += int(f[14]) if len(f) > 14 else 0
             # probe: id, module, address, size, state, added, removed, SPEC, name, ...
             elif f[0] == "probe":
-                names[(path.name, f[1])] = f[9]
+                names[(rank, f[1])] = f[9]
             elif f[0] == "node" and f[4] == "probe":  # thread, id, parent, kind, module, address
-                name = names.get((path.name, f[6]), f"probe {f[6]}")
+                name = names.get((rank, f[6]), f"probe {f[6]}")
                 visits[name] = visits.get(name, 0) + int(f[7])
             elif f[0] == "pnode":  # thread, node, incl, excl, cpu, 4 rusage, lost, untimed, ...
                 untimed += int(f[11])
