@@ -44,8 +44,9 @@ def run_program(mpi: str, count: int, out: Path | None, library: Path | None = N
     env = clean_environment()
     extra = {}
     if out is not None:
+        # (the ranks' own texts too: the synthetic profile adds its communicators to them)
         extra = {"LD_PRELOAD": str(library or build / "libpathscope.so"),
-                 "PATHSCOPE_OUTPUT": str(out)}
+                 "PATHSCOPE_OUTPUT": str(out), "PATHSCOPE_PER_RANK": "all"}
     cmd = mpirun(mpi, 4, [str(build / "comm_many"), str(count)], extra, bind=False)
     started = time.monotonic()
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
