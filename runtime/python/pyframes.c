@@ -37,19 +37,48 @@ static inline uint64_t word(const uint8_t *b, unsigned off)
     return v;
 }
 
-/* The thread state's bytes: in place when it lies in _PyRuntime, else copied into buf with
- * ps_peek; NULL if unreadable.  (Fields are read in place rather than from a fresh copy: a
- * load right after a block copy waits for the copy's stores.) */
-static const uint8_t *read_state(uintptr_t tstate, uint8_t *buf)
+/* Where a thread state may be read with plain loads.  The main thread's lies in _PyRuntime
+ * (static).  Another thread's is heap memory, which its owner frees: its thread (at its end,
+ * or at PyGILState_Release -- no evaluation frame of it is on the stack then, so no walk reads
+ * it), or the finalizing interpreter (which sets _PyRuntime._finalizing first).  A thread that
+ * needs a state again gets a new one, which advances its interpreter's counter of thread
+ * states (threads.next_unique_id).  So while the end has not begun and the counter still
+ * holds the value it had when the state was last checked with ps_peek, the state found then
+ * is alive: plain loads, no system call.  (The counter is read with a plain load only in the
+ * main interpreter, which lies in _PyRuntime.) */
+static int in_runtime(uintptr_t at, size_t len)
 {
-    const py_layout_t *L = ps_py.layout;
-    if (tstate >= ps_py.runtime && tstate + L->ts_size <= ps_py.runtime_end)
-        return (const uint8_t *)tstate;
-    return ps_peek(buf, tstate, L->ts_size) ? buf : NULL;
+    return at >= ps_py.runtime && at + len <= ps_py.runtime_end;
 }
 
-/* The thread state whose native thread id is tid, in any interpreter; 0 if none. */
-static uintptr_t find_tstate(int tid)
+static uint64_t state_counter(const py_thread_t *p)
+{
+    const py_layout_t *L = ps_py.layout;
+    if (!in_runtime(p->interp, (size_t)L->is_uid + 8) ||
+        !in_runtime(ps_py.runtime, (size_t)L->rt_finalizing + 8))
+        return 0;
+    if (__atomic_load_n((const uintptr_t *)(ps_py.runtime + L->rt_finalizing), __ATOMIC_ACQUIRE))
+        return 0;
+    return __atomic_load_n((const uint64_t *)(p->interp + L->is_uid), __ATOMIC_ACQUIRE);
+}
+
+/* The thread state's bytes: in place when plain loads may read it (above), else copied into
+ * buf with ps_peek; NULL if unreadable.  (Fields are read in place rather than from a fresh
+ * copy: a load right after a block copy waits for the copy's stores.) */
+static const uint8_t *read_state(py_thread_t *p, uint8_t *buf)
+{
+    const py_layout_t *L = ps_py.layout;
+    if (in_runtime(p->tstate, L->ts_size)) return (const uint8_t *)p->tstate;
+    uint64_t now = state_counter(p);
+    if (now && now == p->uid) return (const uint8_t *)p->tstate;
+    if (!ps_peek(buf, p->tstate, L->ts_size)) return NULL;
+    p->uid = now; /* (checked by the caller: its native thread id) */
+    return buf;
+}
+
+/* The thread state whose native thread id is tid, in any interpreter (its interpreter in
+ * *interp_out); 0 if none. */
+static uintptr_t find_tstate(int tid, uintptr_t *interp_out)
 {
     const py_layout_t *L = ps_py.layout;
     uintptr_t interp, ts;
@@ -59,7 +88,10 @@ static uintptr_t find_tstate(int tid)
         for (int k = 0; ts && k < 4096; k++) {
             uint64_t native;
             if (!ps_peek(&native, ts + L->ts_native_tid, 8)) return 0;
-            if (native == (uint64_t)tid) return ts;
+            if (native == (uint64_t)tid) {
+                *interp_out = interp;
+                return ts;
+            }
             if (!ps_peek(&ts, ts + L->ts_next, 8)) return 0;
         }
         if (!ps_peek(&interp, interp + L->is_next, 8)) return 0;
@@ -73,12 +105,14 @@ static const uint8_t *thread_state(ps_thread_t *t, py_thread_t *p, uint8_t *buf)
 {
     const py_layout_t *L = ps_py.layout;
     const uint8_t *st;
-    if (p->tstate && (st = read_state(p->tstate, buf)) &&
-        word(st, L->ts_native_tid) == (uint64_t)t->tid)
+    if (p->tstate && (st = read_state(p, buf)) && word(st, L->ts_native_tid) == (uint64_t)t->tid)
         return st;
-    p->tstate = find_tstate(t->tid); /* (first time, or the state was replaced) */
-    if (!p->tstate || !(st = read_state(p->tstate, buf))) return NULL;
-    return word(st, L->ts_native_tid) == (uint64_t)t->tid ? st : NULL;
+    p->uid = 0;
+    p->tstate = find_tstate(t->tid, &p->interp); /* (first time, or the state was replaced) */
+    if (!p->tstate || !(st = read_state(p, buf))) return NULL;
+    if (word(st, L->ts_native_tid) == (uint64_t)t->tid) return st;
+    p->uid = 0;
+    return NULL;
 }
 
 /* The live parts of the thread's datastack chunks: the current one up to the stack top, the

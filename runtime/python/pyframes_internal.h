@@ -18,7 +18,9 @@
 typedef struct {
     int minor;                      /* 3.minor */
     uint16_t rt_interp_head;        /* _PyRuntimeState.interpreters.head */
+    uint16_t rt_finalizing;         /* _PyRuntimeState._finalizing (set: the end has begun) */
     uint16_t is_next, is_threads;   /* PyInterpreterState.next, .threads.head */
+    uint16_t is_uid;                /* PyInterpreterState.threads.next_unique_id */
     uint16_t ts_next, ts_cframe, ts_native_tid, ts_chunk, ts_top, ts_size;
     uint16_t cf_current;            /* _PyCFrame.current_frame */
     uint16_t fr_code, fr_previous, fr_prev_instr, fr_entry, fr_size;
@@ -49,6 +51,9 @@ extern py_found_t ps_py;
 
 typedef struct {
     uintptr_t tstate;                 /* the thread's PyThreadState, once found; 0: not yet */
+    uintptr_t interp;                 /* its interpreter */
+    uint64_t uid;                     /* the interpreter's thread-state counter when tstate was
+                                       * last checked with ps_peek (0: never) */
     struct {
         uintptr_t code;
         int64_t instr;

@@ -21,14 +21,14 @@ static const char *const options[] = {"python_frames", NULL};
  * Py_BUILD_CORE against Debian's python3.11-dev 3.11.2 and pyenv's 3.12.1).  These structures
  * did not change within 3.11 and 3.12 releases. */
 static const py_layout_t layouts[] = {
-    {.minor = 11, .rt_interp_head = 40, .is_next = 0, .is_threads = 16, .ts_next = 8,
+    {.minor = 11, .rt_interp_head = 40, .rt_finalizing = 24, .is_next = 0, .is_uid = 8, .is_threads = 16, .ts_next = 8,
      .ts_cframe = 56, .ts_native_tid = 160, .ts_chunk = 296, .ts_top = 304, .ts_size = 360,
      .cf_current = 8, .fr_code = 32, .fr_previous = 48, .fr_prev_instr = 56, .fr_entry = 68,
      .fr_size = 80, .entry_by_owner = 0, .co_firstlineno = 72, .co_filename = 112,
      .co_qualname = 128, .co_linetable = 136, .co_code = 184, .co_head = 184, .ck_size = 8,
      .ck_top = 16, .ck_data = 24, .st_state = 32, .st_ascii_data = 48, .st_utf8_len = 48,
      .st_utf8 = 56, .by_size = 16, .by_data = 32},
-    {.minor = 12, .rt_interp_head = 40, .is_next = 0, .is_threads = 72, .ts_next = 8,
+    {.minor = 12, .rt_interp_head = 40, .rt_finalizing = 24, .is_next = 0, .is_uid = 64, .is_threads = 72, .ts_next = 8,
      .ts_cframe = 56, .ts_native_tid = 144, .ts_chunk = 232, .ts_top = 240, .ts_size = 288,
      .cf_current = 0, .fr_code = 0, .fr_previous = 8, .fr_prev_instr = 56, .fr_entry = 70,
      .fr_size = 80, .entry_by_owner = 1, .co_firstlineno = 68, .co_filename = 112,

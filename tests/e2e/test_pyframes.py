@@ -199,3 +199,36 @@ def test_system_calls_on_python_paths(openmpi, tmp_path):
                   tuple(f for f in p.split(";") if f.startswith("writes.py:")) ==
                   ("writes.py:<module>:11", "writes.py:writes:7"))
     assert on_line == 300, calls
+
+
+def test_mpi_calls_from_python_threads(mpi, tmp_path):
+    """Threads other than the main one: their thread states lie on the heap (read in place
+    while the interpreter's count of thread states has not moved, else checked with a system
+    call); threads started one after another, two at once, and a generator's frames."""
+    program = ROOT / "tests" / "programs" / "pyframes_threads.py"
+    base = program.name
+    lines = program.read_text().splitlines()
+    at = {m.group(1): i + 1 for i, line in enumerate(lines)
+          for m in [re.search(r"# at:(\w+)$", line)] if m}
+    out = tmp_path / "prof"
+    p = mpi.run(2, [python_for(mpi), program], out, timeout=180)
+    assert p.stdout.count("threads done") == 2, p.stdout
+    f = lambda name, where: f"{base}:{name}:{at[where]}"
+    reduce = f("reduce_on", "reduce")
+    expected = {
+        (f("<module>", "module"), f("main", "main_in_main"), f("in_main", "in_main"), reduce): 5,
+        (f("one_after_another", "after"), reduce): 2 + 3 + 4,
+        (f("side_by_side", "side"), reduce): 12,
+        (f("consume", "consume"), f("produce", "produce"), reduce): 3,
+    }
+    for rank in (0, 1):
+        visits = {}
+        for path, n in folded(out, "visits", rank=rank).items():
+            frames = tuple(x for x in path.split(";") if x.startswith(base + ":"))
+            if path.split(";")[-1] in ALLREDUCE:
+                assert EVAL not in path, path
+                visits[frames] = visits.get(frames, 0) + n
+        assert visits == expected, (rank, visits)
+        [line] = python_line(out, rank)
+        # spliced, unmatched, unread, too deep
+        assert line[2] == "on" and int(line[4]) > 0 and line[5:8] == ["0", "0", "0"], line
