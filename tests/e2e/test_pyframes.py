@@ -108,9 +108,12 @@ def test_mpi_calls_per_python_path(mpi, tmp_path):
 def test_busy_loop_samples_land_on_its_function(openmpi, tmp_path):
     out, _ = run(openmpi, tmp_path)
     at = marks()
-    busy = f"{BASE}:busy:{at['busy']}"
+    # the loop is two lines (the `while` with its call, the addition): a sample lands on the
+    # one running, in a proportion that changes with the machine's load (all on either, seen)
+    busy = {f"{BASE}:busy:{at['busy']}", f"{BASE}:busy:{at['busy'] + 1}"}
     times = folded(out, "time", rank=0, thread=0)
-    in_busy = sum(us for p, us in times.items() if python_frames(p)[0][-1:] == (busy,))
+    in_busy = sum(us for p, us in times.items() if python_frames(p)[0][-1:] and
+                  python_frames(p)[0][-1] in busy)
     assert in_busy >= 0.8 * BUSY_S * 1e6, (in_busy, times)
     # the interpreter's evaluation frame stays only where it was entering or leaving a call
     native = sum(us for p, us in times.items() if EVAL in p)
