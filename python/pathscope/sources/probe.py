@@ -334,31 +334,55 @@ def _columns() -> dict[str, int]:
     return COLUMNS
 
 
+def _missing(value: Any) -> bool:
+    import pandas as pd   # (the analysis side only: `pathscope run` imports the sources too)
+    return bool(pd.isna(value))
+
+
+def _seconds_or_none(value: Any) -> Optional[float]:
+    return None if _missing(value) else seconds(value)
+
+
+def _int_or_none(value: Any) -> Optional[int]:
+    return None if _missing(value) else int(value)
+
+
 def probes_table(profile: Profile) -> Table:
     """Probed functions: one row per function and call path (a function never called: one
     row without a path), summed over ranks and threads; nested = 1 for calls made inside a
     call of the same function (recursion: their inclusive time is inside the outer call's).
     incl_min_s ... nranks: the path's inclusive time per rank (a rank without it: 0)."""
     from pathscope.calltree import build_tree
+    from pathscope.frames import ProfileFrames
     from pathscope.symbolize import resolve_symbols
     tree = build_tree(profile) if profile.has_call_paths() else None
     symbols = resolve_symbols(profile) if tree is not None else None
     cpu_known = any(p.probes.measures_cpu for p in profile.callpaths.values() if p.probes)
     c = _columns()
+    functions = [(f, sorted(f.paths, key=lambda p: (p.nested, -p.node.total(c["probe_time"]))))
+                 for f in probed_functions(profile, tree)]
+    # the inclusive time's statistics over the ranks, a groupby of the tables (one group per
+    # path: its node)
+    stats = None
+    if tree is not None:
+        tables = ProfileFrames(profile, symbols, tree=tree)
+        stats = tables.group_stats("probe_time", [[tables.node_id(path.node)]
+                                                  for _, paths in functions for path in paths])
     rows = []
-    for function in probed_functions(profile, tree):
+    k = 0
+    for function, paths in functions:
         info = function.info
         base = {"probe": info.name, "module": info.module, "build_id": info.build_id or None,
                 "address": f"0x{info.address:x}", "file": info.file or None,
                 "line": info.line or None}
-        if not function.paths:
+        if not paths:
             rows.append({**base, **{k: None for k in PROBES_COLUMNS if k not in base},
                          "calls": 0})
-        for path in sorted(function.paths, key=lambda p: (p.nested, -p.node.total(
-                c["probe_time"]))):
+        for path in paths:
             node = path.node
-            assert tree is not None and symbols is not None
-            stats = tree.stat(node, c["probe_time"])
+            assert tree is not None and symbols is not None and stats is not None
+            st = stats.iloc[k]
+            k += 1
             site = call_site(node, symbols)
             names = [name for frame in node.path()[:-1] for name in symbols.names(frame)]
             rows.append({
@@ -368,9 +392,11 @@ def probes_table(profile: Profile) -> Table:
                 "incl_s": seconds(node.total(c["probe_time"])),
                 "excl_s": seconds(node.total(c["probe_self_time"])),
                 "cpu_s": seconds(node.total(c["probe_cpu_time"])) if cpu_known else None,
-                "incl_min_s": seconds(stats.min), "incl_mean_s": seconds(stats.mean),
-                "incl_max_s": seconds(stats.max), "rank_min": stats.min_rank,
-                "rank_max": stats.max_rank, "nranks": len(tree.ranks),
+                "incl_min_s": _seconds_or_none(st["min"]),
+                "incl_mean_s": _seconds_or_none(st["mean"]),
+                "incl_max_s": _seconds_or_none(st["max"]),
+                "rank_min": _int_or_none(st["min_rank"]), "rank_max": _int_or_none(st["max_rank"]),
+                "nranks": len(tree.ranks),
                 "lost_exits": node.total(c["probe_lost_exits"]),
                 "untimed_calls": node.total(c["probe_untimed_calls"]),
                 "exception_exits": node.total(c["probe_exception_exits"]),
