@@ -331,9 +331,10 @@ def _check_export_flags(parser: argparse.ArgumentParser, args: argparse.Namespac
             if value is not None:
                 parser.error(f"{flag} does not apply to --format {args.format} (it holds "
                              f"every {'metric' if args.format == 'pprof' else 'table'})")
-        if args.output is None:
+        if args.output is None or args.output == "-":
             parser.error(f"--format {args.format} needs -o "
-                         f"{'FILE' if args.format == 'pprof' else 'DIR'}")
+                         f"{'FILE' if args.format == 'pprof' else 'DIR'}"
+                         f"{'' if args.output is None else ' (it cannot go to stdout)'}")
         return
     if args.format in CALL_PATH_FORMATS:
         if args.table is not None:
@@ -381,7 +382,7 @@ def _command_export(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     else:
         def write(out: TextIO) -> None:
             export(profile, args.table or DEFAULT_TABLE, args.format, out)
-    if args.output is None:
+    if args.output is None or args.output == "-":
         write(sys.stdout)
         return 0
     out = _open_output(args.output)
@@ -610,7 +611,8 @@ def build_parser(options: Optional[Sequence[Option]]) -> tuple[
                         help=f"{for_paths}: only thread index T (0: the main thread; "
                              f"default: all, summed)")
     export.add_argument("-o", "--output", metavar="FILE",
-                        help="write to FILE instead of stdout (parquet: a directory)")
+                        help="write to FILE instead of stdout ('-': stdout; parquet: a "
+                             "directory)")
     export.add_argument("--allow-partial", action="store_true",
                         help="export a partial profile (missing, incomplete or unreadable "
                              "ranks, stray files) with a warning on stderr; without it such "

@@ -153,6 +153,20 @@ def test_cli_export_stdout_and_file(tmp_path, capsys):
     assert json.loads(target.read_text())[1]["name"] == "W"
 
 
+def test_cli_export_dash_is_stdout(tmp_path, capsys, monkeypatch):
+    """`-o -` writes to stdout (no file named '-'); a binary format refuses it."""
+    d = write_sample(tmp_path / "prof")
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", str(d), "--table", "comm-ops", "--format", "csv", "-o", "-"]) == 0
+    assert capsys.readouterr().out == COMM_OPS_CSV
+    assert not (tmp_path / "-").exists()
+    assert main(["export", str(d), "--format", "pprof", "-o", "-"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "pathscope export: --format pprof needs -o FILE (it cannot go to stdout) "
+        "(try 'pathscope export --help')")
+    assert not (tmp_path / "-").exists()
+
+
 def test_cli_export_unwritable_output(tmp_path, capsys):
     d = write_sample(tmp_path / "prof")
     (tmp_path / "file").write_text("")
