@@ -294,7 +294,11 @@ def _report_html(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
 
 
 def _write_page(path: str, page: str) -> None:
-    """A page built whole, written to path (a failure to open it leaves no file)."""
+    """A page built whole, written to path ('-': stdout; a failure to open it leaves no
+    file)."""
+    if path == "-":
+        sys.stdout.write(page)
+        return
     out = _open_output(path)
     try:
         with out:

@@ -199,9 +199,9 @@ def test_plotly_missing_or_changed(tmp_path):
                             f"fetches the pinned bundle)")
 
 
-def run_cli(*args, env=None):
+def run_cli(*args, env=None, cwd=None):
     return subprocess.run([str(PATHSCOPE), *map(str, args)], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=60)
+                          env={**os.environ, **(env or {})}, timeout=60, cwd=cwd)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -233,3 +233,11 @@ def test_cli_writes_the_page(tmp_path):
     assert (p.returncode, p.stdout) == (0, "")
     page = out.read_text()
     assert page.count("plotly.js v4.1.1") == 1 and page.endswith("</body></html>\n")
+
+
+def test_cli_writes_the_page_to_stdout_with_a_dash(tmp_path):
+    """`-o -`: the page on stdout, no file named '-'."""
+    p = run_cli("report", HYBRID, "--html", "-o", "-", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("<!DOCTYPE html>") and p.stdout.endswith("</body></html>\n")
+    assert not (tmp_path / "-").exists()
