@@ -38,9 +38,11 @@ def run_id(path):
 
 def pathscope_lines(stderr):
     # (Open MPI's mpirun may glue its own "-----" banner to the last line a rank wrote just
-    # before exiting: that banner is not ours)
-    return sorted(re.sub(r"-{20,}$", "", l) for l in stderr.splitlines()
-                  if l.startswith("pathscope:"))
+    # before exiting: that banner is not ours; and it may forward two ranks' lines as one,
+    # "pathscope: ...rootpathscope: ...": each is a line of ours)
+    pieces = [piece for line in stderr.splitlines()
+              for piece in re.split(r"(?<=.)(?=pathscope: )", line)]
+    return sorted(re.sub(r"-{20,}$", "", l) for l in pieces if l.startswith("pathscope:"))
 
 
 def refused_everywhere(mpi, outdir, message, tmp_path):
