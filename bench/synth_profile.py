@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 
 from pathscope.stats import Stats  # noqa: E402
 
-VERSION = "2.9"
+VERSION = "2.14"
 RUN = "5e1f0c2d3b4a69788796a5b4c3d2e1f0"
 MODULES = [("/opt/solver/bin/solver", "a1b2c3d4e5f60718"),
            ("/lib/x86_64-linux-gnu/libm.so.6", "0a1b2c3d4e5f6071"),

@@ -105,7 +105,17 @@ class Stats:
         return Stats(self.sum - other.sum, self.ranks)
 
     def text(self) -> str:
-        """As tree.tsv writes it (a known value)."""
-        sketch = ";".join(f"{k}:{n}" for k, n in self.sketch or ()) or "-"
+        """As tree.tsv writes it (a known value; format 2.14): `=V` when every rank has V, else
+        SUM,MIN,MIN_RANK,MAX,MAX_RANK,NONZERO,BINS with NONZERO left out when it is every rank
+        and BINS the bins below MAX's, each `K:COUNT`, or COUNT alone for the bin one above the
+        one before (before the first: MIN's bin when MIN > 0)."""
+        if self.min == self.max:
+            return f"={self.min}"
+        before = self.min.bit_length() - 1 if self.min else None
+        bins = []
+        for k, n in (self.sketch or ())[:-1]:
+            bins.append(f"{n}" if before is not None and k == before + 1 else f"{k}:{n}")
+            before = k
+        nonzero = "" if self.nonzero == self.ranks else f"{self.nonzero}"
         return (f"{self.sum},{self.min},{self.min_rank},{self.max},{self.max_rank},"
-                f"{self.nonzero},{sketch}")
+                f"{nonzero},{';'.join(bins)}")

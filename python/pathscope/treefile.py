@@ -14,7 +14,10 @@ Rules kept here (the reader's duties, as for the rank files):
   line and rule.  The run id (line 2) is the caller's to compare with profile.tsv's.
 - Every statistic is checked against its population P (the `ranks` line): MIN <= MAX <= SUM,
   ranks below P, NONZERO <= P and equal to the ranks the sketch counts, MIN = 0 when a rank
-  has 0, MAX in the sketch's highest bin.
+  has 0, MAX in the sketch's highest bin, MIN in its lowest.  Since format 2.14 a statistic
+  leaves out what follows from the rest (`=V`, NONZERO and MAX's bin implied, consecutive bins
+  by their counts, `@COLUMN` for an earlier column of the line): it is read into the same
+  Stats as the whole form of earlier versions, which is still read by the file's version.
 - Nodes: ids dense from 0, a parent before its children, at most MAX_DEPTH levels; roots are
   `root` nodes without a parent (node 0 `app`, then `runtime`); a `pcomm` node is a child of
   an `mpi` node.
@@ -29,14 +32,16 @@ from pathscope.cct import MAX_DEPTH, MAX_ID, MPI, ROOT, Module
 from pathscope.errors import ProfileError
 from pathscope.stats import SKETCH_BINS, Stats
 from pathscope.tsv import (MAX_WORLD_SIZE, Record, _shown, open_in_directory, parse_count,
-                           read_records)
+                           read_records, version_at_least)
 
 TREE_FILE = "tree.tsv"
 TREE_MAGIC = "pathscope-tree"
 PCOMM = "pcomm"               # an `mpi` node's part on one communicator (a child node)
 APP_ROOT, RUNTIME_ROOT = "app", "runtime"
 INCLUSIVE = ("incl_time", "incl_mpi", "incl_offcpu")   # per-rank inclusive columns
-STATS_FIELDS = "SUM,MIN,MIN_RANK,MAX,MAX_RANK,NONZERO,SKETCH"
+STATS_FIELDS = "SUM,MIN,MIN_RANK,MAX,MAX_RANK,NONZERO,BINS"      # 2.14
+OLD_FIELDS = "SUM,MIN,MIN_RANK,MAX,MAX_RANK,NONZERO,SKETCH"      # 2.9 to 2.13
+COMPACT_FORMAT = (2, 14)      # statistics: =V, NONZERO left out for every rank, bins implied
 
 
 @dataclass(slots=True)
@@ -91,6 +96,7 @@ def _count(record: Record, index: int, what: str, text: str) -> int:
 
 
 def _sketch(record: Record, index: int, what: str, text: str) -> tuple[tuple[int, int], ...]:
+    """Before 2.14: every non-empty bin as K:COUNT, or `-`."""
     if text == "-":
         return ()
     bins: dict[int, int] = {}
@@ -108,17 +114,74 @@ def _sketch(record: Record, index: int, what: str, text: str) -> tuple[tuple[int
     return tuple(sorted(bins.items()))
 
 
-def parse_stats(record: Record, index: int, what: str, text: str, ranks: int) -> Stats:
-    """SUM,MIN,MIN_RANK,MAX,MAX_RANK,NONZERO,SKETCH over ranks ranks, checked (what names the
-    value in messages)."""
+def _bins(record: Record, index: int, what: str, text: str, low: int, high: int,
+          nonzero: int) -> tuple[tuple[int, int], ...]:
+    """(2.14) The bins below MAX's, `K:COUNT`, or COUNT alone for the bin one above the one
+    before (before the first: MIN's bin, when MIN > 0); MAX's bin holds the rest of NONZERO."""
+    top = high.bit_length()
+    before = low.bit_length() - 1 if low else None
+    bins: list[tuple[int, int]] = []
+    for item in text.split(";") if text else ():
+        k, sep, n = item.partition(":")
+        if sep:
+            k_value = _count(record, index, what, k)
+        elif before is None:
+            raise _bad(record, index, f"({what}): sketch '{_shown(text)}' does not name its "
+                                      f"first bin (K:COUNT), as MIN 0 needs")
+        else:
+            k_value, n = before + 1, k
+        lowest = 1 if before is None else before + 1
+        if k_value < lowest:
+            raise _bad(record, index, f"({what}): sketch bin {k_value} is below {lowest}")
+        if k_value >= top:
+            raise _bad(record, index, f"({what}): sketch bin {k_value} is not below MAX's "
+                                      f"bin {top}")
+        count = _count(record, index, what, n)
+        if not count:
+            raise _bad(record, index, f"({what}): sketch bin {k_value} counts no rank")
+        bins.append((k_value, count))
+        before = k_value
+    if nonzero:
+        below = sum(n for _, n in bins)
+        if below >= nonzero:
+            raise _bad(record, index, f"({what}): the sketch counts {below} ranks below MAX's "
+                                      f"bin, NONZERO is {nonzero}")
+        bins.append((top, nonzero - below))
+    return tuple(bins)
+
+
+def _number(record: Record, index: int, what: str, text: str) -> int:
+    return (int(text) if text.isdigit() and text.isascii() and len(text) < 20 else
+            _count(record, index, what, text))
+
+
+def parse_stats(record: Record, index: int, what: str, text: str, ranks: int,
+                compact: bool = True) -> Stats:
+    """One statistic over ranks ranks, checked (what names the value in messages): (2.14,
+    compact) `=V`, or SUM,MIN,MIN_RANK,MAX,MAX_RANK,NONZERO,BINS with NONZERO empty for every
+    rank; before 2.14 SUM,MIN,MIN_RANK,MAX,MAX_RANK,NONZERO,SKETCH."""
+    if compact and text.startswith("="):
+        value = _number(record, index, what, text[1:])
+        return Stats(value * ranks, ranks, value, 0, value, 0, ranks if value else 0,
+                     ((value.bit_length(), ranks),) if value else ())
     parts = text.split(",")
     if len(parts) != 7:
         raise _bad(record, index, f"({what}): statistics '{_shown(text)}' have {len(parts)} "
-                                  f"fields, expected 7 ({STATS_FIELDS})")
-    total, low, low_rank, high, high_rank, nonzero = (
-        int(p) if p.isdigit() and p.isascii() and len(p) < 20 else
-        _count(record, index, what, p) for p in parts[:6])
-    sketch = _sketch(record, index, what, parts[6])
+                                  f"fields, expected "
+                                  + (f"=VALUE or 7 ({STATS_FIELDS})" if compact else
+                                     f"7 ({OLD_FIELDS})"))
+    total, low, low_rank, high, high_rank = (_number(record, index, what, p) for p in parts[:5])
+    if not compact:
+        nonzero = _number(record, index, what, parts[5])
+        sketch = _sketch(record, index, what, parts[6])
+    else:
+        if parts[5]:
+            nonzero = _number(record, index, what, parts[5])
+        elif low:
+            nonzero = ranks
+        else:
+            raise _bad(record, index, f"({what}): NONZERO left out (every rank) with MIN 0")
+        sketch = _bins(record, index, what, parts[6], low, high, nonzero)
     why = _broken(total, low, low_rank, high, high_rank, nonzero, sketch, ranks)
     if why:
         raise _bad(record, index, f"({what}): {why}")
@@ -146,6 +209,8 @@ def _broken(total: int, low: int, low_rank: int, high: int, high_rank: int, nonz
         return f"MAX {high} with NONZERO {nonzero}"
     if sketch and sketch[-1][0] != high.bit_length():
         return f"MAX {high} is not in the sketch's highest bin {sketch[-1][0]}"
+    if low and sketch and sketch[0][0] != low.bit_length():
+        return f"MIN {low} is not in the sketch's lowest bin {sketch[0][0]}"
     return ""
 
 
@@ -153,6 +218,7 @@ class _Parser:
     def __init__(self, name: str):
         self.tree = ReducedTree(name, "", None, 0, [], {}, {}, [], {}, {}, [])
         self.declared: set[str] = set()
+        self.compact = True           # statistics of format 2.14 (set from the first line)
 
     def handlers(self) -> dict:
         return {"run": self.run, "ranks": self.ranks, "columns": self.columns,
@@ -217,7 +283,7 @@ class _Parser:
         if name in self.tree.scalars:
             raise ProfileError(f"{record.where}: scalar '{_shown(name)}' given twice")
         self.tree.scalars[name] = parse_stats(record, 1, name, record.fields[1],
-                                              self.need_ranks(record))
+                                              self.need_ranks(record), self.compact)
 
     def probe(self, record: Record) -> None:
         record.need(6)
@@ -272,7 +338,14 @@ class _Parser:
                 raise _bad(record, i, f"column '{_shown(column)}' is not on the 'columns' line")
             if column in stats:
                 raise _bad(record, i, f"column '{_shown(column)}' given twice")
-            stats[column] = parse_stats(record, i, column, text, ranks)
+            if self.compact and text.startswith("@"):     # (2.14) an earlier column's
+                same = stats.get(text[1:])
+                if same is None:
+                    raise _bad(record, i, f"({column}): '{_shown(text)}' names no column "
+                                          f"before it on the line")
+                stats[column] = same
+                continue
+            stats[column] = parse_stats(record, i, column, text, ranks, self.compact)
         nodes.append(TreeNode(node_id, parent, kind, module, address, name, stats, depth))
 
 
@@ -313,6 +386,7 @@ def read_tree_tsv(directory_fd: int, name: str) -> ReducedTree:
 
     def on_version(version: str) -> None:
         parser.tree.version = version
+        parser.compact = version_at_least(version, *COMPACT_FORMAT)
 
     with open_in_directory(directory_fd, TREE_FILE, name, TREE_MAGIC) as source:
         info = read_records(source, name, TREE_MAGIC, parser.handlers(),

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PS_FORMAT_VERSION "2.13"
+#define PS_FORMAT_VERSION "2.14"
 #define PS_VERSION "0.1.0"
 #define PS_PATH_MAX 4096
 

@@ -957,28 +957,47 @@ static void put_field(ps_fmt_t *f, str_t s)
     else ps_fmt_char(f, '-');
 }
 
-/* SUM,MIN,MIN_RANK,MAX,MAX_RANK,NONZERO,SKETCH over ranks [0, p) */
+/* One value over ranks [0, p), docs/format.md "tree.tsv": `=V` when every rank has V; else
+ * SUM,MIN,MIN_RANK,MAX,MAX_RANK,NONZERO,BINS with NONZERO empty when it is p (MIN > 0) and BINS
+ * the ranks of each non-empty bin below MAX's, `K:COUNT`, or COUNT alone where K is one above
+ * the bin before (before the first: MIN's bin, when MIN > 0); MAX's bin holds the rest.  What
+ * a reader can work out from the other fields is not written: the file's size does not grow
+ * with the rank count beyond the digits of the sums and ranks. */
+static int uniform(const stat_t *s, uint32_t p)
+{
+    return s->nonzero == p ? s->min == s->max : !s->nonzero;
+}
+
 static void put_stats(ps_fmt_t *f, const stat_t *s, uint32_t p)
 {
     int all = s->nonzero == p;
+    uint64_t min = all ? s->min : 0, max = s->nonzero ? s->max : 0;
+    if (uniform(s, p)) {
+        ps_fmt_char(f, '=');
+        ps_fmt_u64(f, min);
+        return;
+    }
     ps_fmt_u64(f, s->sum);
     ps_fmt_char(f, ',');
-    ps_fmt_u64(f, all ? s->min : 0);
+    ps_fmt_u64(f, min);
     ps_fmt_char(f, ',');
     ps_fmt_u64(f, all ? s->min_rank : s->zero_lo);
     ps_fmt_char(f, ',');
-    ps_fmt_u64(f, s->nonzero ? s->max : 0);
+    ps_fmt_u64(f, max);
     ps_fmt_char(f, ',');
-    ps_fmt_u64(f, s->nonzero ? s->max_rank : s->zero_lo);
+    ps_fmt_u64(f, s->max_rank);
     ps_fmt_char(f, ',');
-    ps_fmt_u64(f, s->nonzero);
+    if (!all) ps_fmt_u64(f, s->nonzero);
     ps_fmt_char(f, ',');
-    if (!s->nbins) ps_fmt_char(f, '-');
-    for (int i = 0; i < s->nbins; i++) {
+    int before = min ? bin_of(min) - 1 : -1;      /* -1: the first bin is named */
+    for (int i = 0; i + 1 < s->nbins; i++) {      /* the last, MAX's bin, is implied */
         if (i) ps_fmt_char(f, ';');
-        ps_fmt_u64(f, s->bin[i]);
-        ps_fmt_char(f, ':');
+        if (s->bin[i] != before + 1) {
+            ps_fmt_u64(f, s->bin[i]);
+            ps_fmt_char(f, ':');
+        }
         ps_fmt_u64(f, s->count[i]);
+        before = s->bin[i];
     }
 }
 
@@ -1045,14 +1064,26 @@ static void write_nodes(ps_fmt_t *f, const uint8_t *p, int64_t parent, uint64_t 
     if (v.has_addr) ps_fmt_hex(f, v.addr);
     else ps_fmt_char(f, '-');
     put_field(f, v.name);
-    const uint8_t *c = v.cols;
+    const uint8_t *c = v.cols, *shown[C_NODE_COLUMNS];
+    int nshown = 0;
     for (int i = 0; i < v.ncols; i++) {
+        const uint8_t *at = c;
         stat_t s = col_read(&c);
         if (!s.nonzero || s.col >= C_NODE_COLUMNS) continue;
         ps_fmt_char(f, '\t');
         ps_fmt_str(f, col_names[s.col]);
         ps_fmt_char(f, '=');
-        put_stats(f, &s, nranks);
+        int same = -1;              /* an earlier column of the line with these statistics */
+        for (int j = 0; j < nshown && same < 0 && !uniform(&s, nranks); j++)
+            if (at[1] == shown[j][1] && !memcmp(at + 1, shown[j] + 1, COLHDR - 1 + (size_t)at[1] * BIN))
+                same = j;
+        if (same >= 0) {
+            ps_fmt_char(f, '@');
+            ps_fmt_str(f, col_names[shown[same][0]]);
+        } else {
+            put_stats(f, &s, nranks);
+        }
+        shown[nshown++] = at;
     }
     ps_fmt_char(f, '\n');
     const uint8_t *x = v.children;

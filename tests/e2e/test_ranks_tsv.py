@@ -22,7 +22,7 @@ def sections(prof):
     head, sep, body = data.partition(b"\ndata\n")
     assert sep, "no data line"
     lines = head.split(b"\n")
-    assert lines[0] == b"pathscope-ranks\t2.13"
+    assert lines[0] == b"pathscope-ranks\t2.14"
     assert RUN.fullmatch(lines[1] + b"\n")
     assert lines[2].startswith(b"ranks\t")
     nranks = int(lines[2].split(b"\t")[1])
@@ -54,7 +54,7 @@ def test_one_file_for_all_ranks(mpi, np, tmp_path):
     secs, run = sections(prof)
     assert (prof / "profile.tsv").read_text().splitlines()[1] == f"run\t{run}"
     for rank, text in secs.items():
-        assert text.startswith(b"pathscope-rank\t2.13\n") and text.endswith(b"\nend\n")
+        assert text.startswith(b"pathscope-rank\t2.14\n") and text.endswith(b"\nend\n")
         assert fields(text, "run") == [[run]] and fields(text, "rank") == [[str(rank)]]
         assert fields(text, "size") == [[str(np)]] and fields(text, "status") == [["complete"]]
         # tests/programs/reduce_known.c: r % 2 + 1 allreduces, 2 broadcasts, 8 (r + 1) bytes

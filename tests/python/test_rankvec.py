@@ -63,7 +63,7 @@ NODES = [  # id, parent, kind, module, address, name, {column: per rank}, rankve
 
 
 def tree_rows(nodes=NODES, vectors=True):
-    rows = [("pathscope-tree", "2.9"), ("run", RUN), ("ranks", 4),
+    rows = [("pathscope-tree", "2.14"), ("run", RUN), ("ranks", 4),
             ("columns", "visits", "sample_ns", "mpi_ns", "bytes", "incl_time", "incl_mpi",
              "incl_offcpu"),
             ("module", 0, SOLVER, "a1b2"), ("module", 1, LIBMPI, "-"),

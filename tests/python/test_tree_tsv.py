@@ -20,6 +20,8 @@ from pathscope.reader import load_profile
 from pathscope.reduced import differences
 from pathscope.report import render
 from pathscope.stats import Stats
+from pathscope.treefile import parse_stats
+from pathscope.tsv import Record
 from pathscope.symbols import Frame, SymbolTable
 from pathscope_samples import tsv_text
 
@@ -79,6 +81,41 @@ TREE = [
      "kernel_ns=800,200,0,200,0,4,8:4"),
     ("future-line", "ignored"),
     ("end",),
+]
+# TREE as format 2.14 writes it: `=V` where every rank has V, NONZERO left out where every
+# rank has a value, only the bins below MAX's (COUNT alone for the bin after the one before, the
+# first after MIN's when MIN > 0), and `@COLUMN` for an earlier column's statistics on the line.
+TREE_2_14 = [
+    ("pathscope-tree", "2.14"), *TREE[1:9],
+    ("scalar", "thread.elapsed_ns", "2420,305,1,805,0,,2"),     # bins 9:2, 10 (MAX's): 2
+    ("scalar", "thread.count", "=1"),
+    ("scalar", "thread.nodes", "=6"),
+    ("scalar", "thread.samples_kept", "7,0,3,3,0,3,1:1"),      # MIN 0: the first bin named
+    ("scalar", "runtime.count", "=1"),
+    ("scalar", "runtime.elapsed_ns", "=10"),
+    ("scalar", "counter_tree_full", "3,0,0,3,2,1,"),           # one bin: MAX's
+    ("scalar", "ksys.calls.write", "=3"),
+    ("scalar", "ksys.ns.write", "=250"),
+    ("scalar", "ksys.calls.read", "6,0,1,3,0,3,1:1"),
+    ("scalar", "ksys.ns.read", "600,0,1,300,0,3,7:1;1"),      # bins 7:1, 8:1, 9: the rest
+    ("node", 0, "-", "root", "-", "-", "app", "incl_time=2420,305,1,805,0,,2",
+     "incl_mpi=1700,200,1,800,3,,2;1", "incl_offcpu=50,0,0,50,1,1,"),
+    ("node", 1, 0, "call", 0, "0x401025", "-", "incl_time=2400,300,1,800,0,,2",
+     "incl_mpi=1700,200,1,800,3,,2;1", "incl_offcpu=50,0,0,50,1,1,"),
+    ("node", 2, 1, "fn", 0, "0x401100", "-", "sample_ns=700,0,3,300,0,3,7:1",
+     "samples=7,0,3,3,0,3,1:1", "offcpu_ns=50,0,0,50,1,1,", "incl_time=@sample_ns",
+     "incl_offcpu=@offcpu_ns"),
+    ("node", 3, 1, "mpi", "-", "-", "MPI_Allreduce", "visits==10",
+     "mpi_ns=1700,200,1,800,3,,2;1", "bytes==80", "incl_time=@mpi_ns", "incl_mpi=@mpi_ns"),
+    ("node", 4, 3, "pcomm", "-", "-", "W", "visits==10", "mpi_ns=1700,200,1,800,3,,2;1",
+     "bytes==80"),
+    ("node", 5, 0, "not_unwound", "-", "-", "-", "sample_ns==5", "incl_time==5"),
+    ("node", 6, "-", "root", "-", "-", "runtime", "incl_time==10"),
+    ("node", 7, 6, "call", 0, "0x401025", "-", "incl_time==10"),
+    ("node", 8, 7, "fn", 1, "0x2000", "-", "sample_ns==10", "incl_time==10",
+     "future_column=1,0,1,1,0,1,"),
+    ("node", 9, 7, "syscall", "-", "-", "write", "syscalls==2", "kernel_ns==200"),
+    *TREE[-2:],
 ]
 MAIN = Frame("call", SOLVER, "a1b2", 0x401025)
 COMPUTE = Frame("fn", SOLVER, "a1b2", 0x401100)
@@ -205,9 +242,9 @@ def test_one_rank_or_thread_is_refused(reduced, capsys, flags):
         f"kept); rerun with --per-rank all\n")
 
 
-def replaced(kind_and_id, row):
-    """TREE with the line that starts with kind_and_id replaced by row (its line number)."""
-    rows = list(TREE)
+def replaced(kind_and_id, row, tree=TREE):
+    """tree with the line that starts with kind_and_id replaced by row (its line number)."""
+    rows = list(tree)
     i = next(i for i, r in enumerate(rows) if tuple(r[:len(kind_and_id)]) == kind_and_id)
     rows[i] = row
     return rows, i + 1
@@ -257,6 +294,69 @@ def test_a_tree_tsv_that_breaks_a_rule_is_not_used(tmp_path, where, row, message
     assert profile.notes == [f"tree.tsv not used: {name}:{line}: {message}"]
     assert profile.tree is None and not profile.has_call_paths()
     assert profile.problems() == ["ranks 0-3 missing (no rank file)"]
+
+
+def test_the_compact_statistics_of_2_14_read_as_the_full_ones(tmp_path):
+    old = load_profile(write_reduced(tmp_path / "old")).tree
+    new = load_profile(write_reduced(tmp_path / "new", TREE_2_14)).tree
+    assert (old.version, new.version) == ("2.9", "2.14")
+    assert new.scalars == old.scalars and len(new.scalars) == 11
+    assert [n.stats for n in new.nodes] == [n.stats for n in old.nodes]
+    assert new.nodes[3].stats["incl_mpi"] == Stats(1700, 4, 200, 1, 800, 3, 4,
+                                                   ((8, 2), (9, 1), (10, 1)))
+    assert new.scalars["ksys.ns.read"] == Stats(600, 4, 0, 1, 300, 0, 3,
+                                                ((7, 1), (8, 1), (9, 1)))
+    assert new.scalars["thread.count"] == Stats(4, 4, 1, 0, 1, 0, 4, ((1, 4),))
+
+
+def test_stats_text_is_the_2_14_form():
+    """What the runtime writes for the same values (tests/unit/runtime/test_tree_merge.c)."""
+    cases = [([305, 305, 805, 805], "2220,305,0,805,2,,2"),
+             ([0, 1, 2, 3], "6,0,0,3,3,3,1:1"),
+             ([7, 7, 7, 7], "=7"), ([0, 0, 0, 0], "=0"),
+             ([0, 5, 0, 5], "10,0,0,5,1,2,"),
+             ([1, 2, 200, 3000, 3000], "6203,1,0,3000,3,,1;1;8:1"),
+             ([0, 1, 100, 2 ** 40], f"{2 ** 40 + 101},0,0,{2 ** 40},3,3,1:1;7:1")]
+    for values, text in cases:
+        assert Stats.of_vector(values).text() == text, values
+        assert parse_stats(Record("scalar", [text], "here"), 0, "v", text, len(values)) == Stats.of_vector(values)
+
+
+@pytest.mark.parametrize("row, message", [
+    (("node", 2, 1, "fn", 0, "0x401100", "-", "sample_ns=700,0,3,300,0,3"),
+     "'node' line: field 8 (sample_ns): statistics '700,0,3,300,0,3' have 6 fields, expected "
+     "=VALUE or 7 (SUM,MIN,MIN_RANK,MAX,MAX_RANK,NONZERO,BINS)"),
+    (("node", 2, 1, "fn", 0, "0x401100", "-", "sample_ns=700,0,3,300,0,,7:1"),
+     "'node' line: field 8 (sample_ns): NONZERO left out (every rank) with MIN 0"),
+    (("node", 2, 1, "fn", 0, "0x401100", "-", "sample_ns=700,0,3,300,0,3,1"),
+     "'node' line: field 8 (sample_ns): sketch '1' does not name its first bin (K:COUNT), as "
+     "MIN 0 needs"),
+    (("node", 2, 1, "fn", 0, "0x401100", "-", "sample_ns=700,0,3,300,0,3,7:1;7:1"),
+     "'node' line: field 8 (sample_ns): sketch bin 7 is below 8"),
+    (("node", 2, 1, "fn", 0, "0x401100", "-", "sample_ns=700,0,3,300,0,3,9:1"),
+     "'node' line: field 8 (sample_ns): sketch bin 9 is not below MAX's bin 9"),
+    (("node", 2, 1, "fn", 0, "0x401100", "-", "sample_ns=700,0,3,300,0,3,7:3"),
+     "'node' line: field 8 (sample_ns): the sketch counts 3 ranks below MAX's bin, NONZERO is 3"),
+    (("node", 2, 1, "fn", 0, "0x401100", "-", "sample_ns=700,0,3,300,0,3,7:0"),
+     "'node' line: field 8 (sample_ns): sketch bin 7 counts no rank"),
+    (("node", 2, 1, "fn", 0, "0x401100", "-", "sample_ns=700,0,3,300,0,3,0:1"),
+     "'node' line: field 8 (sample_ns): sketch bin 0 is below 1"),
+    (("node", 2, 1, "fn", 0, "0x401100", "-", "sample_ns==x"),
+     "'node' line: field 8 (sample_ns): 'x' is not an integer"),
+    (("node", 2, 1, "fn", 0, "0x401100", "-", "incl_time=@sample_ns"),
+     "'node' line: field 8 (incl_time): '@sample_ns' names no column before it on the line"),
+    (("node", 2, 1, "fn", 0, "0x401100", "-", "sample_ns=700,0,3,300,0,3,7:1",
+      "incl_time=@incl_time"),
+     "'node' line: field 9 (incl_time): '@incl_time' names no column before it on the line"),
+    (("node", 2, 1, "fn", 0, "0x401100", "-", "sample_ns=700,100,3,300,0,,8:1"),
+     "'node' line: field 8 (sample_ns): MIN 100 is not in the sketch's lowest bin 8"),
+])
+def test_a_2_14_statistic_that_breaks_a_rule_is_not_used(tmp_path, row, message):
+    rows, line = replaced(("node", 2), row, TREE_2_14)
+    profile = load_profile(write_reduced(tmp_path / "prof", rows))
+    name = f"{tmp_path / 'prof' / 'tree.tsv'}"
+    assert profile.notes == [f"tree.tsv not used: {name}:{line}: {message}"]
+    assert profile.tree is None
 
 
 def test_tree_tsv_cut_short_or_of_another_run_or_newer(tmp_path):

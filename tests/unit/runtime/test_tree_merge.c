@@ -102,42 +102,45 @@ int main(void)
     CHECK_STR(line_of(out, "string\tprogram"), "string\tprogram\t4\tapp");
     /* the lowest rank's text; counts and ranks add up */
     CHECK_STR(line_of(out, "warning"), "warning\tsigprof-taken\t2\t3\ttext of rank 1");
-    /* 1000..1003: sum 4006, min at 0, max at 3, all in bin 10 ([512, 1024)) */
-    CHECK_STR(line_of(out, "scalar\twall_ns"), "scalar\twall_ns\t4006,1000,0,1003,3,4,10:4");
-    CHECK_STR(line_of(out, "scalar\tthread.count"), "scalar\tthread.count\t5,1,0,2,2,4,1:3;2:1");
+    /* (format 2.14) NONZERO is left out when every rank has a value, the bins are those below
+     * MAX's (MAX's holds the rest), a bin right after the one before (or after MIN's) is its
+     * count alone, `=V` is V on every rank, `@COL` an earlier column's statistics.
+     * 1000..1003: sum 4006, min at 0, max at 3, all in bin 10 ([512, 1024)) */
+    CHECK_STR(line_of(out, "scalar\twall_ns"), "scalar\twall_ns\t4006,1000,0,1003,3,,");
+    CHECK_STR(line_of(out, "scalar\tthread.count"), "scalar\tthread.count\t5,1,0,2,2,,3");
     CHECK_STR(line_of(out, "scalar\truntime.elapsed_ns"),
-              "scalar\truntime.elapsed_ns\t40,0,0,40,2,1,6:1");
+              "scalar\truntime.elapsed_ns\t40,0,0,40,2,1,");
     CHECK_STR(line_of(out, "scalar\tcounter_tree_full"),
-              "scalar\tcounter_tree_full\t0,0,0,0,0,0,-");
+              "scalar\tcounter_tree_full\t=0");
     /* the application's root: incl_time per rank = work + MPI: 105, 7, 207, 100 */
     CHECK_STR(line_of(out, "node\t0\t"),
-              "node\t0\t-\troot\t-\t-\tapp\tincl_time=419,7,1,207,2,4,3:1;7:2;8:1\t"
-              "incl_mpi=19,0,3,7,1,3,3:3\tincl_offcpu=30,0,1,30,0,1,5:1");
+              "node\t0\t-\troot\t-\t-\tapp\tincl_time=419,7,1,207,2,,1;7:2\t"
+              "incl_mpi=19,0,3,7,1,3,\tincl_offcpu=30,0,1,30,0,1,");
     CHECK_STR(line_of(out, "node\t1\t"),
-              "node\t1\t0\tcall\t0\t0x1000\t-\tincl_time=419,7,1,207,2,4,3:1;7:2;8:1\t"
-              "incl_mpi=19,0,3,7,1,3,3:3\tincl_offcpu=30,0,1,30,0,1,5:1");
+              "node\t1\t0\tcall\t0\t0x1000\t-\tincl_time=419,7,1,207,2,,1;7:2\t"
+              "incl_mpi=19,0,3,7,1,3,\tincl_offcpu=30,0,1,30,0,1,");
     /* children sorted by kind: fn before mpi */
     CHECK_STR(line_of(out, "node\t2\t"),
-              "node\t2\t1\tfn\t0\t0x2000\t-\tsample_ns=400,0,1,200,2,3,7:2;8:1\t"
-              "samples=5,1,0,2,2,4,1:3;2:1\toffcpu_ns=30,0,1,30,0,1,5:1\t"
-              "incl_time=400,0,1,200,2,3,7:2;8:1\tincl_offcpu=30,0,1,30,0,1,5:1");
+              "node\t2\t1\tfn\t0\t0x2000\t-\tsample_ns=400,0,1,200,2,3,7:2\t"
+              "samples=5,1,0,2,2,,3\toffcpu_ns=30,0,1,30,0,1,\t"
+              "incl_time=@sample_ns\tincl_offcpu=@offcpu_ns");
     /* equal maxima (7 on ranks 1 and 2): the lower rank; rank 3 has no node: min 0 there */
     CHECK_STR(line_of(out, "node\t3\t"),
-              "node\t3\t1\tmpi\t-\t-\tMPI_Send\tvisits=4,0,3,2,1,3,1:2;2:1\t"
-              "mpi_ns=19,0,3,7,1,3,3:3\tbytes=32,0,3,16,1,3,4:2;5:1\t"
-              "incl_time=19,0,3,7,1,3,3:3\tincl_mpi=19,0,3,7,1,3,3:3");
+              "node\t3\t1\tmpi\t-\t-\tMPI_Send\tvisits=4,0,3,2,1,3,1:2\t"
+              "mpi_ns=19,0,3,7,1,3,\tbytes=32,0,3,16,1,3,4:2\t"
+              "incl_time=@mpi_ns\tincl_mpi=@mpi_ns");
     CHECK_STR(line_of(out, "node\t4\t"),
-              "node\t4\t3\tpcomm\t-\t-\tW\tvisits=3,0,3,1,0,3,1:3\tmpi_ns=15,0,3,7,2,3,2:1;3:2\t"
-              "bytes=24,0,3,8,0,3,4:3");
+              "node\t4\t3\tpcomm\t-\t-\tW\tvisits=3,0,3,1,0,3,\tmpi_ns=15,0,3,7,2,3,2:1\t"
+              "bytes=24,0,3,8,0,3,");
     CHECK_STR(line_of(out, "node\t5\t"),
-              "node\t5\t3\tpcomm\t-\t-\tW_s0\tvisits=1,0,0,1,1,1,1:1\tmpi_ns=4,0,0,4,1,1,3:1\t"
-              "bytes=8,0,0,8,1,1,4:1");
+              "node\t5\t3\tpcomm\t-\t-\tW_s0\tvisits=1,0,0,1,1,1,\tmpi_ns=4,0,0,4,1,1,\t"
+              "bytes=8,0,0,8,1,1,");
     /* the runtime's threads: a root of their own */
     CHECK_STR(line_of(out, "node\t6\t"),
-              "node\t6\t-\troot\t-\t-\truntime\tincl_time=40,0,0,40,2,1,6:1");
+              "node\t6\t-\troot\t-\t-\truntime\tincl_time=40,0,0,40,2,1,");
     CHECK_STR(line_of(out, "node\t7\t"),
-              "node\t7\t6\tfn\t1\t0x9000\t-\tsample_ns=40,0,0,40,2,1,6:1\t"
-              "samples=1,0,0,1,2,1,1:1\tincl_time=40,0,0,40,2,1,6:1");
+              "node\t7\t6\tfn\t1\t0x9000\t-\tsample_ns=40,0,0,40,2,1,\t"
+              "samples=1,0,0,1,2,1,\tincl_time=@sample_ns");
     CHECK_STR(line_of(out, "node\t8\t"), "");
     CHECK(strstr(out, "\nend\n") != NULL);
 
