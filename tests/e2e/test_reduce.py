@@ -188,10 +188,19 @@ def test_reduced_tree_equals_the_rank_files(mpi, np, tmp_path):
 
 
 def busy_loops(count, seconds):
-    """count bounded busy loops (sh), for a run as crowded as one of more ranks; the caller
-    ends them by pid."""
+    """count busy loops (sh under timeout, so that they end after seconds even if this test
+    dies), for a run as crowded as one of more ranks; end_loops stops them."""
     return [subprocess.Popen(["timeout", str(seconds), "sh", "-c", "while :; do :; done"])
             for _ in range(count)]
+
+
+def end_loops(loops):
+    """SIGTERM to each timeout, which passes it on to its loop (a SIGKILL would leave the loop
+    running without it), then waits for it."""
+    for loop in loops:
+        loop.terminate()
+    for loop in loops:
+        loop.wait()
 
 
 def test_size_does_not_grow_with_ranks(openmpi, tmp_path):
@@ -214,9 +223,7 @@ def test_size_does_not_grow_with_ranks(openmpi, tmp_path):
             openmpi.run(np, [openmpi.prog("reduce_known")], prof, timeout=300,
                         pathscope_args=["--sample-rate", "0", "--per-rank", "none"])
         finally:
-            for loop in crowd:
-                loop.kill()
-                loop.wait()
+            end_loops(crowd)
         text = (prof / "profile.tsv").read_text() + (prof / "tree.tsv").read_text()
         sizes[np] = len(text)
         # each statistic (or number, or rank list) one character; the run id aside
