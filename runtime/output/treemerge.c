@@ -968,6 +968,13 @@ static int uniform(const stat_t *s, uint32_t p)
     return s->nonzero == p ? s->min == s->max : !s->nonzero;
 }
 
+/* Two encoded columns with the same statistics (all but the column byte; the bin counts first,
+ * so that the compare stays within the shorter one). */
+static int same_stats(const uint8_t *a, const uint8_t *b)
+{
+    return a[1] == b[1] && memcmp(a + 1, b + 1, COLHDR - 1 + (size_t)a[1] * BIN) == 0;
+}
+
 static void put_stats(ps_fmt_t *f, const stat_t *s, uint32_t p)
 {
     int all = s->nonzero == p;
@@ -1073,13 +1080,12 @@ static void write_nodes(ps_fmt_t *f, const uint8_t *p, int64_t parent, uint64_t 
         ps_fmt_char(f, '\t');
         ps_fmt_str(f, col_names[s.col]);
         ps_fmt_char(f, '=');
-        int same = -1;              /* an earlier column of the line with these statistics */
-        for (int j = 0; j < nshown && same < 0 && !uniform(&s, nranks); j++)
-            if (at[1] == shown[j][1] && !memcmp(at + 1, shown[j] + 1, COLHDR - 1 + (size_t)at[1] * BIN))
-                same = j;
-        if (same >= 0) {
+        const uint8_t *same = NULL;  /* an earlier column of the line with these statistics */
+        for (int j = 0; j < nshown && !same && !uniform(&s, nranks); j++)
+            if (same_stats(at, shown[j])) same = shown[j];
+        if (same) {
             ps_fmt_char(f, '@');
-            ps_fmt_str(f, col_names[shown[same][0]]);
+            ps_fmt_str(f, col_names[same[0]]);
         } else {
             put_stats(f, &s, nranks);
         }

@@ -322,40 +322,41 @@ def test_stats_text_is_the_2_14_form():
         assert parse_stats(Record("scalar", [text], "here"), 0, "v", text, len(values)) == Stats.of_vector(values)
 
 
-@pytest.mark.parametrize("row, message", [
-    (("node", 2, 1, "fn", 0, "0x401100", "-", "sample_ns=700,0,3,300,0,3"),
-     "'node' line: field 8 (sample_ns): statistics '700,0,3,300,0,3' have 6 fields, expected "
+@pytest.mark.parametrize("columns, message", [
+    (["sample_ns=700,0,3,300,0,3"],
+     "field 8 (sample_ns): statistics '700,0,3,300,0,3' have 6 fields, expected "
      "=VALUE or 7 (SUM,MIN,MIN_RANK,MAX,MAX_RANK,NONZERO,BINS)"),
-    (("node", 2, 1, "fn", 0, "0x401100", "-", "sample_ns=700,0,3,300,0,,7:1"),
-     "'node' line: field 8 (sample_ns): NONZERO left out (every rank) with MIN 0"),
-    (("node", 2, 1, "fn", 0, "0x401100", "-", "sample_ns=700,0,3,300,0,3,1"),
-     "'node' line: field 8 (sample_ns): sketch '1' does not name its first bin (K:COUNT), as "
+    (["sample_ns=700,0,3,300,0,,7:1"],
+     "field 8 (sample_ns): NONZERO left out (every rank) with MIN 0"),
+    (["sample_ns=700,0,3,300,0,3,1"],
+     "field 8 (sample_ns): sketch '1' does not name its first bin (K:COUNT), as "
      "MIN 0 needs"),
-    (("node", 2, 1, "fn", 0, "0x401100", "-", "sample_ns=700,0,3,300,0,3,7:1;7:1"),
-     "'node' line: field 8 (sample_ns): sketch bin 7 is below 8"),
-    (("node", 2, 1, "fn", 0, "0x401100", "-", "sample_ns=700,0,3,300,0,3,9:1"),
-     "'node' line: field 8 (sample_ns): sketch bin 9 is not below MAX's bin 9"),
-    (("node", 2, 1, "fn", 0, "0x401100", "-", "sample_ns=700,0,3,300,0,3,7:3"),
-     "'node' line: field 8 (sample_ns): the sketch counts 3 ranks below MAX's bin, NONZERO is 3"),
-    (("node", 2, 1, "fn", 0, "0x401100", "-", "sample_ns=700,0,3,300,0,3,7:0"),
-     "'node' line: field 8 (sample_ns): sketch bin 7 counts no rank"),
-    (("node", 2, 1, "fn", 0, "0x401100", "-", "sample_ns=700,0,3,300,0,3,0:1"),
-     "'node' line: field 8 (sample_ns): sketch bin 0 is below 1"),
-    (("node", 2, 1, "fn", 0, "0x401100", "-", "sample_ns==x"),
-     "'node' line: field 8 (sample_ns): 'x' is not an integer"),
-    (("node", 2, 1, "fn", 0, "0x401100", "-", "incl_time=@sample_ns"),
-     "'node' line: field 8 (incl_time): '@sample_ns' names no column before it on the line"),
-    (("node", 2, 1, "fn", 0, "0x401100", "-", "sample_ns=700,0,3,300,0,3,7:1",
-      "incl_time=@incl_time"),
-     "'node' line: field 9 (incl_time): '@incl_time' names no column before it on the line"),
-    (("node", 2, 1, "fn", 0, "0x401100", "-", "sample_ns=700,100,3,300,0,,8:1"),
-     "'node' line: field 8 (sample_ns): MIN 100 is not in the sketch's lowest bin 8"),
+    (["sample_ns=700,0,3,300,0,3,7:1;7:1"],
+     "field 8 (sample_ns): sketch bin 7 is below 8"),
+    (["sample_ns=700,0,3,300,0,3,9:1"],
+     "field 8 (sample_ns): sketch bin 9 is not below MAX's bin 9"),
+    (["sample_ns=700,0,3,300,0,3,7:3"],
+     "field 8 (sample_ns): the sketch counts 3 ranks below MAX's bin, NONZERO is 3"),
+    (["sample_ns=700,0,3,300,0,3,7:0"],
+     "field 8 (sample_ns): sketch bin 7 counts no rank"),
+    (["sample_ns=700,0,3,300,0,3,0:1"],
+     "field 8 (sample_ns): sketch bin 0 is below 1"),
+    (["sample_ns==x"],
+     "field 8 (sample_ns): 'x' is not an integer"),
+    (["incl_time=@sample_ns"],
+     "field 8 (incl_time): '@sample_ns' names no column before it on the line"),
+    (["sample_ns=700,0,3,300,0,3,7:1", "incl_time=@incl_time"],
+     "field 9 (incl_time): '@incl_time' names no column before it on the line"),
+    (["sample_ns=700,100,3,300,0,,8:1"],
+     "field 8 (sample_ns): MIN 100 is not in the sketch's lowest bin 8"),
 ])
-def test_a_2_14_statistic_that_breaks_a_rule_is_not_used(tmp_path, row, message):
-    rows, line = replaced(("node", 2), row, TREE_2_14)
+def test_a_2_14_statistic_that_breaks_a_rule_is_not_used(tmp_path, columns, message):
+    """Node 2's columns replaced; the message after "'node' line: "."""
+    rows, line = replaced(("node", 2), ("node", 2, 1, "fn", 0, "0x401100", "-", *columns),
+                          TREE_2_14)
     profile = load_profile(write_reduced(tmp_path / "prof", rows))
     name = f"{tmp_path / 'prof' / 'tree.tsv'}"
-    assert profile.notes == [f"tree.tsv not used: {name}:{line}: {message}"]
+    assert profile.notes == [f"tree.tsv not used: {name}:{line}: 'node' line: {message}"]
     assert profile.tree is None
 
 
