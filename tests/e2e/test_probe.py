@@ -313,11 +313,21 @@ def test_samples_in_trampolines_and_thunks(openmpi, tmp_path):
     (tiny,), (first,) = pr.ids("^tiny$"), pr.ids("^calls_first$")
     assert (pr.calls(tiny), pr.calls(first)) == (3000000, 200000)
     assert probed_failed <= plain_failed + 2, (plain_failed, probed_failed)
-    # every path with the probe is one without it, or its prefix (the caller of a probed
-    # function, sampled just before the call or after its return)
-    prefixes = {";".join(p.split(";")[:k]) for p in plain for k in range(1, p.count(";") + 2)}
-    assert probed <= prefixes, probed - prefixes
-    assert "loop_tiny;tiny" in probed and "loop_tiny;tiny" in plain
+    # Where the probes' code was interrupted, the walk must give the program's own call
+    # structure: a path through the probed loops is one of these (loop_tiny alone when the
+    # sample lands in the loop, or just before the call or after its return).  Which of them
+    # the plain run hits is chance: tiny's three instructions got none of the ~300 samples of
+    # loop_tiny in 5 of 15 runs here, so the plain run is the reference for [failed unwind] only.
+    structure = {"loop_tiny", "loop_tiny;tiny", "loop_first", "loop_first;calls_first",
+                 "loop_first;calls_first;spin_callee"}
+    names = {f for p in structure for f in p.split(";")}
+    near = {p for p in probed if names & set(p.split(";"))}
+    assert near <= structure, near - structure
+    # The rest (start-up, printf, exit) is far from the probes, but nothing of it may be an
+    # unnamed frame (a trampoline or stub the walk failed to map) either.
+    unnamed = {p for p in probed - near if "+0x" in p or "[" in p}
+    assert not unnamed, unnamed
+    assert "loop_tiny;tiny" in probed and "loop_tiny" in plain
     spin = {p for p in plain | probed if p.endswith("spin_callee")}
     assert spin == {"loop_first;calls_first;spin_callee"}, spin
 
