@@ -119,6 +119,8 @@ int main(int argc, char **argv)
         MPI_Init(&argc, &argv);
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    /* (before the barrier: once rank 0 says it hangs, rank 3 ignores SIGTERM) */
+    if (strcmp(mode, "hang_term") == 0 && rank == 3) signal(SIGTERM, SIG_IGN);
     MPI_Bcast(v, 4, MPI_INT, 0, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);
 
@@ -168,7 +170,6 @@ int main(int argc, char **argv)
         scale_end(mode, rank, atoi(argv[2]), argv[3]);
         MPI_Finalize();
     } else if (strcmp(mode, "hang") == 0 || strcmp(mode, "hang_term") == 0) {
-        if (strcmp(mode, "hang_term") == 0 && rank == 3) signal(SIGTERM, SIG_IGN);
         if (rank == 0) fprintf(stdout, "lifecycle: hanging\n");
         fflush(stdout);
         for (;;) sleep(1);
