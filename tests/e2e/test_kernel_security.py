@@ -414,8 +414,12 @@ def test_connections_that_never_register_do_not_hold_the_collector(openmpi, atta
     path = root_socket(job)
     log = tmp_path / "collector.log"
     holders = []
+    # the first process lives until the test ends it (a line through the FIFO), however slow
+    # the processes started meanwhile are
+    gate = tmp_path / "end.fifo"
+    os.mkfifo(gate)
     first = subprocess.Popen(PATHSCOPE + ["run", "--kernel", "ebpf", "-o", str(tmp_path / "p1"),
-                                          "--", "/bin/sleep", "4"],
+                                          "--", "/bin/sh", "-c", 'read line < "$0"', str(gate)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env=dict(job_env(job), PS_KCOLLECT_LOG=str(log)))
     try:
@@ -457,6 +461,8 @@ def test_connections_that_never_register_do_not_hold_the_collector(openmpi, atta
         assert 1.9 <= result["seconds"] < 2.0 + SLACK_S, result
         # the last registered process ends: the collector detaches 0.5 s later, though
         # another user still holds its connections open
+        with open(gate, "w") as w:
+            w.write("end\n")
         assert first.wait(timeout=60) == 0, first.stderr.read()
         ended = time.monotonic()
         while Path(f"/proc/{cpid}").exists() and time.monotonic() < ended + 10:
