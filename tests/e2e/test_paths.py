@@ -327,9 +327,21 @@ def test_report_views(paths_run):
     runtime = re.search(r"not shown\s+(\d+) threads of the MPI library's runtime", split)
     threads = [r for r in rank_records(out, 0) if r[0] == "thread"]
     assert (int(runtime.group(1)) if runtime else 0) == 2 * (len(threads) - 1)
-    # the hot path follows the largest child at each level: MPI_Init takes ~0.2 s per rank
-    # and compute_a a similar time, so only check the path's shape
-    assert "main" in hot and ("compute_a" in hot or "MPI_Init" in hot)
+    # The hot path follows the largest child at each level, from the root but not into the
+    # pseudo frames: the program's thread (thread 0; the runtime's are not shown) decides.
+    # That is the _start chain unless start-up or a walk that ended early outweighed main on
+    # a crowded machine; then MPI_Init takes ~0.2 s per rank and compute_a a similar time, so
+    # only the path's shape is checked.
+    tops = {}
+    for path, value in folded(out, "time", thread=0).items():
+        first = path.split(";", 1)[0]
+        if first not in ("[failed unwind]", "[not unwound]"):
+            tops[first] = tops.get(first, 0) + value
+    heaviest = max(tops, key=tops.get)
+    second = hot.splitlines()[3]
+    assert re.search(rf"(\s|^){re.escape(heaviest)}( |$)", second), (tops, hot)
+    if heaviest == "_start":
+        assert re.search(r"\smain \(", hot) and ("compute_a" in hot or "MPI_Init" in hot), hot
 
 
 def test_speedscope_totals(paths_run):
