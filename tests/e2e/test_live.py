@@ -135,6 +135,18 @@ def read_segment(path):
                 data=raw[data_offset:data_offset + data_len].decode().splitlines())
 
 
+def published_after(path, publishes=None, timeout=10.0):
+    """The segment once it has been published twice after `publishes` (read now when None):
+    the second publish began after whatever the program did before this call, however late
+    the control thread got a CPU."""
+    start = read_segment(path)["publishes"] if publishes is None else publishes
+    deadline = time.monotonic() + timeout
+    while (h := read_segment(path))["publishes"] < start + 2:
+        assert time.monotonic() < deadline, f"no publish in {timeout} s ({h['publishes']})"
+        time.sleep(0.02)
+    return h
+
+
 def sections(lines):
     """{source name: [its lines split on TAB]}"""
     found, current = {}, None
@@ -378,7 +390,7 @@ def test_segment_header_and_sample_data(phases):
     p = phases(env=dict(PATHSCOPE_LIVE="100", PATHSCOPE_SAMPLE_RATE="1000"))
     first = read_segment(p.segment())
     assert p.do("busy 1500") == "ok\n"
-    time.sleep(0.3)                         # idle now: a publish after the busy phase
+    published_after(p.segment())            # idle now: a publish after the busy phase
     cpu = int(Path(f"/proc/{p.pid}/task/{p.pid}/schedstat").read_text().split()[0])
     h = read_segment(p.segment())
     assert (h["magic"], h["version"], h["header_size"]) == (b"PSLIVE1\0", 1, 4096)
@@ -451,8 +463,7 @@ def test_kernel_lines(openmpi, tmp_path):
                         LD_PRELOAD=f"{kernel_lib}:{openmpi.lib}"))
     try:
         assert p.do("nap 25") == "ok\n"
-        time.sleep(0.3)
-        sys_lines = sections(read_segment(p.segment())["data"])["kernel"]
+        sys_lines = sections(published_after(p.segment())["data"])["kernel"]
         assert all(f[0] == "sys" and len(f) == 4 for f in sys_lines) and len(sys_lines) <= 32
         usleep = [f for f in sys_lines if f[1] == "usleep"]
         assert usleep and int(usleep[0][2]) == 25 and int(usleep[0][3]) >= 25_000_000
