@@ -62,6 +62,12 @@ int ps_patch_writer_mprotect;
  * long, which a prologue's stack and data accesses do not take (1 ms before: windows of tens
  * of ms on an oversubscribed node, where a thread gets its CPU time slowly). */
 #define RUN_CLEARS_NS 200000
+/* A thread may sit preempted inside the displaced instructions longer than SCAN_LIMIT_MS on a
+ * crowded node (8 spinning threads beside other load on 2 cores: 0.5-1.7% of adds).  The
+ * int3 is taken out again, the threads run on, and the window is opened anew after
+ * RETRY_PAUSE_MS, up to WINDOW_TRIES times before the add is refused (unsafe-threads). */
+#define WINDOW_TRIES 8
+#define RETRY_PAUSE_MS 10
 #define CANNOT_WRITE "/proc/self/mem and mprotect refused"
 
 static struct {
@@ -397,20 +403,25 @@ static int write_window(uintptr_t site, const uint8_t *old, const uint8_t *new, 
                         int scan, char *why, size_t wlen)
 {
     static const uint8_t int3 = 0xcc;
-    uint64_t t0 = monotonic_ns();
-    pt.windows++;
-    if (text_write(site, &int3, 1) != 0) {
-        return refuse(why, wlen, "write-failed cannot write the text (%s)", CANNOT_WRITE);
-    }
-    sync_cores();
-    int inside = scan ? wait_outside(site, len) : 0;
-    if (inside) {
-        char comm[32];
+    uint64_t t0;
+    for (int attempt = 1;; attempt++) {
+        t0 = monotonic_ns();
+        pt.windows++;
+        if (text_write(site, &int3, 1) != 0) {
+            return refuse(why, wlen, "write-failed cannot write the text (%s)", CANNOT_WRITE);
+        }
+        sync_cores();
+        int inside = scan ? wait_outside(site, len) : 0;
+        if (!inside) break;
         text_write(site, old, 1);
         sync_cores();
-        task_comm(inside, comm, sizeof comm);
-        return refuse(why, wlen, "unsafe-threads thread %d (%s) may be inside the displaced "
-                      "instructions", inside, comm);
+        if (attempt == WINDOW_TRIES) {
+            char comm[32];
+            task_comm(inside, comm, sizeof comm);
+            return refuse(why, wlen, "unsafe-threads thread %d (%s) may be inside the displaced "
+                          "instructions", inside, comm);
+        }
+        for (int i = 0; i < RETRY_PAUSE_MS; i++) sleep_ms();
     }
     int bad = text_write(site + 1, new + 1, len - 1) != 0;
     sync_cores();
