@@ -135,11 +135,10 @@ def read_segment(path):
                 data=raw[data_offset:data_offset + data_len].decode().splitlines())
 
 
-def published_after(path, publishes=None, timeout=10.0):
-    """The segment once it has been published twice after `publishes` (read now when None):
-    the second publish began after whatever the program did before this call, however late
-    the control thread got a CPU."""
-    start = read_segment(path)["publishes"] if publishes is None else publishes
+def published_after(path, timeout=10.0):
+    """The segment once it has been published twice after this call: the second publish began
+    after whatever the program did before it, however late the control thread got a CPU."""
+    start = read_segment(path)["publishes"]
     deadline = time.monotonic() + timeout
     while (h := read_segment(path))["publishes"] < start + 2:
         assert time.monotonic() < deadline, f"no publish in {timeout} s ({h['publishes']})"
